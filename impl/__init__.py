@@ -1,0 +1,4 @@
+"""The bkref storage engine. Imports spec/ only, never models/ (docs/architecture.md).
+
+All I/O goes through impl.fs.FileSystem; clocks and randomness are passed in.
+"""

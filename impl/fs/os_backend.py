@@ -1,0 +1,174 @@
+"""The OS backend of the FileSystem seam: real files through ``os``.
+
+This module and the explicit seams are the only places in impl/ allowed to use ``os`` and
+``open`` (tests/unit/test_layering.py keeps it so). Errors are mapped to spec.errors so the
+engine handles the OS and the simulated disk alike.
+
+Not verified here: what the kernel and the device really make durable. The simulated disk
+(models/simdisk.py) is the strict model the engine is checked against.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Callable
+from typing import TypeVar
+
+from impl.fs.api import DiskSpace
+from spec.errors import (
+    FsClosed,
+    FsError,
+    FsExists,
+    FsIOError,
+    FsNoSpace,
+    FsNotADirectory,
+    FsNotFound,
+)
+
+T = TypeVar("T")
+
+
+def _mapped(path: str, op: str, fn: Callable[[], T]) -> T:
+    try:
+        return fn()
+    except OSError as exc:
+        raise _map_error(path, op, exc) from exc
+
+
+def _map_error(path: str, op: str, exc: OSError) -> FsError:
+    code = exc.errno
+    if code == errno.ENOENT:
+        return FsNotFound(path)
+    if code == errno.EEXIST:
+        return FsExists(path)
+    if code == errno.ENOTDIR:
+        return FsNotADirectory(path)
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        return FsNoSpace(path)
+    if code == errno.EBADF:
+        return FsClosed(path)
+    return FsIOError(path, f"{op} ({exc.strerror})")
+
+
+class OsFileHandle:
+    """A file descriptor opened read-write."""
+
+    def __init__(self, path: str, fd: int) -> None:
+        self._path = path
+        self._fd: int | None = fd
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    def _live_fd(self) -> int:
+        if self._fd is None:
+            raise FsClosed(self._path)
+        return self._fd
+
+    def pwrite(self, offset: int, data: bytes) -> None:
+        fd = self._live_fd()
+        view = memoryview(data)
+        while view:
+            written = _mapped(self._path, "write", lambda v=view: os.pwrite(fd, v, offset))
+            view = view[written:]
+            offset += written
+
+    def append(self, data: bytes) -> int:
+        offset = self.size()
+        self.pwrite(offset, data)
+        return offset
+
+    def pread(self, offset: int, length: int) -> bytes:
+        fd = self._live_fd()
+        chunks: list[bytes] = []
+        while length > 0:
+            chunk = _mapped(self._path, "read", lambda: os.pread(fd, length, offset))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            offset += len(chunk)
+            length -= len(chunk)
+        return b"".join(chunks)
+
+    def size(self) -> int:
+        fd = self._live_fd()
+        return _mapped(self._path, "stat", lambda: os.fstat(fd).st_size)
+
+    def truncate(self, length: int) -> None:
+        fd = self._live_fd()
+        _mapped(self._path, "truncate", lambda: os.ftruncate(fd, length))
+
+    def fsync(self) -> None:
+        fd = self._live_fd()
+        _mapped(self._path, "fsync", lambda: os.fsync(fd))
+
+    def fdatasync(self) -> None:
+        fd = self._live_fd()
+        _mapped(self._path, "fdatasync", lambda: os.fdatasync(fd))
+
+    def close(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            _mapped(self._path, "close", lambda: os.close(fd))
+
+
+class OsFileSystem:
+    """Real files. ``root`` is prefixed to relative paths (absolute paths are used as is)."""
+
+    def __init__(self, root: str = "") -> None:
+        self._root = root
+
+    def _real(self, path: str) -> str:
+        if self._root and not path.startswith("/"):
+            return os.path.join(self._root, path)
+        return path
+
+    def open(self, path: str, *, create: bool = False, exclusive: bool = False) -> OsFileHandle:
+        flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
+        if create:
+            flags |= os.O_CREAT
+            if exclusive:
+                flags |= os.O_EXCL
+        real = self._real(path)
+        if os.path.isdir(real):
+            raise FsIOError(path, "open (is a directory)")
+        fd = _mapped(path, "open", lambda: os.open(real, flags, 0o644))
+        return OsFileHandle(path, fd)
+
+    def exists(self, path: str) -> bool:
+        return os.path.lexists(self._real(path))
+
+    def is_dir(self, path: str) -> bool:
+        return os.path.isdir(self._real(path))
+
+    def listdir(self, path: str) -> list[str]:
+        return sorted(_mapped(path, "listdir", lambda: os.listdir(self._real(path))))
+
+    def mkdir(self, path: str) -> None:
+        real = self._real(path)
+        if os.path.exists(real) and not os.path.isdir(real):
+            raise FsNotADirectory(path)
+        _mapped(path, "mkdir", lambda: os.makedirs(real, exist_ok=True))
+
+    def rename(self, src: str, dst: str) -> None:
+        _mapped(src, "rename", lambda: os.rename(self._real(src), self._real(dst)))
+
+    def link(self, src: str, dst: str) -> None:
+        _mapped(dst, "link", lambda: os.link(self._real(src), self._real(dst)))
+
+    def unlink(self, path: str) -> None:
+        _mapped(path, "unlink", lambda: os.unlink(self._real(path)))
+
+    def fsync_dir(self, path: str) -> None:
+        real = self._real(path)
+        fd = _mapped(path, "open directory", lambda: os.open(real, os.O_RDONLY))
+        try:
+            _mapped(path, "fsync directory", lambda: os.fsync(fd))
+        finally:
+            os.close(fd)
+
+    def disk_space(self, path: str) -> DiskSpace:
+        st = _mapped(path, "statvfs", lambda: os.statvfs(self._real(path)))
+        return DiskSpace(free_bytes=st.f_bavail * st.f_frsize, total_bytes=st.f_blocks * st.f_frsize)

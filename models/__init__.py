@@ -1,0 +1,1 @@
+"""Executable reference models. Pure; import spec/ only, never impl/."""

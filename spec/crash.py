@@ -1,0 +1,71 @@
+"""Crash plans: data that says which unsynced operations survive a crash.
+
+The simulated disk (models/simdisk.py) records every operation that is not yet durable in
+issue order: file writes and truncates until the file's fsync, directory-entry operations
+(create, rename, link, unlink, mkdir) until the fsync of the directory. A crash plan picks
+which of those pending operations reach the disk; everything already durable survives.
+Plans are plain values so Hypothesis can draw and shrink them and a campaign can replay them
+from a trace. The disk itself makes no random choice.
+
+Not modelled: reordering inside one write other than the sector tear, bit rot, and
+metadata-only fsync (fdatasync is treated like fsync for the file's own data and size).
+"""
+
+from __future__ import annotations
+
+import attrs
+
+SECTOR_BYTES = 512
+
+
+def _non_negative(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if value < 0:
+        raise ValueError(f"{attribute.name} must be >= 0, got {value}")
+
+
+@attrs.frozen
+class LoseUnsynced:
+    """Every pending operation is lost (LazyFS ``clear-cache``)."""
+
+    def describe(self) -> str:
+        return "lose every unsynced operation"
+
+
+@attrs.frozen
+class KeepPrefix:
+    """The first ``count`` pending operations survive, in issue order; the rest are lost."""
+
+    count: int = attrs.field(validator=_non_negative)
+
+    def describe(self) -> str:
+        return f"keep the first {self.count} unsynced operations"
+
+
+@attrs.frozen
+class TornWrite:
+    """The first ``keep`` pending operations survive; the next one, if it is a write, survives
+    only up to its ``sectors``-th 512-byte sector boundary (sectors aligned to file offsets).
+    If the next operation is not a write, this is the same as ``KeepPrefix(keep)``."""
+
+    keep: int = attrs.field(validator=_non_negative)
+    sectors: int = attrs.field(validator=_non_negative)
+
+    def describe(self) -> str:
+        return (
+            f"keep the first {self.keep} unsynced operations and {self.sectors} "
+            "sector(s) of the next write"
+        )
+
+
+@attrs.frozen
+class KeepSubset:
+    """Exactly the pending operations whose indices are in ``indices`` survive (ALICE-style
+    reordering); the survivors are applied in issue order. Indices past the end are ignored."""
+
+    indices: frozenset[int] = attrs.field(converter=frozenset)
+
+    def describe(self) -> str:
+        return f"keep unsynced operations {sorted(self.indices)}"
+
+
+CrashPlan = LoseUnsynced | KeepPrefix | TornWrite | KeepSubset

@@ -1,0 +1,141 @@
+"""Typed errors a user or a caller can meet.
+
+Every error says what happened and what to do. The file-system errors are part of the
+FileSystem seam: the OS backend (impl/fs) and the simulated disk (models/simdisk) raise the
+same classes, so the engine handles both the same way.
+"""
+
+from __future__ import annotations
+
+
+class BkrefError(Exception):
+    """Base of every error bkref raises on purpose."""
+
+
+# --- the FileSystem seam --------------------------------------------------------------
+
+
+class FsError(BkrefError):
+    """A file-system operation failed. ``path`` names the file or directory."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+
+
+class FsNotFound(FsError):
+    """The file or directory does not exist."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path, "no such file or directory")
+
+
+class FsExists(FsError):
+    """An exclusive create met an existing name."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path, "already exists")
+
+
+class FsNotADirectory(FsError):
+    """A directory operation was given something that is not a directory."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path, "not a directory")
+
+
+class FsNoSpace(FsError):
+    """The write does not fit (ENOSPC). Nothing of the write was applied."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path, "no space left on device")
+
+
+class FsIOError(FsError):
+    """The device failed the operation (EIO). After a failed fsync the unsynced data of the
+    file is gone: the caller must treat everything it wrote since the last good fsync as lost.
+    """
+
+    def __init__(self, path: str, op: str) -> None:
+        super().__init__(path, f"input/output error during {op}")
+        self.op = op
+
+
+class FsClosed(FsError):
+    """The handle was closed, or invalidated by a crash."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path, "file handle is closed")
+
+
+# --- configuration ----------------------------------------------------------------------
+
+
+class ConfigError(BkrefError):
+    """A configuration key or value is wrong. The message names the key and the fix."""
+
+
+# --- entry logs (spec/format/entry_log.md) -----------------------------------------------
+
+
+class EntryLogError(BkrefError):
+    """Base for entry-log read errors (DefaultEntryLogger.EntryLookupException)."""
+
+    def __init__(self, log_id: int, message: str) -> None:
+        super().__init__(f"entry log {log_id:x}.log: {message}")
+        self.log_id = log_id
+
+
+class MissingLogFile(EntryLogError):
+    """No file ``<hex id>.log`` in any ledger directory."""
+
+    def __init__(self, log_id: int) -> None:
+        super().__init__(log_id, "file is missing from every ledger directory")
+
+
+class ShortRead(EntryLogError):
+    """The file ends before the record at ``offset`` does (a torn or truncated tail)."""
+
+    def __init__(self, log_id: int, offset: int, wanted: int, got: int) -> None:
+        super().__init__(
+            log_id, f"short read at offset {offset}: wanted {wanted} bytes, got {got}"
+        )
+        self.offset = offset
+
+
+class BadEntryLength(EntryLogError):
+    """A record's int32 size is below 16 (ledger id + entry id) at ``offset``."""
+
+    def __init__(self, log_id: int, offset: int, size: int) -> None:
+        super().__init__(log_id, f"invalid entry length {size} at offset {offset}")
+        self.offset = offset
+        self.size = size
+
+
+class WrongEntry(EntryLogError):
+    """The record at the location belongs to another (ledger, entry)."""
+
+    def __init__(
+        self, log_id: int, offset: int, expected: tuple[int, int], found: tuple[int, int]
+    ) -> None:
+        super().__init__(
+            log_id,
+            f"at offset {offset} found ledger {found[0]} entry {found[1]}, "
+            f"expected ledger {expected[0]} entry {expected[1]}",
+        )
+        self.offset = offset
+        self.expected = expected
+        self.found = found
+
+
+class BadLedgersMap(EntryLogError):
+    """The ledgers map cannot be used; the caller falls back to a scan."""
+
+
+class NotAnEntryLog(EntryLogError):
+    """The file is not an entry log (too short for a header, or a foreign magic)."""
+
+
+class NoWritableLedgerDir(BkrefError):
+    """Every ledger directory is full: an add cannot be written. Free disk space or add a
+    ledger directory; nothing already written is lost."""
