@@ -18,22 +18,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-import attrs
-
-
-@attrs.frozen
-class DiskSpace:
-    """Free and total bytes of the device (or simulated quota) holding a directory."""
-
-    free_bytes: int
-    total_bytes: int
-
-    @property
-    def usage(self) -> float:
-        """Fraction of the space in use, 0.0 .. 1.0 (as BookKeeper's DiskChecker computes)."""
-        if self.total_bytes <= 0:
-            return 1.0
-        return 1.0 - self.free_bytes / self.total_bytes
+from spec.fs import DiskSpace as DiskSpace  # re-exported: the protocol returns it
 
 
 class FileHandle(Protocol):

@@ -51,6 +51,16 @@ def _map_error(path: str, op: str, exc: OSError) -> FsError:
     return FsIOError(path, f"{op} ({exc.strerror})")
 
 
+def _bind_pwrite(fd: int, view: memoryview, offset: int) -> Callable[[], int]:
+    """One pwrite call with its arguments bound now (not when a loop variable changes)."""
+    return lambda: os.pwrite(fd, view, offset)
+
+
+def _bind_pread(fd: int, length: int, offset: int) -> Callable[[], bytes]:
+    """One pread call with its arguments bound now."""
+    return lambda: os.pread(fd, length, offset)
+
+
 class OsFileHandle:
     """A file descriptor opened read-write."""
 
@@ -71,7 +81,7 @@ class OsFileHandle:
         fd = self._live_fd()
         view = memoryview(data)
         while view:
-            written = _mapped(self._path, "write", lambda v=view: os.pwrite(fd, v, offset))
+            written = _mapped(self._path, "write", _bind_pwrite(fd, view, offset))
             view = view[written:]
             offset += written
 
@@ -82,9 +92,11 @@ class OsFileHandle:
 
     def pread(self, offset: int, length: int) -> bytes:
         fd = self._live_fd()
+        if length < 0:
+            raise FsIOError(self._path, "read (negative length)")
         chunks: list[bytes] = []
         while length > 0:
-            chunk = _mapped(self._path, "read", lambda: os.pread(fd, length, offset))
+            chunk = _mapped(self._path, "read", _bind_pread(fd, length, offset))
             if not chunk:
                 break
             chunks.append(chunk)
@@ -163,7 +175,8 @@ class OsFileSystem:
 
     def fsync_dir(self, path: str) -> None:
         real = self._real(path)
-        fd = _mapped(path, "open directory", lambda: os.open(real, os.O_RDONLY))
+        flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+        fd = _mapped(path, "open directory", lambda: os.open(real, flags))
         try:
             _mapped(path, "fsync directory", lambda: os.fsync(fd))
         finally:
@@ -171,4 +184,6 @@ class OsFileSystem:
 
     def disk_space(self, path: str) -> DiskSpace:
         st = _mapped(path, "statvfs", lambda: os.statvfs(self._real(path)))
-        return DiskSpace(free_bytes=st.f_bavail * st.f_frsize, total_bytes=st.f_blocks * st.f_frsize)
+        return DiskSpace(
+            free_bytes=st.f_bavail * st.f_frsize, total_bytes=st.f_blocks * st.f_frsize
+        )
