@@ -13,7 +13,7 @@ Grammar (big endian throughout)::
     ledgers_map = map_record+                  ; appended at rotation only
     map_record  = int32 len int64 -1 int64 -2 int32 n (int64 ledger_id int64 bytes){n}
 
-This module is pure: bytes in, bytes or values out. Reading files is impl/entry_logger.py.
+This module is pure: bytes in, bytes or values out. Reading logs is impl/entry_log_reader.py.
 """
 
 from __future__ import annotations

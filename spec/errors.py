@@ -97,9 +97,7 @@ class ShortRead(EntryLogError):
     """The file ends before the record at ``offset`` does (a torn or truncated tail)."""
 
     def __init__(self, log_id: int, offset: int, wanted: int, got: int) -> None:
-        super().__init__(
-            log_id, f"short read at offset {offset}: wanted {wanted} bytes, got {got}"
-        )
+        super().__init__(log_id, f"short read at offset {offset}: wanted {wanted} bytes, got {got}")
         self.offset = offset
 
 

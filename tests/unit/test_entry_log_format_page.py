@@ -1,0 +1,129 @@
+"""spec/format/entry_log.md against the codec and the independent writer.
+
+The page is normative: its constant table must equal impl/entry_log_format.py's constants,
+its file-name examples must be what the codec names, and its worked example must decode with
+the codec and be byte for byte what tests/unit/bk_layout.py builds from the page's words.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+import impl.entry_log_format as fmt
+import spec.ids
+from impl.entry_log_reader import extract_metadata, scan
+from spec.ids import EntryLogId, make_location
+from tests.unit import bk_layout
+from tests.unit.bk_layout import BytesSource
+
+PAGE = Path(__file__).resolve().parents[2] / "spec" / "format" / "entry_log.md"
+
+
+def _section(title: str) -> str:
+    text = PAGE.read_text(encoding="utf-8")
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else len(text)]
+
+
+def _table_rows(section: str) -> list[list[str]]:
+    rows = []
+    for line in section.splitlines():
+        if line.startswith("|") and not line.startswith("| ---"):
+            rows.append([cell.strip().strip("`") for cell in line.strip("|").split("|")])
+    return rows[1:]  # without the column titles
+
+
+def page_constants() -> dict[str, object]:
+    """name -> value from the page's constant table."""
+    return {row[0]: ast.literal_eval(row[1]) for row in _table_rows(_section("Constants"))}
+
+
+def codec_constants() -> dict[str, object]:
+    """Every public upper-case int or bytes constant the codec defines (not imports)."""
+    imported = set(vars(spec.ids))
+    return {
+        name: value
+        for name, value in vars(fmt).items()
+        if name.isupper()
+        and not name.startswith("_")
+        and name not in imported
+        and isinstance(value, int | bytes)
+    }
+
+
+def test_constant_table_is_parsed() -> None:
+    # Guards the comparisons below against passing on an empty or misread table.
+    constants = page_constants()
+    assert len(constants) >= 16
+    assert constants["MAGIC"] == b"BKLO"
+
+
+@pytest.mark.parametrize("name", sorted(codec_constants()))
+def test_every_codec_constant_is_on_the_page_with_its_value(name: str) -> None:
+    constants = page_constants()
+    assert name in constants, f"{name} is missing from the page's constant table"
+    assert constants[name] == codec_constants()[name]
+
+
+def test_the_page_names_no_constant_the_codec_lacks() -> None:
+    assert set(page_constants()) == set(codec_constants())
+
+
+def test_file_name_examples_are_what_the_codec_names() -> None:
+    rows = {row[0]: row[2] for row in _table_rows(_section("File names"))}
+    assert rows["entry log"] == fmt.log_file_name(255)
+    assert rows["compaction log being written"] == fmt.compacting_file_name(255)
+    assert rows["compaction log flushed, index not yet updated"] == fmt.compacted_file_name(255, 10)
+    assert rows["last allocated id"] == "ff\\n"
+
+
+def worked_example_bytes() -> bytes:
+    section = _section("Worked example")
+    match = re.search(r"```hex\n(.*?)```", section, re.S)
+    assert match is not None, "the worked example's hex block is missing"
+    return bk_layout.parse_page_hex(match.group(1))
+
+
+def test_worked_example_is_what_bk_layout_builds() -> None:
+    built = bk_layout.build_log([(1, 0, b"hello"), (2, 0, b"bk")])
+    assert worked_example_bytes() == built.data
+    assert len(built.data) == 1127
+    assert built.map_offset == 1071
+
+
+def test_worked_example_decodes_with_the_codec() -> None:
+    data = worked_example_bytes()
+    header = fmt.decode_header(data[: fmt.LOGFILE_HEADER_SIZE])
+    assert header == fmt.Header(magic=b"BKLO", version=1, ledgers_map_offset=1071, ledgers_count=2)
+    assert data[: fmt.LOGFILE_HEADER_SIZE] == fmt.encode_header(1, 1071, 2)
+    first = fmt.encode_record(fmt.encode_payload(1, 0, b"hello"))
+    second = fmt.encode_record(fmt.encode_payload(2, 0, b"bk"))
+    assert data[1024:1049] == first
+    assert data[1049:1071] == second
+    assert data[1071:] == fmt.encode_ledgers_map([(1, 25), (2, 22)])
+    assert fmt.decode_size(data[1024:1028]) == 21
+    assert fmt.decode_ids(data[1028:1044]) == (1, 0)
+
+
+def test_worked_example_reads_as_the_page_says() -> None:
+    data = worked_example_bytes()
+    log_id = EntryLogId(1)
+    result = extract_metadata(BytesSource(data), log_id)
+    assert result.source == "map"
+    assert dict(result.metadata.ledgers) == {1: 25, 2: 22}
+    scanned = scan(BytesSource(data), log_id)
+    assert scanned.ledgers() == {1: 25, 2: 22}
+    assert [r.offset for r in scanned.records] == [1028, 1053]
+    assert make_location(log_id, 1028) == 4294968324
+    assert make_location(log_id, 1053) == 4294968349
+    unrotated = bk_layout.build_log([(1, 0, b"hello"), (2, 0, b"bk")], rotated=False).data
+    assert len(unrotated) == 1071
+    assert unrotated[8:20] == bytes(12)
+    cut = scan(BytesSource(data[:1060]), log_id)
+    assert [r.ledger_id for r in cut.records] == [1]
+    assert cut.torn_tail_bytes == 11
