@@ -117,10 +117,17 @@ class BufferedChannel:
         """
         self._require_open()
         assert len(data) > 0, "empty write"
-        pending = bytes(self._buffer) + data
         force_now = self._bound_bytes > 0 and (
             self._unpersisted_bytes + len(data) >= self._bound_bytes
         )
+        if not force_now and len(self._buffer) + len(data) < self._capacity_bytes:
+            # Fast path: the buffer does not fill up, so no I/O and nothing can fail.
+            self._buffer += data
+            self._position += len(data)
+            if self._bound_bytes > 0:
+                self._unpersisted_bytes += len(data)
+            return
+        pending = bytes(self._buffer) + data
         out_bytes = _bytes_to_write_out(len(pending), self._capacity_bytes, force_now)
         if out_bytes > 0:
             self._handle.pwrite(self._flushed_position, pending[:out_bytes])

@@ -212,9 +212,13 @@ class SingleEntryLogManager:
         record = encode_record(payload)
         log = self._log_for_add(len(record))
         offset = log.channel.position + RECORD_SIZE_PREFIX
-        entry_id = decode_ids(payload[:MIN_SANE_ENTRY_SIZE])[1]
-        action = f"writing entry {entry_id} of ledger {ledger_id}"
-        self._guard(log, action, lambda: log.channel.write_record(record))
+        try:
+            log.channel.write_record(record)
+        except FsNoSpace as exc:
+            entry_id = decode_ids(payload[:MIN_SANE_ENTRY_SIZE])[1]
+            action = f"writing entry {entry_id} of ledger {ledger_id}"
+            self._ledger_dirs.mark_full(log.directory)
+            raise NoWritableLedgerDir(_no_space_message(log.directory, log.path, action)) from exc
         log.register(ledger_id, len(record))
         assert log.channel.position == offset + len(payload)
         return make_location(log.log_id, offset)
