@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Protocol
 
-from spec.errors import BkrefError
+from spec.errors import BkrefError, ConfigError
 
 #: (name, module, one-line help). Modules are imported only when their command runs, so a
 #: slow import (pyspark, later) never slows ``bkref --help``.
@@ -35,12 +35,22 @@ class _Command(Protocol):
 
 
 def _load(module: str) -> _Command:
-    loaded: _Command = importlib.import_module(module)  # type: ignore[assignment]
+    loaded: _Command = importlib.import_module(module)
     return loaded
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full parser, with every subcommand configured."""
+def _selected(argv: Sequence[str]) -> str | None:
+    """The subcommand named in ``argv`` (the first argument not starting with ``-``)."""
+    for arg in argv:
+        if not arg.startswith("-"):
+            return arg
+    return None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser. With ``only``, just that subcommand's module is imported and configured
+    (the others are listed for --help but not loaded), so one slow or broken module never
+    breaks another command; with None every subcommand is configured."""
     parser = argparse.ArgumentParser(
         prog="bkref",
         description=(
@@ -51,20 +61,27 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module, help_text in COMMANDS:
         sub = subparsers.add_parser(name, help=help_text, description=help_text)
-        _load(module).configure(sub)
+        if only is None or only == name:
+            _load(module).configure(sub)
         sub.set_defaults(_module=module)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``bkref`` console script. Returns the process exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    command = _selected(arguments)
+    known = {name for name, _, _ in COMMANDS}
+    parser = build_parser(command if command in known else None)
+    args = parser.parse_args(arguments)
     if not getattr(args, "command", None):
         parser.print_help()
         return 2
     try:
         return _load(args._module).run(args)
+    except ConfigError as exc:
+        print(f"bkref {args.command}: configuration error: {exc}", file=sys.stderr)
+        return 2
     except BkrefError as exc:
         print(f"bkref {args.command}: error: {exc}", file=sys.stderr)
         return 1
