@@ -14,6 +14,7 @@ from impl.entry_log_manager import SingleEntryLogManager
 from proofs.crashcheck import Report, run_check
 from tests.quality import variants
 
+
 def _run(flush_entrylog_bytes: int = 0) -> Report:
     """The CI slice: small enough for seconds, big enough to rotate, checkpoint and flush."""
     return run_check(seed=1, entries=20, ledgers=2, flush_entrylog_bytes=flush_entrylog_bytes)
