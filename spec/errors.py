@@ -137,3 +137,68 @@ class NotAnEntryLog(EntryLogError):
 class NoWritableLedgerDir(BkrefError):
     """Every ledger directory is full: an add cannot be written. Free disk space or add a
     ledger directory; nothing already written is lost."""
+
+
+# --- bookie operations (spec/adapter.md error codes) -------------------------------------
+
+
+class BookieError(BkrefError):
+    """An operation of the bookie failed in a way the client is told about. ``code`` is the
+    adapter protocol's error code (spec/adapter.md)."""
+
+    code = "io_error"
+
+
+class Fenced(BookieError):
+    """The ledger is fenced: no add to it is ever acknowledged again."""
+
+    code = "fenced"
+
+
+class Unauthorized(BookieError):
+    """The master key differs from the one the ledger was first written with."""
+
+    code = "unauthorized"
+
+
+class NoLedger(BookieError):
+    """The bookie has no such ledger (never written, or deleted)."""
+
+    code = "no_ledger"
+
+
+class NoEntry(BookieError):
+    """The ledger exists but holds no such entry."""
+
+    code = "no_entry"
+
+
+class NoSpace(BookieError):
+    """No ledger directory has room for the write. Nothing already acknowledged is lost."""
+
+    code = "no_space"
+
+
+class BookieIOError(BookieError):
+    """The disk failed the operation (a failed write or fsync). The operation was not
+    acknowledged; see the message for what to do."""
+
+    code = "io_error"
+
+
+class BadRequest(BookieError):
+    """The request is malformed: a missing or mistyped field, a negative id, an oversized
+    payload. Nothing was done."""
+
+    code = "bad_request"
+
+
+class Unsupported(BookieError):
+    """The operation is not supported by this bookie (yet)."""
+
+    code = "unsupported"
+
+
+class RecoveryError(BkrefError):
+    """The bookie cannot start: its directories are inconsistent (e.g. the journal named by
+    lastMark is missing). The message says which file and what to do."""
