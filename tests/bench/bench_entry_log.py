@@ -32,6 +32,16 @@ from spec.ids import EntryId, EntryLogId, LedgerId, Location
 ENTRY_BODY_BYTES = 1024
 
 
+def _logger(root: str) -> EntryLogger:
+    """An entry logger on real files under ``root/current`` (which must exist)."""
+    return EntryLogger(
+        OsFileSystem(),
+        [f"{root}/current"],
+        EntryLoggerSettings(preallocation_enabled=False),
+        random.Random(0),
+    )
+
+
 def _best(rounds: int, fn: Callable[[], float]) -> float:
     return min(fn() for _ in range(rounds))
 
@@ -44,12 +54,7 @@ def bench_append(entries: int, rounds: int) -> tuple[float, float, int]:
     def ours() -> float:
         with tempfile.TemporaryDirectory() as root:
             os.makedirs(f"{root}/current")
-            logger = EntryLogger(
-                OsFileSystem(),
-                [f"{root}/current"],
-                EntryLoggerSettings(preallocation_enabled=False),
-                random.Random(0),
-            )
+            logger = _logger(root)
             start = time.perf_counter()
             for i, payload in enumerate(payloads):
                 logger.add_entry(LedgerId(1 + i % 4), payload)
@@ -82,12 +87,7 @@ def bench_read(entries: int, rounds: int) -> tuple[float, float, float, float, i
     body = random.Random(2).randbytes(ENTRY_BODY_BYTES)
     with tempfile.TemporaryDirectory() as root:
         os.makedirs(f"{root}/current")
-        logger = EntryLogger(
-            OsFileSystem(),
-            [f"{root}/current"],
-            EntryLoggerSettings(preallocation_enabled=False),
-            random.Random(0),
-        )
+        logger = _logger(root)
         locations: list[Location] = []
         for i in range(entries):
             locations.append(logger.add_entry(LedgerId(1), encode_payload(1, i, body)))
@@ -95,12 +95,7 @@ def bench_read(entries: int, rounds: int) -> tuple[float, float, float, float, i
         logger.close()
         path = f"{root}/current/{log_id:x}.log"
         size = os.path.getsize(path)
-        reader = EntryLogger(
-            OsFileSystem(),
-            [f"{root}/current"],
-            EntryLoggerSettings(preallocation_enabled=False),
-            random.Random(0),
-        )
+        reader = _logger(root)
 
         def ours_scan() -> float:
             handle = OsFileSystem().open(path)
