@@ -26,11 +26,10 @@ persistence, compaction.
 from __future__ import annotations
 
 import argparse
-import copy
 import random
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import attrs
 
@@ -38,8 +37,7 @@ from impl.entry_log_format import encode_payload
 from impl.entry_logger import EntryLogger, EntryLoggerSettings
 from impl.fs.api import join
 from models.simdisk import SimDisk
-from proofs.crash_plans import plans_for
-from spec.crash import CrashPlan
+from proofs.crash_explorer import CrashPoint, Report, explore, record_points, thin
 from spec.errors import BkrefError
 from spec.ids import EntryId, EntryLogId, LedgerId, Location, location_log_id
 
@@ -70,28 +68,11 @@ class Written:
 
 
 @attrs.frozen
-class CrashPoint:
-    """The disk just before operation ``op_index``, and what was durable then."""
+class Oracle:
+    """What the oracle knows at a crash point."""
 
-    op_index: int
-    disk: SimDisk
     durable: tuple[Written, ...]
     checkpointed_logs: frozenset[EntryLogId]
-
-
-@attrs.frozen
-class Failure:
-    op_index: int
-    plan: CrashPlan
-    message: str
-
-
-@attrs.define
-class Report:
-    crash_points: int = 0
-    crash_states: int = 0
-    entries_checked: int = 0
-    failures: list[Failure] = attrs.Factory(list)
 
 
 def make_workload(seed: int, entries: int, ledgers: int) -> list[Step]:
@@ -137,64 +118,59 @@ def fresh_disk() -> SimDisk:
     return disk
 
 
-def _copy_disk(disk: SimDisk) -> SimDisk:
-    hook = disk.on_operation
-    disk.on_operation = None
-    try:
-        return copy.deepcopy(disk)
-    finally:
-        disk.on_operation = hook
-
-
 def record_crash_points(
     steps: list[Step], settings: EntryLoggerSettings, seed: int
-) -> tuple[list[CrashPoint], list[Written]]:
-    """Run the workload once, copying the disk before every operation."""
+) -> tuple[list[CrashPoint[Oracle]], list[Written]]:
+    """Run the workload once, with a crash point before every operation."""
     disk = fresh_disk()
     written: list[Written] = []
     durable: list[Written] = []
     checkpointed: set[EntryLogId] = set()
-    points: list[CrashPoint] = []
 
-    def before_operation(_kind: str) -> None:
-        points.append(
-            CrashPoint(
-                op_index=len(points),
-                disk=_copy_disk(disk),
-                durable=tuple(durable),
-                checkpointed_logs=frozenset(checkpointed),
-            )
-        )
+    def oracle() -> Oracle:
+        return Oracle(tuple(durable), frozenset(checkpointed))
 
-    disk.on_operation = before_operation
-    logger = EntryLogger(disk, LEDGER_DIRS, settings, random.Random(seed))
-    for step in steps:
-        if step.kind == "add":
-            assert step.add is not None
-            payload = encode_payload(step.add.ledger_id, step.add.entry_id, step.add.payload)
-            location = logger.add_entry(step.add.ledger_id, payload)
-            written.append(Written(step.add, location))
-        elif step.kind == "checkpoint":
-            active = location_log_id(written[-1].location) if written else None
-            logger.checkpoint()
-            done = [w for w in written if location_log_id(w.location) != active]
-            durable.extend(w for w in done if w not in durable)
-            checkpointed.update(location_log_id(w.location) for w in done)
-        elif step.kind in ("flush", "close"):
-            # close() flushes as DefaultEntryLogger.close does: everything becomes durable.
-            if step.kind == "flush":
-                logger.flush()
-            else:
-                logger.close()
-            durable.extend(w for w in written if w not in durable)
-        else:
-            logger.preallocate()
-    disk.on_operation = None
+    def run() -> None:
+        logger = EntryLogger(disk, LEDGER_DIRS, settings, random.Random(seed))
+        for step in steps:
+            _apply(logger, step, written, durable, checkpointed)
+
+    points = record_points(disk, oracle, run)
     return points, written
 
 
+def _apply(
+    logger: EntryLogger,
+    step: Step,
+    written: list[Written],
+    durable: list[Written],
+    checkpointed: set[EntryLogId],
+) -> None:
+    """Carry out one step and update the oracle's knowledge once it has returned."""
+    if step.kind == "add":
+        assert step.add is not None
+        payload = encode_payload(step.add.ledger_id, step.add.entry_id, step.add.payload)
+        location = logger.add_entry(step.add.ledger_id, payload)
+        written.append(Written(step.add, location))
+    elif step.kind == "checkpoint":
+        active = location_log_id(written[-1].location) if written else None
+        logger.checkpoint()
+        done = [w for w in written if location_log_id(w.location) != active]
+        durable.extend(w for w in done if w not in durable)
+        checkpointed.update(location_log_id(w.location) for w in done)
+    elif step.kind in ("flush", "close"):
+        # close() flushes as DefaultEntryLogger.close does: everything becomes durable.
+        if step.kind == "flush":
+            logger.flush()
+        else:
+            logger.close()
+        durable.extend(w for w in written if w not in durable)
+    else:
+        logger.preallocate()
+
+
 def check_recovered(
-    disk: SimDisk, point: CrashPoint, settings: EntryLoggerSettings, seed: int
+    disk: SimDisk, point: Oracle, settings: EntryLoggerSettings, seed: int
 ) -> tuple[int, list[str]]:
     """Open the crashed disk afresh and run the four checks. Returns (entries read, problems)."""
     problems: list[str] = []
@@ -292,34 +268,11 @@ def run_check(
     settings = settings_for_check(flush_entrylog_bytes)
     steps = make_workload(seed, entries, ledgers)
     points, _ = record_crash_points(steps, settings, seed)
-    if max_points is not None and len(points) > max_points:
-        stride = -(-len(points) // max_points)
-        points = points[::stride]
-    report = Report()
-    last_progress = time.monotonic()
-    for number, point in enumerate(points, start=1):
-        report.crash_points += 1
-        for plan in _plans(point.disk):
-            crashed = _copy_disk(point.disk)
-            crashed.crash(plan)
-            checked, problems = check_recovered(crashed, point, settings, seed)
-            report.crash_states += 1
-            report.entries_checked += checked
-            report.failures += [Failure(point.op_index, plan, p) for p in problems]
-        if progress and time.monotonic() - last_progress > 2.0:
-            last_progress = time.monotonic()
-            progress(
-                f"  crash point {number}/{len(points)}, {report.crash_states} crash states, "
-                f"{len(report.failures)} failures"
-            )
-    return report
-
-
-def _plans(disk: SimDisk) -> Iterator[CrashPlan]:
-    pending = disk.pending_operations()
-    kinds = [op.kind for op in pending]
-    lengths = [op.length for op in pending]
-    return plans_for(kinds, lengths)
+    return explore(
+        thin(points, max_points),
+        lambda disk, oracle: check_recovered(disk, oracle, settings, seed),
+        progress,
+    )
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -356,18 +309,16 @@ def run(args: argparse.Namespace) -> int:
         )
         print(
             f"  {report.crash_points} crash points, {report.crash_states} crash states, "
-            f"{report.entries_checked} durable-entry reads, {len(report.failures)} failures",
+            f"{report.checked_items} durable-entry reads, {len(report.failures)} failures",
             flush=True,
         )
-        total.crash_points += report.crash_points
-        total.crash_states += report.crash_states
-        total.entries_checked += report.entries_checked
-        total.failures += report.failures
+        total.merge(report)
     elapsed = time.monotonic() - started
     rate = total.crash_states / elapsed if elapsed > 0 else 0.0
     for failure in total.failures[: args.max_failures]:
         print(
-            f"FAIL at operation {failure.op_index}, plan {failure.plan.describe()}: "
+            f"FAIL before operation {failure.op_index} ({failure.op_kind}), plan "
+            f"{failure.plan.describe()}: "
             f"{failure.message}"
         )
     verdict = "PASS" if not total.failures else "FAIL"

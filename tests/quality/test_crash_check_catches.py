@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 
 from impl.entry_log_manager import SingleEntryLogManager
-from proofs.crashcheck import Report, run_check
+from proofs.crash_explorer import Report
+from proofs.crashcheck import run_check
 from tests.quality import variants
 
 

@@ -19,7 +19,7 @@ def test_ci_slice_has_no_failures_and_checks_real_work(flush_entrylog_bytes: int
     # Not vacuous: many crash states, and durable entries were read back in them.
     assert report.crash_points > 50
     assert report.crash_states > 1000
-    assert report.entries_checked > 1000
+    assert report.checked_items > 1000
 
 
 def test_every_workload_has_background_steps_and_ends_with_close() -> None:
