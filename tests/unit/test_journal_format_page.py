@@ -1,0 +1,172 @@
+"""spec/format/journal.md is normative: its constants table must equal the codec's constants,
+its file-name examples must be what the codec names, and its worked example must decode with
+the codec, replay as the page says, and be byte for byte what tests/unit/bk_journal_layout.py
+builds from the page's words.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+import impl.journal_format as fmt
+import spec.ids
+from impl.fs.api import join
+from impl.journal import replay
+from impl.last_mark import NO_MARK, LogMark, decode_last_mark, encode_last_mark
+from models.simdisk import SimDisk
+from tests.unit import bk_journal_layout as bk
+
+PAGE = Path(__file__).resolve().parents[2] / "spec" / "format" / "journal.md"
+EXAMPLE_ID = 1700000000000
+
+
+def _section(title: str) -> str:
+    text = PAGE.read_text(encoding="utf-8")
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else len(text)]
+
+
+def _table_rows(section: str) -> list[list[str]]:
+    rows = []
+    for line in section.splitlines():
+        if line.startswith("|") and not line.startswith("| ---"):
+            rows.append([cell.strip().strip("`") for cell in line.strip("|").split("|")])
+    return rows[1:]  # without the column titles
+
+
+def page_constants() -> dict[str, object]:
+    """name -> value from the page's constant table."""
+    return {row[0]: ast.literal_eval(row[1]) for row in _table_rows(_section("Constants"))}
+
+
+def codec_constants() -> dict[str, object]:
+    """Every public upper-case int, bytes or str constant the codec defines (not imports)."""
+    imported = set(vars(spec.ids))
+    return {
+        name: value
+        for name, value in vars(fmt).items()
+        if name.isupper()
+        and not name.startswith("_")
+        and name not in imported
+        and isinstance(value, int | bytes | str)
+    }
+
+
+def _hex_blocks(title: str) -> list[bytes]:
+    blocks = re.findall(r"```hex\n(.*?)```", _section(title), re.S)
+    assert blocks, f"no hex block under {title!r}"
+    return [bk.parse_page_hex(block) for block in blocks]
+
+
+def test_constant_table_is_parsed() -> None:
+    # Guards the comparisons below against passing on an empty or misread table.
+    constants = page_constants()
+    assert len(constants) >= 25
+    assert constants["MAGIC"] == b"BKLG"
+    assert constants["PADDING_MASK"] == -0x100
+
+
+@pytest.mark.parametrize("name", sorted(codec_constants()))
+def test_every_codec_constant_is_on_the_page_with_its_value(name: str) -> None:
+    constants = page_constants()
+    assert name in constants, f"{name} is missing from the page's constant table"
+    assert constants[name] == codec_constants()[name]
+
+
+def test_the_page_names_no_constant_the_codec_lacks() -> None:
+    assert set(page_constants()) == set(codec_constants())
+
+
+def test_the_meta_record_table_matches_the_codec() -> None:
+    section = _section("Grammar")
+    ids = {row[1]: int(row[0].split()[0].strip("`"), 16) for row in _table_rows(section)}
+    assert ids["ledger master key"] == fmt.METAENTRY_ID_LEDGER_KEY
+    assert ids["fence"] == fmt.METAENTRY_ID_FENCE_KEY
+    assert ids["force ledger"] == fmt.METAENTRY_ID_FORCE_LEDGER
+    assert ids["explicit LAC"] == fmt.METAENTRY_ID_LEDGER_EXPLICITLAC
+
+
+def test_file_name_examples_are_what_the_codec_names() -> None:
+    rows = {row[0]: row[3] for row in _table_rows(_section("File names and directories"))}
+    assert rows["journal"] == fmt.journal_file_name(EXAMPLE_ID)
+    assert fmt.parse_journal_file_name(rows["journal"]) == EXAMPLE_ID
+    assert rows["lastMark"] == fmt.LAST_MARK_FILE_NAME
+    assert rows["lastMark being written (bkref)"] == fmt.LAST_MARK_FILE_NAME + ".tmp"
+
+
+def test_padding_examples_in_the_text_hold() -> None:
+    text = " ".join(_section("Padding").split())
+    assert "at position 583 with alignment 512 it is 441 bytes (zeros_len 433)" in text
+    assert fmt.padding_length(583, 512) == 441 == len(bk.padding(583))
+    assert "at 1016 it is just the 8" in text
+    assert fmt.encode_padding(1016, 512) == bk.padding(1016) == bytes.fromhex("ffffff0000000000")
+    assert "so it runs to 1536 (zeros_len 508)" in text
+    assert 1020 + fmt.padding_length(1020, 512) == 1536
+    assert fmt.encode_padding(1020, 512)[4:8] == (508).to_bytes(4, "big")
+
+
+def test_worked_example_is_what_bk_journal_layout_builds() -> None:
+    journal, mark = _hex_blocks("Worked example")
+    built = bk.worked_example()
+    assert journal == built.file_bytes()
+    assert len(journal) == 1024
+    assert [item.offset for item in built.written] == [512, 538, 563]
+    assert mark == bk.last_mark(EXAMPLE_ID, 1024)
+
+
+def test_worked_example_encodes_with_the_codec() -> None:
+    journal, mark = _hex_blocks("Worked example")
+    assert journal[:512] == fmt.encode_header(6)
+    assert journal[512:538] == fmt.encode_key_record(1, b"pw")
+    assert journal[538:563] == fmt.encode_data_record(_payload())
+    assert journal[563:583] == fmt.encode_fence_record(1)
+    assert journal[583:] == fmt.encode_padding(583, 512)
+    assert fmt.decode_version(journal[:8]) == 6
+    assert decode_last_mark(mark) == LogMark(EXAMPLE_ID, 1024)
+    assert encode_last_mark(LogMark(EXAMPLE_ID, 1024)) == mark
+
+
+def _payload() -> bytes:
+    return (1).to_bytes(8, "big") + (0).to_bytes(8, "big") + b"hello"
+
+
+def _replay_bytes(data: bytes) -> tuple[list[fmt.JournalRecord], LogMark]:
+    disk = SimDisk()
+    disk.mkdir("/j/current")
+    handle = disk.open(join("/j/current", fmt.journal_file_name(EXAMPLE_ID)), create=True)
+    handle.pwrite(0, data)
+    handle.close()
+    run = replay(disk, "/j/current", NO_MARK, skip_invalid=False)
+    records = list(run)
+    return records, run.end_mark
+
+
+def test_worked_example_replays_as_the_page_says() -> None:
+    journal, _ = _hex_blocks("Worked example")
+    records, end = _replay_bytes(journal)
+    expected = [
+        fmt.JournalRecord("key", 1, fmt.METAENTRY_ID_LEDGER_KEY, b"pw", EXAMPLE_ID, 512, 538),
+        fmt.JournalRecord("data", 1, 0, _payload(), EXAMPLE_ID, 538, 563),
+        fmt.JournalRecord("fence", 1, fmt.METAENTRY_ID_FENCE_KEY, b"", EXAMPLE_ID, 563, 583),
+    ]
+    assert records == expected
+    assert end == LogMark(EXAMPLE_ID, 1024)
+
+
+def test_worked_example_cut_or_zeroed_as_the_page_says() -> None:
+    journal, _ = _hex_blocks("Worked example")
+    section = " ".join(_section("Worked example").split())
+    assert "Cut at 560 (inside the entry), replay yields the key record only and stops at 538" in (
+        section
+    )
+    cut, cut_end = _replay_bytes(journal[:560])
+    assert [r.kind for r in cut] == ["key"]
+    assert cut_end == LogMark(EXAMPLE_ID, 538)
+    zeroed, zeroed_end = _replay_bytes(journal[:538] + bytes(4) + journal[542:])
+    assert [r.kind for r in zeroed] == ["key"]
+    assert zeroed_end == LogMark(EXAMPLE_ID, 538)
