@@ -217,7 +217,7 @@ KEYS: tuple[KeySpec, ...] = (
           "journal writes are padded to a multiple of this size",
           Bounds(low=JOURNAL_ALIGNMENT_UNIT_BYTES)),
     _spec("journalSyncData", _B, True, "", "journal_sync_data",
-          "fsync the journal before acknowledging an add (false risks acknowledged data)"),
+          "BookKeeper acknowledges without a sync when false; bkref always syncs first"),
     _spec("journalAdaptiveGroupWrites", _B, True, "", "journal_adaptive_group_writes",
           "group several adds into one journal fsync"),
     _spec("journalMaxGroupWaitMSec", _L, 2, "ms", "journal_max_group_wait_ms",
@@ -231,7 +231,7 @@ KEYS: tuple[KeySpec, ...] = (
     _spec("journalFlushWhenQueueEmpty", _B, False, "", "journal_flush_when_queue_empty",
           "force the group as soon as no add is waiting"),
     _spec("skipReplayJournalInvalidRecord", _B, False, "", "skip_replay_journal_invalid_record",
-          "on replay, skip a journal record that cannot be applied instead of failing"),
+          "on replay, skip the rest of a journal file at an invalid record instead of failing"),
 )  # fmt: skip
 
 KEYS_BY_NAME: Mapping[str, KeySpec] = {spec.key: spec for spec in KEYS}
