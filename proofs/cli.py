@@ -20,6 +20,7 @@ from spec.errors import BkrefError, ConfigError
 COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("inspect", "proofs.inspect_cmd", "report on an entry log file or a ledger directory"),
     ("config", "proofs.config_cmd", "show the effective configuration, validated"),
+    ("adapter", "proofs.adapter_cmd", "serve a bookie over the JSON-lines protocol (stdio)"),
     (
         "crash-check",
         "proofs.crashcheck",
