@@ -1,0 +1,34 @@
+"""The bookie crash check finds these bugs: each known-bad variant must fail it.
+
+Same workload and checks as the CI slice in tests/unit/test_bookie_crash.py, which the
+unchanged bookie passes.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from impl.bookie import Bookie
+from impl.journal import Journal
+from proofs.bookie_crash import run_bookie_check
+from tests.quality import bookie_variants
+
+
+def _messages() -> str:
+    report = run_bookie_check(seed=1, adds=24)
+    assert report.failures, "the variant went unnoticed"
+    return "\n".join(failure.message for failure in report.failures)
+
+
+def test_catches_acknowledging_before_the_journal_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Journal, "append", bookie_variants.journal_acking_at_once(Journal.append))
+    assert "lost" in _messages()
+
+
+def test_catches_last_mark_persisted_before_the_entry_logs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(
+        Bookie, "_checkpoint_to", bookie_variants.checkpoint_persisting_last_mark_first
+    )
+    assert "lost" in _messages()
