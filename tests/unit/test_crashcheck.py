@@ -34,13 +34,24 @@ def test_every_workload_has_background_steps_and_ends_with_close() -> None:
 def test_cli_rejects_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["crash-check", "--entries", "0"]) == 2
     assert "at least 1" in capsys.readouterr().err
+    assert main(["crash-check", "--adds", "0"]) == 2
 
 
-def test_cli_small_run_passes(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["crash-check", "--entries", "8", "--ledgers", "2", "--seed", "3"]) == 0
+def test_cli_small_run_of_both_targets_passes(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["crash-check", "--entries", "8", "--ledgers", "2", "--adds", "6", "--seed", "3"]
+    assert main(argv) == 0
     out = capsys.readouterr().out
+    assert "crash-check entry-log" in out
+    assert "crash-check bookie" in out
     assert "PASS" in out
     assert "0 failures" in out
+
+
+def test_cli_runs_only_the_chosen_target(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["crash-check", "--target", "bookie", "--adds", "6"]) == 0
+    out = capsys.readouterr().out
+    assert "crash-check bookie" in out
+    assert "crash-check entry-log" not in out
 
 
 @pytest.mark.slow
