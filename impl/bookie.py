@@ -33,6 +33,12 @@ while it forces the entry logs and flushes the index, so that the persisted inde
 locations whose bytes are already durable (adds wait meanwhile, as they wait in BookKeeper,
 whose entry logger is synchronized too).
 
+The add path is the hot path (tests/bench/bench_bookie.py): its record is encoded once and
+used by both the entry log and the journal (the two formats share it byte for byte), the
+common case of the ledger checks is one index lookup (``writable_key``), and Acks are tracked
+in a list under ``_lock`` that is pruned in amortised batches, so that completing an Ack on
+the journal thread touches no lock of the bookie.
+
 Choices where BookKeeper leaves room, each on purpose:
 
 - The first add **or fence** of a ledger journals a key record before its own record.
@@ -72,14 +78,13 @@ import attrs
 
 from impl.clock import Clock
 from impl.config import ServerConfig
-from impl.entry_log_format import MIN_SANE_ENTRY_SIZE, encode_payload
+from impl.entry_log_format import MIN_SANE_ENTRY_SIZE, encode_entry_record
 from impl.entry_logger import EntryLogger, settings_from_config
 from impl.fs.api import FileSystem, join, parent
 from impl.index_rebuild import PROGRESS_EVERY_LOGS, rebuild_index
 from impl.journal import Journal, journal_settings_from_config, replay
 from impl.journal_format import (
     JournalRecord,
-    encode_data_record,
     encode_fence_record,
     encode_key_record,
 )
@@ -101,12 +106,15 @@ from spec.errors import (
     RecoveryError,
     Unauthorized,
 )
-from spec.ids import INT64_MAX, EntryId, EntryLogId, LedgerId, Location
+from spec.ids import INT64_MAX, EntryId, EntryLogId, LedgerId
 
 #: BookKeeper's ``current`` sub-directory of every journal and ledger directory.
 CURRENT_DIR = "current"
 #: The mark before any checkpoint (BookKeeper's ``new LogMark()``).
 ZERO_MARK = NO_MARK
+#: The list of pending Acks is pruned of completed ones when it reaches this length (or
+#: twice what the last pruning kept): amortised O(1) per add, no lock per completion.
+PENDING_PRUNE_MIN = 1024
 
 Progress = Callable[[str], None]
 
@@ -180,14 +188,17 @@ class Ack:
     on is made only when someone waits before completion.
     """
 
-    __slots__ = ("_callbacks", "_done", "_error", "_event", "_lock")
+    __slots__ = ("_callbacks", "_done", "_error", "_event", "_lock", "_sink")
 
-    def __init__(self) -> None:
+    def __init__(self, sink: Callable[[list[Exception]], None] | None = None) -> None:
+        """``sink`` receives what callbacks raised when the journal completes the Ack
+        (``settle``); the bookie keeps it in ``callback_errors``."""
         self._lock = threading.Lock()
         self._done = False
         self._error: BookieError | None = None
         self._callbacks: list[AckCallback] | None = None
         self._event: threading.Event | None = None
+        self._sink = sink
 
     @classmethod
     def completed(cls, error: BookieError | None = None) -> Ack:
@@ -230,24 +241,42 @@ class Ack:
     def complete(self, error: BookieError | None) -> list[Exception]:
         """Finish the Ack (first call wins) and run the callbacks. Returns what callbacks
         raised, so the completing thread can record it instead of dying."""
-        with self._lock:
-            if self._done:
-                return []
-            self._error = error
-            self._done = True
-            callbacks, self._callbacks = self._callbacks, None
-            event = self._event
-        if event is not None:
-            event.set()
-        if callbacks is None:
-            return []
+        callbacks = self._finish(error)
         failures: list[Exception] = []
+        if callbacks is not None:
+            for fn in callbacks:
+                try:
+                    fn(self)
+                except Exception as exc:  # a caller's bug must not kill the journal thread
+                    failures.append(exc)
+        return failures
+
+    def settle(self, error: BookieError | None) -> None:
+        """``complete`` as the journal's OnDurable (one call per acknowledged add, so kept
+        minimal): what callbacks raise goes to the sink, not to the journal thread."""
+        callbacks = self._finish(error)
+        if callbacks is None:
+            return
         for fn in callbacks:
             try:
                 fn(self)
             except Exception as exc:  # a caller's bug must not kill the journal thread
-                failures.append(exc)
-        return failures
+                if self._sink is not None:
+                    self._sink([exc])
+
+    def _finish(self, error: BookieError | None) -> list[AckCallback] | None:
+        """Record the outcome (first call wins) and wake waiters; the callbacks to run."""
+        with self._lock:
+            if self._done:
+                return None
+            self._error = error
+            self._done = True
+            callbacks = self._callbacks
+            self._callbacks = None
+            event = self._event
+        if event is not None:
+            event.set()
+        return callbacks
 
 
 # --- the abstract state --------------------------------------------------------------------
@@ -357,6 +386,18 @@ def replay_action(
     return ReplayAction.PRESENT if entry_present else ReplayAction.RE_ADD
 
 
+def _write_failed(
+    ledger_id: LedgerId, entry_id: EntryId, exc: NoWritableLedgerDir | FsError
+) -> BookieError:
+    """The typed error for an entry the entry log refused (nothing of it was written)."""
+    if isinstance(exc, NoWritableLedgerDir):
+        return NoSpace(str(exc))
+    return BookieIOError(
+        f"writing entry {entry_id} of ledger {ledger_id} to the entry log failed: {exc}. "
+        "The add was not acknowledged; check the disk and retry."
+    )
+
+
 def _where(record: JournalRecord) -> str:
     """Where a record lies, for messages."""
     return f"journal {record.journal_id:x}.txn offset {record.offset}"
@@ -387,8 +428,13 @@ class Bookie:
         self._journal: Journal | None = None
         self._lock = threading.RLock()
         self._checkpoint_lock = threading.Lock()
-        self._pending_lock = threading.Lock()
-        self._pending: set[Ack] = set()
+        #: Guards ``_callback_errors`` (appended from the journal thread).
+        self._errors_lock = threading.Lock()
+        #: Every Ack handed out and maybe not yet done, guarded by ``_lock`` (adds hold it
+        #: anyway); completed ones are pruned lazily (PENDING_PRUNE_MIN), so completing an
+        #: Ack touches nothing of the bookie.
+        self._pending: list[Ack] = []
+        self._pending_prune_at = PENDING_PRUNE_MIN
         self._fence_acks: dict[LedgerId, Ack] = {}
         self._last_mark = last_mark
         self._recovery = RecoveryReport(start_mark=last_mark, end_mark=last_mark)
@@ -398,6 +444,9 @@ class Bookie:
         self._failure: BookieError | None = None
         self._callback_errors: list[Exception] = []
         self._on_append: Callable[[], None] | None = None
+        # Bound once: the add path uses them for every entry.
+        self._sink = self._record_callback_errors
+        self._add_record = entry_logger.add_record
         self._closing = False
         self._closed = False
 
@@ -617,29 +666,40 @@ class Bookie:
         """Add an entry (BookieImpl.addEntry). Raises BadRequest, NoLedger (deleted ledger),
         Unauthorized, Fenced, NoSpace or BookieIOError before anything is journaled; the Ack
         completes once the journal fsync covering the entry is done."""
-        self._check_id("ledger", ledger_id)
-        self._check_id("entry", entry_id)
-        self._check_master_key(master_key)
-        payload = encode_payload(ledger_id, entry_id, data)
-        limit = self._max_entry_bytes
-        if len(payload) > limit:
-            raise BadRequest(
-                f"entry {entry_id} of ledger {ledger_id} is {len(payload)} bytes with its 16 "
-                f"id bytes, above the maximum {limit} (nettyMaxFrameSizeBytes - 500): send "
-                "smaller entries or raise nettyMaxFrameSizeBytes"
-            )
+        # The hot path of the bookie (tests/bench/bench_bookie.py): every step is cheap. Checks
+        # that touch nothing shared come first, and their messages are built only on failure.
+        if not (0 <= ledger_id <= INT64_MAX and 0 <= entry_id <= INT64_MAX):
+            self._check_id("ledger", ledger_id)
+            self._check_id("entry", entry_id)
+        if len(master_key) > MASTER_KEY_MAX_BYTES:
+            self._check_master_key(master_key)
+        if MIN_SANE_ENTRY_SIZE + len(data) > self._max_entry_bytes:
+            raise self._too_large(ledger_id, entry_id, MIN_SANE_ENTRY_SIZE + len(data))
+        # One record for both: the entry log's record and the journal's data record are the
+        # same bytes (int32 length + ledger id + entry id + data).
+        record = encode_entry_record(ledger_id, entry_id, data)
+        ack = Ack(self._sink)
         with self._lock:
-            journal = self._require_ready()
-            new_key = self._check_writable(ledger_id, master_key, "add to")
-            location = self._write_entry(ledger_id, entry_id, payload)
+            journal = self._journal
+            if journal is None or self._closing or self._closed or self._failure is not None:
+                journal = self._require_ready()  # raises
+            index = self._index
+            new_key = False
+            if index.writable_key(ledger_id) != master_key:  # else keyed, not fenced, ours
+                new_key = self._check_writable(ledger_id, master_key, "add to")
+            try:
+                location = self._add_record(ledger_id, record)
+            except (NoWritableLedgerDir, FsError) as exc:
+                raise _write_failed(ledger_id, entry_id, exc) from exc
             if new_key:
-                self._index.set_master_key(ledger_id, master_key)
-            self._index.put_entry(ledger_id, entry_id, location)
-            ack = self._new_ack()
-            if new_key:
-                self._journal_append(journal, encode_key_record(ledger_id, master_key), None)
-            self._journal_append(journal, encode_data_record(payload), ack)
-        self._wake_journal()
+                index.set_master_key(ledger_id, master_key)
+            index.put_entry(ledger_id, entry_id, location)
+            self._track(ack)
+            key_record = encode_key_record(ledger_id, master_key) if new_key else None
+            self._journal_append(journal, key_record, record, ack)
+        hook = self._on_append
+        if hook is not None:
+            hook()
         return ack
 
     def fence(self, ledger_id: LedgerId, master_key: bytes) -> Ack:
@@ -660,11 +720,11 @@ class Bookie:
             if new_key:
                 self._index.set_master_key(ledger_id, master_key)
             self._index.set_fenced(ledger_id)
-            ack = self._new_ack()
+            ack = Ack(self._sink)
+            self._track(ack)
             self._fence_acks[ledger_id] = ack
-            if new_key:
-                self._journal_append(journal, encode_key_record(ledger_id, master_key), None)
-            self._journal_append(journal, encode_fence_record(ledger_id), ack)
+            key_record = encode_key_record(ledger_id, master_key) if new_key else None
+            self._journal_append(journal, key_record, encode_fence_record(ledger_id), ack)
         self._wake_journal()
         return ack
 
@@ -748,44 +808,40 @@ class Bookie:
             )
         return new_key
 
-    def _write_entry(self, ledger_id: LedgerId, entry_id: EntryId, payload: bytes) -> Location:
+    def _too_large(self, ledger_id: LedgerId, entry_id: EntryId, payload_bytes: int) -> BadRequest:
+        return BadRequest(
+            f"entry {entry_id} of ledger {ledger_id} is {payload_bytes} bytes with its 16 "
+            f"id bytes, above the maximum {self._max_entry_bytes} (nettyMaxFrameSizeBytes - "
+            "500): send smaller entries or raise nettyMaxFrameSizeBytes"
+        )
+
+    def _track(self, ack: Ack) -> None:
+        """Remember an Ack until it is done (under ``_lock``), so that ``fail`` and
+        ``shutdown`` can fail it; completed Acks are dropped in amortised batches."""
+        pending = self._pending
+        pending.append(ack)
+        if len(pending) >= self._pending_prune_at:
+            kept = [other for other in pending if not other.done]
+            self._pending = kept
+            self._pending_prune_at = max(PENDING_PRUNE_MIN, 2 * len(kept))
+
+    def _journal_append(
+        self, journal: Journal, key_record: bytes | None, record: bytes, ack: Ack
+    ) -> None:
+        """Append the ledger's key record (if any, nobody waits for it) and ``record``,
+        whose durability completes ``ack``. If the journal refuses (it failed or is
+        closed), ``ack`` fails with that error, which is raised."""
         try:
-            return self._entry_logger.add_entry(ledger_id, payload)
-        except NoWritableLedgerDir as exc:
-            raise NoSpace(str(exc)) from exc
-        except FsError as exc:
-            raise BookieIOError(
-                f"writing entry {entry_id} of ledger {ledger_id} to the entry log failed: "
-                f"{exc}. The add was not acknowledged; check the disk and retry."
-            ) from exc
-
-    def _new_ack(self) -> Ack:
-        ack = Ack()
-        with self._pending_lock:
-            self._pending.add(ack)
-        return ack
-
-    def _journal_append(self, journal: Journal, record: bytes, ack: Ack | None) -> None:
-        """Append a record; ``ack`` completes when it is durable (None: nobody waits)."""
-
-        def on_durable(error: BookieError | None) -> None:
-            if ack is not None:
-                self._complete(ack, error)
-
-        try:
-            journal.append(record, on_durable)
-        except BookieError as exc:  # the journal failed or is closed: on_durable never runs
-            if ack is not None:
-                self._complete(ack, exc)
+            if key_record is not None:
+                journal.append(key_record, None)
+            journal.append(record, ack.settle)
+        except BookieError as exc:  # the journal failed or is closed: settle never runs
+            ack.settle(exc)
             raise
 
-    def _complete(self, ack: Ack, error: BookieError | None) -> None:
-        with self._pending_lock:
-            self._pending.discard(ack)
-        raised = ack.complete(error)
-        if raised:
-            with self._pending_lock:
-                self._callback_errors.extend(raised)
+    def _record_callback_errors(self, raised: list[Exception]) -> None:
+        with self._errors_lock:
+            self._callback_errors.extend(raised)
 
     def _wake_journal(self) -> None:
         hook = self._on_append
@@ -828,18 +884,30 @@ class Bookie:
             return None
         return journal.flush_deadline_ns()
 
-    def journal_force(self) -> int:
+    def journal_force(self, *, defer_acks: bool = False) -> int:
         """The group-commit step: write and fsync the queued records, completing their Acks.
         Returns what the journal's flush returns (records made durable). On a failure the
-        bookie fails every pending Ack and refuses further writes, then raises."""
+        bookie fails every pending Ack and refuses further writes, then raises.
+
+        ``defer_acks`` (the threaded driver): the group's Acks complete when the next force
+        has written its own group, before that force's fsync, or at ``journal_release_acks``
+        (Journal.flush's ``defer_callbacks`` says why). They complete only once durable."""
         journal = self._journal
         if journal is None or self._closed:
             return 0
         try:
-            return journal.flush()
+            return journal.flush(defer_callbacks=defer_acks)
         except Exception as exc:
             self.fail(exc)
             raise
+
+    def journal_release_acks(self) -> int:
+        """Complete the Acks a ``journal_force(defer_acks=True)`` kept (they are durable);
+        returns how many. The driver calls it when no force follows at once."""
+        journal = self._journal
+        if journal is None:
+            return 0
+        return journal.release_deferred()
 
     def checkpoint(self) -> LogMark:
         """Capture the journal's durable mark, force the entry logs, flush the index, persist
@@ -904,13 +972,13 @@ class Bookie:
         self._fail_pending(failure)
 
     def _fail_pending(self, failure: BookieError) -> None:
-        with self._pending_lock:
-            pending, self._pending = list(self._pending), set()
+        with self._lock:
+            pending, self._pending = self._pending, []
+            self._pending_prune_at = PENDING_PRUNE_MIN
         for ack in pending:
-            raised = ack.complete(failure)
+            raised = ack.complete(failure)  # a no-op for the Acks already done
             if raised:
-                with self._pending_lock:
-                    self._callback_errors.extend(raised)
+                self._record_callback_errors(raised)
 
     def shutdown(self) -> None:
         """Clean shutdown: refuse new writes, force the journal, checkpoint, close
@@ -973,13 +1041,13 @@ class Bookie:
     @property
     def callback_errors(self) -> tuple[Exception, ...]:
         """What Ack callbacks raised (they must not; kept so it does not vanish)."""
-        with self._pending_lock:
+        with self._errors_lock:
             return tuple(self._callback_errors)
 
     def pending_acks(self) -> int:
         """Acks not yet completed."""
-        with self._pending_lock:
-            return len(self._pending)
+        with self._lock:
+            return sum(1 for ack in self._pending if not ack.done)
 
     def inspect(self) -> BookieState:
         """The abstract state (see BookieState)."""
@@ -1039,6 +1107,6 @@ class Bookie:
                 assert self._index.is_fenced(ledger_id), ledger_id
             for ledger_id in self._index.ledgers():
                 assert not self._index.is_deleted(LedgerId(ledger_id)), ledger_id
+            assert len(self._pending) < self._pending_prune_at
             if self._closed:
-                with self._pending_lock:
-                    assert not self._pending
+                assert all(ack.done for ack in self._pending)

@@ -115,33 +115,40 @@ class BufferedChannel:
         Full buffers are written out in whole chunks; with a bound, reaching it writes out
         everything and forces (fdatasync) before the write is accepted.
         """
-        self._require_open()
-        assert len(data) > 0, "empty write"
-        force_now = self._bound_bytes > 0 and (
-            self._unpersisted_bytes + len(data) >= self._bound_bytes
-        )
-        if not force_now and len(self._buffer) + len(data) < self._capacity_bytes:
-            # Fast path: the buffer does not fill up, so no I/O and nothing can fail.
+        if self._closed:
+            raise FsClosed(self._handle.path)
+        size = len(data)
+        assert size > 0, "empty write"
+        bound = self._bound_bytes
+        force_now = bound > 0 and self._unpersisted_bytes + size >= bound
+        if not force_now and len(self._buffer) + size < self._capacity_bytes:
+            # Fast path (every add but one per buffer): the buffer does not fill up, so no
+            # I/O and nothing can fail.
             self._buffer += data
-            self._position += len(data)
-            if self._bound_bytes > 0:
-                self._unpersisted_bytes += len(data)
+            self._position += size
+            if bound > 0:
+                self._unpersisted_bytes += size
             return
-        pending = bytes(self._buffer) + data
-        out_bytes = _bytes_to_write_out(len(pending), self._capacity_bytes, force_now)
+        # The buffer is never full (check_invariants), so what goes out now is the whole
+        # buffer and a prefix of ``data``: one copy into the bytes written, none of the rest.
+        buffered = len(self._buffer)
+        out_bytes = _bytes_to_write_out(buffered + size, self._capacity_bytes, force_now)
+        assert buffered <= out_bytes <= buffered + size, (buffered, out_bytes, size)
+        cut = out_bytes - buffered
+        view = memoryview(data)
         if out_bytes > 0:
-            self._handle.pwrite(self._flushed_position, pending[:out_bytes])
+            self._handle.pwrite(self._flushed_position, b"".join((self._buffer, view[:cut])))
         if force_now:
             self._handle.fdatasync()
         # The file system accepted the write: commit.
-        self._buffer = bytearray(pending[out_bytes:])
+        self._buffer = bytearray(view[cut:])
         self._flushed_position += out_bytes
-        self._position += len(data)
+        self._position += size
         if force_now:
             self._durable_position = self._flushed_position
             self._unpersisted_bytes = len(self._buffer)
-        elif self._bound_bytes > 0:
-            self._unpersisted_bytes += len(data)
+        elif bound > 0:
+            self._unpersisted_bytes += size
         assert self._position == self._flushed_position + len(self._buffer)
 
     def flush(self) -> None:

@@ -59,6 +59,7 @@ MAX_LOG_ID = INT32_MAX
 _HEADER = struct.Struct(">4siqi")
 _SIZE = struct.Struct(">i")
 _IDS = struct.Struct(">qq")
+_RECORD_HEAD = struct.Struct(">iqq")
 _MAP_HEAD = struct.Struct(">iqqi")
 _MAP_PAIR = struct.Struct(">qq")
 
@@ -100,6 +101,15 @@ def encode_record(payload: bytes) -> bytes:
     assert len(payload) >= MIN_SANE_ENTRY_SIZE, len(payload)
     assert len(payload) <= INT32_MAX, len(payload)
     return _SIZE.pack(len(payload)) + payload
+
+
+def encode_entry_record(ledger_id: int, entry_id: int, body: bytes) -> bytes:
+    """``encode_record(encode_payload(ledger_id, entry_id, body))`` with one copy of the
+    body: the add path's record. It is also, byte for byte, the journal's data record
+    (spec/format/journal.md: int32 len + the same payload), so the bookie builds it once."""
+    size = MIN_SANE_ENTRY_SIZE + len(body)
+    assert size <= INT32_MAX, size
+    return _RECORD_HEAD.pack(size, ledger_id, entry_id) + body
 
 
 def encode_payload(ledger_id: int, entry_id: int, body: bytes) -> bytes:

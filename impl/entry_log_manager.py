@@ -48,6 +48,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import functools
+import struct
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -70,9 +71,14 @@ from impl.entry_log_ids import LOG_SUFFIX, LogIdAllocator, RecentEntryLogsStatus
 from impl.fs.api import FileSystem, join
 from impl.ledger_dirs import DirState, LedgerDirs, RandomSource
 from spec.errors import FsError, FsNoSpace, NoWritableLedgerDir
-from spec.ids import EntryLogId, LedgerId, Location, make_location
+from spec.ids import EntryLogId, LedgerId, Location
 
 T = TypeVar("T")
+
+#: A record's size prefix and ledger id, checked on every add with one unpack.
+_RECORD_HEAD = struct.Struct(">iq")
+#: A location keeps the offset in its low 32 bits (spec/ids.py, make_location).
+LOCATION_OFFSET_LIMIT = 2**32
 
 
 class LogState(enum.Enum):
@@ -207,21 +213,49 @@ class SingleEntryLogManager:
     def add_entry(self, ledger_id: LedgerId, payload: bytes) -> Location:
         """Append one entry; return its location. Raises NoWritableLedgerDir when it cannot
         be written for lack of space (nothing of it is then written)."""
-        self._require_open()
         _check_payload(ledger_id, payload)
-        record = encode_record(payload)
-        log = self._log_for_add(len(record))
-        offset = log.channel.position + RECORD_SIZE_PREFIX
+        return self.add_record(ledger_id, encode_record(payload))
+
+    def add_record(self, ledger_id: LedgerId, record: bytes) -> Location:
+        """Append one encoded record (``encode_record``: int32 size + a payload beginning
+        with ``ledger_id`` and the entry id) and return its location; the bookie's add path,
+        which builds the record once for the journal and the entry log. Raises
+        NoWritableLedgerDir as ``add_entry`` does.
+
+        Every add goes through here, so it is kept lean: one unpack checks the record's
+        head, and the checks of ``_log_for_add`` and ``LogChannel.register`` are inlined."""
+        assert not self._closed, "the entry log manager is closed"
+        record_bytes = len(record)
+        assert record_bytes >= RECORD_SIZE_PREFIX + MIN_SANE_ENTRY_SIZE, record_bytes
+        size, found = _RECORD_HEAD.unpack_from(record, 0)
+        assert size == record_bytes - RECORD_SIZE_PREFIX, (size, record_bytes)
+        assert found == ledger_id, f"record of ledger {found} added to ledger {ledger_id}"
+        assert ledger_id >= 0, f"ledger id {ledger_id} is reserved"
+        log = self._active
+        # Fast path: the active log takes the record (the checks of _log_for_add, inlined).
+        if (
+            log is None
+            or self._rotate_requested
+            or log.map_offset is not None
+            or log.channel.position + record_bytes > self._log_size_limit_bytes
+        ):
+            log = self._log_for_add(record_bytes)
+        channel = log.channel
+        offset = channel.position + RECORD_SIZE_PREFIX
         try:
-            log.channel.write_record(record)
+            channel.write_record(record)
         except FsNoSpace as exc:
-            entry_id = decode_ids(payload[:MIN_SANE_ENTRY_SIZE])[1]
+            entry_id = decode_ids(record[RECORD_SIZE_PREFIX:])[1]
             action = f"writing entry {entry_id} of ledger {ledger_id}"
             self._ledger_dirs.mark_full(log.directory)
             raise NoWritableLedgerDir(_no_space_message(log.directory, log.path, action)) from exc
-        log.register(ledger_id, len(record))
-        assert log.channel.position == offset + len(payload)
-        return make_location(log.log_id, offset)
+        # LogChannel.register, inlined: the log takes no entry once its map is accepted.
+        assert log.map_offset is None, "entry after the ledgers map"
+        ledgers = log.ledgers
+        ledgers[ledger_id] = ledgers.get(ledger_id, 0) + record_bytes
+        assert channel.position == offset + size, (channel.position, offset, size)
+        assert offset < LOCATION_OFFSET_LIMIT, offset
+        return Location((log.log_id << 32) | offset)  # make_location, inlined
 
     def _log_for_add(self, record_bytes: int) -> LogChannel:
         """getCurrentLogForLedgerForAddEntry: lazy first log, or rotate when needed."""

@@ -190,6 +190,13 @@ class EntryLogger:
         self._require_open()
         return self._manager.add_entry(ledger_id, payload)
 
+    def add_record(self, ledger_id: LedgerId, record: bytes) -> Location:
+        """Append an encoded record (entry_log_format.encode_record: int32 size + payload);
+        the bookie builds it once for the journal and the entry log (the journal's data
+        record is the same bytes). Raises NoWritableLedgerDir as ``add_entry`` does."""
+        assert not self._closed, "the entry logger is closed"
+        return self._manager.add_record(ledger_id, record)
+
     def read_entry(self, ledger_id: LedgerId, entry_id: EntryId, location: Location) -> bytes:
         """The payload stored at ``location``, checked to be (ledger_id, entry_id). Raises
         MissingLogFile, ShortRead, BadEntryLength or WrongEntry."""

@@ -10,7 +10,14 @@ thread would force the group now, and ``flush`` writes the whole queue, pads it 
 alignment, syncs, and only then calls the callbacks in append order. ``flush`` holds the
 queue lock only to take the queue: appends go on while it is in its fsync, and the next
 flush takes them all. Background work is explicit: a driver thread (or a test) calls
-``should_flush``/``flush``; nothing here starts a thread or reads the real time.
+``should_flush``/``flush``; nothing here starts a thread or reads the real time. A threaded
+driver may defer a group's callbacks to the next flush (``flush(defer_callbacks=True)``,
+``release_deferred``): they then run after that flush's write and before its fsync, still
+only once their own records are durable.
+
+``append`` is every add's hot path, so it does the least it can: two cheap checks of the
+record, one lock, a clock reading only when the queue was empty (only the oldest record's
+age matters to the group wait), and a notification only when a thread waits for one.
 
 Where this differs from BookKeeper's Journal (the page lists each with its reason):
 - journal ids are ``max(clock ms, largest id + 1)``, BookKeeper uses ``largest id + 1``
@@ -180,9 +187,6 @@ def journals_to_trim(ids: list[int], mark: LogMark, max_backups: int, current_id
     return [jid for jid in before[: len(before) - max_backups] if jid != current_id]
 
 
-_Pending = tuple[bytes, OnDurable | None, int]
-
-
 class Journal:
     """Writes records to journal files in ``journal_dir`` (a ``current`` directory) with group
     commit. Thread-safe: ``append`` from any thread, ``flush`` from one driver at a time."""
@@ -197,9 +201,23 @@ class Journal:
         self._clock = clock
         self._lock = threading.Lock()  # queue, error, closed, durable mark
         self._appended = threading.Condition(self._lock)
+        #: Threads blocked in wait_for_append: append notifies only when there are some.
+        self._append_waiters = 0
         self._flush_lock = threading.Lock()  # handle, id, position; one flusher at a time
-        self._queue: list[_Pending] = []
+        # The queue, as two parallel lists (records in append order and their callbacks), so
+        # flush joins the records without building a list per group.
+        self._records: list[bytes] = []
+        self._callbacks: list[OnDurable | None] = []
         self._queued_bytes = 0
+        #: Clock.monotonic_ns() when the oldest queued record was appended (None: empty).
+        #: Only the oldest record's age matters to the group wait, so the clock is read
+        #: once per group, not once per record.
+        self._oldest_ns: int | None = None
+        #: Callbacks of the last group flushed with ``defer_callbacks``: durable, not yet
+        #: called (guarded by the flush lock).
+        self._deferred: list[OnDurable | None] = []
+        #: Journal.run drops explicit-LAC records below V6 (and acknowledges them).
+        self._drops_lac = settings.write_version < V6
         self._error: BookieIOError | None = None
         self._closed = False
         self._handle: FileHandle | None = None
@@ -256,36 +274,43 @@ class Journal:
     def append(self, record: bytes, on_durable: OnDurable | None = None) -> None:
         """Queue an encoded record (journal_format.encode_*); ``on_durable`` is called after
         the fsync that covers it. Raises BookieIOError when the journal has failed or is
-        closed (then ``on_durable`` is never called)."""
-        assert len(record) >= RECORD_SIZE_PREFIX + MIN_PAYLOAD_SIZE, len(record)
-        assert _LEN.unpack_from(record, 0)[0] == len(record) - RECORD_SIZE_PREFIX
-        if (
-            self._settings.write_version < V6
-            and record_entry_id(record) == METAENTRY_ID_LEDGER_EXPLICITLAC
-        ):
-            record = b""  # Journal.run drops explicit-LAC records below V6, and acknowledges
+        closed (then ``on_durable`` is never called).
+
+        The hot path of every add: two cheap assertions on the record, one lock, no clock
+        read unless the queue was empty, no notification unless a thread waits."""
+        size = len(record)
+        assert size >= RECORD_SIZE_PREFIX + MIN_PAYLOAD_SIZE, size
+        assert _LEN.unpack_from(record, 0)[0] == size - RECORD_SIZE_PREFIX
+        if self._drops_lac and record_entry_id(record) == METAENTRY_ID_LEDGER_EXPLICITLAC:
+            record, size = b"", 0  # Journal.run drops explicit-LAC records below V6, and acks
         with self._lock:
-            self._raise_if_unusable_locked()
-            assert self._durable != NO_MARK, "append before open_new_file"
-            self._queue.append((record, on_durable, self._clock.monotonic_ns()))
-            self._queued_bytes += len(record)
-            self._appended.notify_all()
+            if self._error is not None or self._closed:
+                self._raise_if_unusable_locked()
+            assert self._journal_id != 0, "append before open_new_file"
+            if self._oldest_ns is None:
+                self._oldest_ns = self._clock.monotonic_ns()
+            self._records.append(record)
+            self._callbacks.append(on_durable)
+            self._queued_bytes += size
+            if self._append_waiters:
+                self._appended.notify_all()
 
     def should_flush(self) -> bool:
         """Whether BookKeeper's journal thread would force the queued group now: the oldest
         record waited more than max_group_wait_ms, more than the byte or entry threshold is
         queued, or flushing whenever the queue is empty (also when there is no group wait)."""
         with self._lock:
-            if not self._queue:
+            oldest_ns = self._oldest_ns
+            if oldest_ns is None:
                 return False
             settings = self._settings
             if settings.flushes_when_queue_empty:
                 return True
-            waited_ns = self._clock.monotonic_ns() - self._queue[0][2]
+            waited_ns = self._clock.monotonic_ns() - oldest_ns
             if waited_ns > settings.max_group_wait_ms * NS_PER_MS:
                 return True
             entries = settings.buffered_entries_threshold
-            if entries > 0 and len(self._queue) > entries:
+            if entries > 0 and len(self._records) > entries:
                 return True
             return self._queued_bytes > settings.buffered_writes_threshold_bytes
 
@@ -293,61 +318,135 @@ class Journal:
         """The monotonic time at which the oldest queued record's wait runs out (None when
         nothing is queued), for a driver that sleeps until then."""
         with self._lock:
-            if not self._queue:
+            if self._oldest_ns is None:
                 return None
-            return self._queue[0][2] + self._settings.max_group_wait_ms * NS_PER_MS + 1
+            return self._oldest_ns + self._settings.max_group_wait_ms * NS_PER_MS + 1
 
     def wait_for_append(self, timeout_s: float) -> bool:
         """Block until something is queued or ``timeout_s`` passes; True if something is."""
         with self._appended:
-            if not self._queue and not self._closed:
-                self._appended.wait(timeout_s)
-            return bool(self._queue)
+            if not self._records and not self._closed:
+                self._append_waiters += 1
+                try:
+                    self._appended.wait(timeout_s)
+                finally:
+                    self._append_waiters -= 1
+            return bool(self._records)
 
-    def flush(self) -> int:
+    def _take_queue(self) -> tuple[list[bytes], list[OnDurable | None], int]:
+        """Empty the queue (under the lock): its records, callbacks and bytes."""
+        taken = (self._records, self._callbacks, self._queued_bytes)
+        self._records, self._callbacks, self._queued_bytes = [], [], 0
+        self._oldest_ns = None
+        return taken
+
+    def flush(self, *, defer_callbacks: bool = False) -> int:
         """Write every queued record and the padding, sync, advance the durable mark, call
         the callbacks in append order with None, and roll over past max_size_bytes.
         Returns how many records became durable. On a write or sync failure every queued
         callback gets BookieIOError, which is also raised, and the journal stays failed; a
         failed rollover raises BookieIOError after the group was acknowledged (it is durable).
-        Callbacks run on the flushing thread under the flush lock: they may append, not flush."""
+        Callbacks run on the flushing thread under the flush lock: they may append, not flush.
+        The queue lock is held only to take the queue: appends go on during the fsync.
+
+        ``defer_callbacks`` is for the threaded driver (impl/bookie_driver.py): this group's
+        callbacks are kept instead of called, and the next flush calls them once it has
+        written its own group, just before its fsync; ``release_deferred`` calls them when
+        no flush follows. Either way they run only after the fsync that covered their
+        records. Why: the threads those callbacks wake (clients with free slots) then run
+        during the next fsync, which releases the GIL, instead of taking the GIL from the
+        flushing thread between its write and its fsync and holding up the fsync (CPython
+        hands the GIL back only when they block or after the switch interval)."""
         with self._flush_lock:
             with self._lock:
-                batch, self._queue, self._queued_bytes = self._queue, [], 0
+                records, callbacks, size_bytes = self._take_queue()
                 error = self._error
+            deferred, self._deferred = self._deferred, []
             if error is not None:
-                _notify(batch, error)
+                _raise_first(_call_all(deferred, None), _call_all(callbacks, error))
                 raise error
-            if not batch:
+            if not records:
+                _raise_first(_call_all(deferred, None))
                 return 0
-            self._write_and_sync(batch)
-            _notify(batch, None)
+            written_bytes = self._write(records, size_bytes, deferred, callbacks)
+            raised = _call_all(deferred, None)  # durable since the last fsync
+            self._sync(written_bytes, callbacks)
+            if defer_callbacks:
+                self._deferred = callbacks
+            else:
+                raised_now = _call_all(callbacks, None)
+                raised = raised if raised is not None else raised_now
             if self._position > self._settings.max_size_bytes:
                 self._open_new_file_locked()
-            return len(batch)
+            _raise_first(raised)
+            return len(callbacks)
 
-    def _write_and_sync(self, batch: list[_Pending]) -> None:
+    def release_deferred(self) -> int:
+        """Call the callbacks kept by the last ``flush(defer_callbacks=True)`` (their
+        records are durable) and return how many there were."""
+        with self._flush_lock:
+            deferred, self._deferred = self._deferred, []
+            _raise_first(_call_all(deferred, None))
+        return len(deferred)
+
+    def _write(
+        self,
+        records: list[bytes],
+        size_bytes: int,
+        deferred: list[OnDurable | None],
+        callbacks: list[OnDurable | None],
+    ) -> int:
+        """Write the group (``records``, taken from the queue; the padding is appended to
+        that list) at the position, without syncing; return the bytes written. On a failure
+        ``deferred`` (durable) get None, the group and the queue the error, which is raised."""
         handle = self._handle
         assert handle is not None, "flush before open_new_file"
-        data = b"".join([record for record, _, _ in batch])
+        assert len(records) == len(callbacks), (len(records), len(callbacks))
         if self._settings.write_version >= V5:
-            data += encode_padding(self._position + len(data), self._settings.alignment_bytes)
-        try:
-            if data:
+            # The padding joins the records: one copy of the group, one pwrite.
+            records.append(
+                encode_padding(self._position + size_bytes, self._settings.alignment_bytes)
+            )
+        data = b"".join(records)
+        assert len(data) >= size_bytes, (len(data), size_bytes)
+        if data:
+            try:
                 handle.pwrite(self._position, data)
+            except FsError as exc:
+                raise self._fail_group(handle, exc, deferred, callbacks) from exc
+        return len(data)
+
+    def _sync(self, written_bytes: int, callbacks: list[OnDurable | None]) -> None:
+        """Sync what ``_write`` wrote and advance the position and the durable mark. On a
+        failure the group and the queue get the error, which is raised."""
+        handle = self._handle
+        assert handle is not None, "flush before open_new_file"
+        try:
             if self._settings.sync_data:
                 handle.fdatasync()
             else:
                 handle.fsync()
         except FsError as exc:
-            error = self._fail(f"cannot write or sync journal {handle.path}: {exc}", exc)
-            with self._lock:
-                rest, self._queue, self._queued_bytes = self._queue, [], 0
-            _notify(batch + rest, error)
-            raise error from exc
-        self._position += len(data)
+            raise self._fail_group(handle, exc, [], callbacks) from exc
+        self._position += written_bytes
         with self._lock:
             self._durable = LogMark(self._journal_id, self._position)
+
+    def _fail_group(
+        self,
+        handle: FileHandle,
+        exc: FsError,
+        durable: list[OnDurable | None],
+        failed: list[OnDurable | None],
+    ) -> BookieIOError:
+        """The journal failed writing or syncing a group: fail it and refuse what follows.
+        ``durable`` callbacks get None, ``failed`` ones and the whole queue the error, which
+        is returned for the caller to raise (a callback's exception is raised instead)."""
+        error = self._fail(f"cannot write or sync journal {handle.path}: {exc}", exc)
+        with self._lock:
+            rest = self._take_queue()[1]
+        _raise_first(_call_all(durable, None), _call_all(failed + rest, error))
+        return error
 
     def _fail(self, what: str, exc: Exception) -> BookieIOError:
         error = BookieIOError(
@@ -420,20 +519,27 @@ class Journal:
             if not failed:
                 self.flush()
         finally:
-            with self._flush_lock:
-                self._close_handle()
+            try:
+                self.release_deferred()  # durable: a failed journal still acknowledges them
+            finally:
+                with self._flush_lock:
+                    self._close_handle()
 
     def check_invariants(self) -> None:
         """Assert every internal relation (tests call this after each step)."""
         with self._flush_lock, self._lock:
-            assert self._queued_bytes == sum(len(record) for record, _, _ in self._queue)
-            times = [enqueued for _, _, enqueued in self._queue]
-            assert times == sorted(times), times
+            assert len(self._records) == len(self._callbacks)
+            assert self._queued_bytes == sum(len(record) for record in self._records)
+            assert (self._oldest_ns is None) == (not self._records), self._oldest_ns
+            assert self._append_waiters >= 0
             if self._error is not None:
-                assert not self._queue
+                assert not self._records
+            if self._deferred:
+                assert self._durable != NO_MARK, "callbacks of a group before any file"
             if self._durable == NO_MARK:
-                assert self._handle is None and self._journal_id == 0 and not self._queue
+                assert self._handle is None and self._journal_id == 0 and not self._records
                 return
+            assert self._journal_id != 0
             assert self._durable.journal_id == self._journal_id, (self._durable, self._journal_id)
             assert self._durable.offset == self._position, (self._durable, self._position)
             assert self._position >= header_size(self._settings.write_version)
@@ -446,19 +552,26 @@ class Journal:
                 assert self._position <= max(self._settings.max_size_bytes, HEADER_SIZE)
 
 
-def _notify(batch: list[_Pending], error: BookieError | None) -> None:
-    """Call every callback of the batch in order; a callback that raises does not stop the
-    others, and the first such exception is raised at the end."""
-    first: BaseException | None = None
-    for _, callback, _ in batch:
+def _call_all(callbacks: list[OnDurable | None], error: BookieError | None) -> Exception | None:
+    """Call every callback in order; a callback that raises does not stop the others. The
+    first such exception is returned, for the caller to raise once its own work is done."""
+    first: Exception | None = None
+    for callback in callbacks:
         if callback is None:
             continue
         try:
             callback(error)
-        except Exception as exc:  # re-raised below, once every callback has run
-            first = first or exc
-    if first is not None:
-        raise first
+        except Exception as exc:  # returned, and raised by the caller
+            if first is None:
+                first = exc
+    return first
+
+
+def _raise_first(*raised: Exception | None) -> None:
+    """Raise the first exception a callback raised, if any."""
+    for exc in raised:
+        if exc is not None:
+            raise exc
 
 
 # --- replay ---------------------------------------------------------------------------------

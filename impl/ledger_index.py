@@ -539,6 +539,16 @@ class LedgerIndex:
     def is_deleted(self, ledger_id: LedgerId) -> bool:
         return ledger_id in self._deleted
 
+    def writable_key(self, ledger_id: LedgerId) -> bytes | None:
+        """The ledger's key when an add may go in with that key: the ledger has a key, is
+        not fenced and (being indexed) not deleted. None otherwise: the caller then asks
+        ``is_deleted``, ``master_key`` and ``is_fenced`` to learn why. One dict lookup for
+        the add path's common case."""
+        ledger = self._ledgers.get(ledger_id)
+        if ledger is None or ledger.fenced:
+            return None
+        return ledger.key
+
     def deleted_ledgers(self) -> frozenset[LedgerId]:
         return frozenset(self._deleted)
 
