@@ -237,7 +237,7 @@ def read_last_id(fs: FileSystem, directory: str) -> int | None:
     """The id in ``<directory>/lastId``, or None when missing, unreadable or garbage."""
     path = join(directory, LAST_ID_FILE_NAME)
     try:
-        handle = fs.open(path)
+        handle = fs.open(path, read_only=True)
     except FsError:
         return None
     try:

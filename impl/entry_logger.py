@@ -286,7 +286,7 @@ class EntryLogger:
         path = self.find_log(log_id)
         if path is None:
             raise MissingLogFile(log_id)
-        handle = self._fs.open(path)
+        handle = self._fs.open(path, read_only=True)
         if len(self._read_handles) >= READ_HANDLES_MAX:
             oldest = next(iter(self._read_handles))
             self.forget_log(EntryLogId(oldest))

@@ -193,7 +193,7 @@ def _rebuild_log(
     fs: FileSystem, path: str, log_id: EntryLogId, index: LedgerIndex, tally: _Tally
 ) -> _Source:
     """Index one log: ledgers from its map when usable, entries from a scan."""
-    handle = fs.open(path)
+    handle = fs.open(path, read_only=True)
     try:
         size_bytes = handle.size()
         if size_bytes <= LOGFILE_HEADER_SIZE:

@@ -682,7 +682,7 @@ class JournalReplay:
     def _scan(self, journal_id: int, start: int) -> Generator[list[JournalRecord], None, int]:
         path = join(self._dir, self._files[journal_id])
         try:
-            handle = self._fs.open(path)
+            handle = self._fs.open(path, read_only=True)
         except FsError as exc:
             raise RecoveryError(
                 f"cannot open journal {path} for replay: {exc}. Check the journal directory's "

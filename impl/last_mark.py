@@ -88,7 +88,7 @@ def read_dir_mark(fs: FileSystem, directory: str, file_name: str = LAST_MARK_FIL
     reason (BookKeeper logs it and treats the directory as holding (0, 0))."""
     path = join(directory, file_name)
     try:
-        handle = fs.open(path)
+        handle = fs.open(path, read_only=True)
     except FsNotFound:
         return DirMark(directory, None, f"{path} does not exist (normal on a first start)")
     except FsError as exc:

@@ -377,7 +377,7 @@ class LedgerIndex:
 
     def _load_deleted(self) -> None:
         path = join(self._dir, DELETED_FILE_NAME)
-        handle = self._fs.open(path)
+        handle = self._fs.open(path, read_only=True)
         try:
             decoded = decode_deleted_file(handle.pread(0, handle.size()))
         finally:
@@ -412,7 +412,7 @@ class LedgerIndex:
         return chain
 
     def _read_segment(self, path: str, seq: int) -> tuple[Segment, int]:
-        handle = self._fs.open(path)
+        handle = self._fs.open(path, read_only=True)
         try:
             data = handle.pread(0, handle.size())
         finally:

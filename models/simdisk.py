@@ -334,8 +334,11 @@ def _abs(parts: Parts) -> str:
 class SimHandle:
     """An open file on a SimDisk: an inode, the name it was opened by, and a generation."""
 
-    def __init__(self, disk: SimDisk, ino: int, path: str, generation: int) -> None:
+    def __init__(
+        self, disk: SimDisk, ino: int, path: str, generation: int, *, read_only: bool = False
+    ) -> None:
         self._disk = disk
+        self._read_only = read_only
         self.ino = ino
         self._path = path
         self.norm_path = _abs(_parts(path))
@@ -346,10 +349,16 @@ class SimHandle:
     def path(self) -> str:
         return self._path
 
+    def _refuse_if_read_only(self, op: str) -> None:
+        if self._read_only:
+            raise FsIOError(self._path, f"{op} (the file was opened read-only)")
+
     def pwrite(self, offset: int, data: bytes) -> None:
+        self._refuse_if_read_only("write")
         self._disk._write(self, "pwrite", offset, data)
 
     def append(self, data: bytes) -> int:
+        self._refuse_if_read_only("write")
         return self._disk._write(self, "append", None, data)
 
     def pread(self, offset: int, length: int) -> bytes:
@@ -359,6 +368,7 @@ class SimHandle:
         return len(self._disk._content(self))
 
     def truncate(self, length: int) -> None:
+        self._refuse_if_read_only("truncate")
         self._disk._truncate(self, length)
 
     def fsync(self) -> None:
@@ -456,8 +466,12 @@ class SimDisk:
 
     # --- the FileSystem protocol -----------------------------------------------------------
 
-    def open(self, path: str, *, create: bool = False, exclusive: bool = False) -> SimHandle:
-        """Open (and with ``create`` make) a file. See impl.fs.api.FileSystem.open."""
+    def open(
+        self, path: str, *, create: bool = False, exclusive: bool = False, read_only: bool = False
+    ) -> SimHandle:
+        """Open (and with ``create`` make) a file. See impl.fs.api.FileSystem.open. A
+        read-only handle refuses pwrite, append and truncate with FsIOError."""
+        assert not (read_only and create), "a read-only open cannot create"
         if create:
             self._begin("create")
         parts = _parts(path)
@@ -475,7 +489,7 @@ class SimDisk:
         elif create and exclusive:
             raise FsExists(path)
         self._open[ino] = self._open.get(ino, 0) + 1
-        return SimHandle(self, ino, path, self._generation)
+        return SimHandle(self, ino, path, self._generation, read_only=read_only)
 
     def exists(self, path: str) -> bool:
         try:

@@ -153,7 +153,7 @@ def inspect_log(fs: FileSystem, path: str) -> LogReport:
     if log_id > MAX_LOG_ID:
         return attrs.evolve(bare, error=f"log id {log_id:#x} is larger than a Java int")
     try:
-        handle = fs.open(path)
+        handle = fs.open(path, read_only=True)
     except BkrefError as exc:
         return attrs.evolve(bare, error=f"cannot open: {exc}")
     try:
@@ -427,7 +427,7 @@ def _classify(fs: FileSystem, path: str, names: Sequence[str]) -> dict[str, list
 
 def _read_text(fs: FileSystem, path: str) -> str | None:
     try:
-        handle = fs.open(path)
+        handle = fs.open(path, read_only=True)
     except BkrefError:
         return None
     try:

@@ -65,9 +65,14 @@ class FileHandle(Protocol):
 class FileSystem(Protocol):
     """Directory and file operations, with the durability contract in the module docstring."""
 
-    def open(self, path: str, *, create: bool = False, exclusive: bool = False) -> FileHandle:
+    def open(
+        self, path: str, *, create: bool = False, exclusive: bool = False, read_only: bool = False
+    ) -> FileHandle:
         """Open a file for reading and writing. ``create`` makes it if missing; ``exclusive``
-        with ``create`` fails with FsExists if the name is taken. Raises FsNotFound."""
+        with ``create`` fails with FsExists if the name is taken. Raises FsNotFound.
+        ``read_only`` (not with ``create``) opens for reading only, so files the process may
+        not write (an operator inspecting a bookie it does not own) can still be read; a
+        write through such a handle raises FsIOError and changes nothing."""
         ...
 
     def exists(self, path: str) -> bool:

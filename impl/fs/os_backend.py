@@ -64,9 +64,10 @@ def _bind_pread(fd: int, length: int, offset: int) -> Callable[[], bytes]:
 class OsFileHandle:
     """A file descriptor opened read-write."""
 
-    def __init__(self, path: str, fd: int) -> None:
+    def __init__(self, path: str, fd: int, *, read_only: bool = False) -> None:
         self._path = path
         self._fd: int | None = fd
+        self._read_only = read_only
 
     @property
     def path(self) -> str:
@@ -77,8 +78,14 @@ class OsFileHandle:
             raise FsClosed(self._path)
         return self._fd
 
-    def pwrite(self, offset: int, data: bytes) -> None:
+    def _writable_fd(self, op: str) -> int:
         fd = self._live_fd()
+        if self._read_only:
+            raise FsIOError(self._path, f"{op} (the file was opened read-only)")
+        return fd
+
+    def pwrite(self, offset: int, data: bytes) -> None:
+        fd = self._writable_fd("write")
         view = memoryview(data)
         while view:
             written = _mapped(self._path, "write", _bind_pwrite(fd, view, offset))
@@ -109,7 +116,7 @@ class OsFileHandle:
         return _mapped(self._path, "stat", lambda: os.fstat(fd).st_size)
 
     def truncate(self, length: int) -> None:
-        fd = self._live_fd()
+        fd = self._writable_fd("truncate")
         _mapped(self._path, "truncate", lambda: os.ftruncate(fd, length))
 
     def fsync(self) -> None:
@@ -137,8 +144,12 @@ class OsFileSystem:
             return os.path.join(self._root, path)
         return path
 
-    def open(self, path: str, *, create: bool = False, exclusive: bool = False) -> OsFileHandle:
-        flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
+    def open(
+        self, path: str, *, create: bool = False, exclusive: bool = False, read_only: bool = False
+    ) -> OsFileHandle:
+        assert not (read_only and create), "a read-only open cannot create"
+        mode = os.O_RDONLY if read_only else os.O_RDWR
+        flags = mode | getattr(os, "O_CLOEXEC", 0)
         if create:
             flags |= os.O_CREAT
             if exclusive:
@@ -147,7 +158,7 @@ class OsFileSystem:
         if os.path.isdir(real):
             raise FsIOError(path, "open (is a directory)")
         fd = _mapped(path, "open", lambda: os.open(real, flags, 0o644))
-        return OsFileHandle(path, fd)
+        return OsFileHandle(path, fd, read_only=read_only)
 
     def exists(self, path: str) -> bool:
         return os.path.lexists(self._real(path))

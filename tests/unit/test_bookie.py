@@ -482,8 +482,11 @@ class RecordingFs:
         self.inner = inner
         self.log: list[tuple[str, str]] = []
 
-    def open(self, path: str, *, create: bool = False, exclusive: bool = False) -> FileHandle:
-        return RecordingHandle(self.inner.open(path, create=create, exclusive=exclusive), self.log)
+    def open(
+        self, path: str, *, create: bool = False, exclusive: bool = False, read_only: bool = False
+    ) -> FileHandle:
+        inner = self.inner.open(path, create=create, exclusive=exclusive, read_only=read_only)
+        return RecordingHandle(inner, self.log)
 
     def exists(self, path: str) -> bool:
         return self.inner.exists(path)

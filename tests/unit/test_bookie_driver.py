@@ -82,9 +82,12 @@ class LockedFs:
         self.disk = disk
         self.lock = threading.RLock()
 
-    def open(self, path: str, *, create: bool = False, exclusive: bool = False) -> FileHandle:
+    def open(
+        self, path: str, *, create: bool = False, exclusive: bool = False, read_only: bool = False
+    ) -> FileHandle:
         with self.lock:
-            return LockedHandle(self.disk.open(path, create=create, exclusive=exclusive), self.lock)
+            inner = self.disk.open(path, create=create, exclusive=exclusive, read_only=read_only)
+            return LockedHandle(inner, self.lock)
 
     def exists(self, path: str) -> bool:
         with self.lock:

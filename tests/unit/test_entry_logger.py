@@ -86,8 +86,11 @@ class ArmedFs:
         self.usage_by_dir: dict[str, float] = {}
         self.handles: dict[str, FaultyHandle] = {}
 
-    def open(self, path: str, *, create: bool = False, exclusive: bool = False) -> FaultyHandle:
-        handle = FaultyHandle(self.inner.open(path, create=create, exclusive=exclusive))
+    def open(
+        self, path: str, *, create: bool = False, exclusive: bool = False, read_only: bool = False
+    ) -> FaultyHandle:
+        inner = self.inner.open(path, create=create, exclusive=exclusive, read_only=read_only)
+        handle = FaultyHandle(inner)
         self.handles[path] = handle
         return handle
 

@@ -174,3 +174,19 @@ def test_disk_space_is_sane(fs: OsFileSystem) -> None:
     assert 0.0 <= space.usage <= 1.0
     fs.mkdir("d")
     assert fs.disk_space("d").total_bytes == space.total_bytes
+
+
+def test_a_read_only_handle_reads_and_refuses_writes(tmp_path: Path) -> None:
+    fs = OsFileSystem(str(tmp_path))
+    writer = fs.open("f", create=True)
+    writer.pwrite(0, b"abc")
+    writer.close()
+    handle = fs.open("f", read_only=True)
+    assert handle.pread(0, 10) == b"abc"
+    for attempt in (lambda: handle.pwrite(0, b"x"), lambda: handle.append(b"x")):
+        with pytest.raises(FsIOError, match="read-only"):
+            attempt()
+    with pytest.raises(FsIOError, match="read-only"):
+        handle.truncate(0)
+    handle.close()
+    assert (tmp_path / "f").read_bytes() == b"abc"

@@ -642,3 +642,20 @@ def test_fsynced_data_survives_every_plan(
     after.fsync_dir("/p")
     after.check_invariants()
     assert crashed(after, LoseUnsynced()).read_file("/p/after") == b"ok"
+
+
+def test_a_read_only_handle_reads_and_refuses_writes() -> None:
+    disk = SimDisk()
+    writer = disk.open("/f", create=True)
+    writer.pwrite(0, b"abc")
+    handle = disk.open("/f", read_only=True)
+    assert handle.pread(0, 10) == b"abc"
+    with pytest.raises(FsIOError, match="read-only"):
+        handle.pwrite(0, b"x")
+    with pytest.raises(FsIOError, match="read-only"):
+        handle.append(b"x")
+    with pytest.raises(FsIOError, match="read-only"):
+        handle.truncate(0)
+    assert disk.read_file("/f") == b"abc"
+    assert len(disk.pending_operations()) == 2  # the create and the write, nothing more
+    disk.check_invariants()
