@@ -28,11 +28,11 @@ import random
 from collections.abc import Callable
 
 import attrs
-from impl.bookie import Bookie
-from impl.last_mark import LogMark, read_last_mark
 
+from impl.bookie import Bookie
 from impl.clock import ManualClock
 from impl.config import ServerConfig, load_config
+from impl.last_mark import LogMark, read_last_mark
 from models.simdisk import SimDisk
 from proofs.crash_explorer import CrashPoint, Report, explore, record_points, thin
 from spec.errors import BkrefError, BookieError, Fenced, Unauthorized
