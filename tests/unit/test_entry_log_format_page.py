@@ -7,9 +7,7 @@ the codec and be byte for byte what tests/unit/bk_layout.py builds from the page
 
 from __future__ import annotations
 
-import ast
 import re
-from pathlib import Path
 
 import pytest
 
@@ -17,43 +15,28 @@ import impl.entry_log_format as fmt
 import spec.ids
 from impl.entry_log_reader import extract_metadata, scan
 from spec.ids import EntryLogId, make_location
-from tests.unit import bk_layout
+from tests.unit import bk_layout, format_page
 from tests.unit.bk_layout import BytesSource
 
-PAGE = Path(__file__).resolve().parents[2] / "spec" / "format" / "entry_log.md"
+PAGE = format_page.page_path("entry_log.md")
 
 
 def _section(title: str) -> str:
-    text = PAGE.read_text(encoding="utf-8")
-    start = text.index(f"\n## {title}\n")
-    end = text.find("\n## ", start + 1)
-    return text[start : end if end != -1 else len(text)]
+    return format_page.section(PAGE, title)
 
 
 def _table_rows(section: str) -> list[list[str]]:
-    rows = []
-    for line in section.splitlines():
-        if line.startswith("|") and not line.startswith("| ---"):
-            rows.append([cell.strip().strip("`") for cell in line.strip("|").split("|")])
-    return rows[1:]  # without the column titles
+    return format_page.table_rows(section)
 
 
 def page_constants() -> dict[str, object]:
     """name -> value from the page's constant table."""
-    return {row[0]: ast.literal_eval(row[1]) for row in _table_rows(_section("Constants"))}
+    return format_page.page_constants(PAGE)
 
 
 def codec_constants() -> dict[str, object]:
     """Every public upper-case int or bytes constant the codec defines (not imports)."""
-    imported = set(vars(spec.ids))
-    return {
-        name: value
-        for name, value in vars(fmt).items()
-        if name.isupper()
-        and not name.startswith("_")
-        and name not in imported
-        and isinstance(value, int | bytes)
-    }
+    return format_page.codec_constants(fmt, spec.ids, (int, bytes))
 
 
 def test_constant_table_is_parsed() -> None:

@@ -6,9 +6,7 @@ builds from the page's words.
 
 from __future__ import annotations
 
-import ast
 import re
-from pathlib import Path
 
 import pytest
 
@@ -19,42 +17,28 @@ from impl.journal import replay
 from impl.last_mark import NO_MARK, LogMark, decode_last_mark, encode_last_mark
 from models.simdisk import SimDisk
 from tests.unit import bk_journal_layout as bk
+from tests.unit import format_page
 
-PAGE = Path(__file__).resolve().parents[2] / "spec" / "format" / "journal.md"
+PAGE = format_page.page_path("journal.md")
 EXAMPLE_ID = 1700000000000
 
 
 def _section(title: str) -> str:
-    text = PAGE.read_text(encoding="utf-8")
-    start = text.index(f"\n## {title}\n")
-    end = text.find("\n## ", start + 1)
-    return text[start : end if end != -1 else len(text)]
+    return format_page.section(PAGE, title)
 
 
 def _table_rows(section: str) -> list[list[str]]:
-    rows = []
-    for line in section.splitlines():
-        if line.startswith("|") and not line.startswith("| ---"):
-            rows.append([cell.strip().strip("`") for cell in line.strip("|").split("|")])
-    return rows[1:]  # without the column titles
+    return format_page.table_rows(section)
 
 
 def page_constants() -> dict[str, object]:
     """name -> value from the page's constant table."""
-    return {row[0]: ast.literal_eval(row[1]) for row in _table_rows(_section("Constants"))}
+    return format_page.page_constants(PAGE)
 
 
 def codec_constants() -> dict[str, object]:
     """Every public upper-case int, bytes or str constant the codec defines (not imports)."""
-    imported = set(vars(spec.ids))
-    return {
-        name: value
-        for name, value in vars(fmt).items()
-        if name.isupper()
-        and not name.startswith("_")
-        and name not in imported
-        and isinstance(value, int | bytes | str)
-    }
+    return format_page.codec_constants(fmt, spec.ids, (int, bytes, str))
 
 
 def _hex_blocks(title: str) -> list[bytes]:
