@@ -20,6 +20,12 @@ from spec.errors import ConfigError
 FIXTURE = Path(__file__).parent / "data" / "bk_server.conf"
 
 
+def _line_of(prefix: str) -> int:
+    """The 1-based number of the fixture's line that starts with ``prefix``."""
+    lines = FIXTURE.read_text(encoding="iso-8859-1").splitlines()
+    return next(n for n, line in enumerate(lines, 1) if line.startswith(prefix))
+
+
 @pytest.fixture(autouse=True)
 def only_config_command(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cli, "COMMANDS", tuple(c for c in cli.COMMANDS if c[0] == "config"))
@@ -46,11 +52,15 @@ def test_conf_file_and_set(capsys: pytest.CaptureFixture[str]) -> None:
     assert (code, err) == (0, "")
     lines = out.splitlines()
     journal = next(line for line in lines if line.startswith("journalDirectories "))
-    assert journal.split()[1:] == ["/tmp/bk-txn", f"{FIXTURE}:316"]
+    assert journal.split()[1:] == ["/tmp/bk-txn", f"{FIXTURE}:{_line_of('journalDirectories=')}"]
     gc = next(line for line in lines if line.startswith("gcWaitTime "))
     assert gc.split()[1:] == ["1000", "--set"]
     port = next(line for line in lines if line.startswith("bookiePort "))
-    assert port.split()[1:] == ["3181", f"{FIXTURE}:41", "(ServerConfiguration)"]
+    assert port.split()[1:] == [
+        "3181",
+        f"{FIXTURE}:{_line_of('bookiePort=')}",
+        "(ServerConfiguration)",
+    ]
     assert "# ignored: 26 BookKeeper keys given that bkref does not use" in out
 
 
