@@ -9,7 +9,6 @@ flush, preallocated zero tails, junk, records cut short, negative lengths.
 
 from __future__ import annotations
 
-import re
 import struct
 from dataclasses import dataclass, field
 
@@ -159,21 +158,6 @@ def worked_example() -> JournalBuilder:
     builder.fence(1)
     builder.flush()
     return builder
-
-
-def parse_page_hex(block: str) -> bytes:
-    """The bytes of a worked example written as ``<decimal offset>  <hex bytes>  <comment>``
-    lines (columns two or more spaces apart); the bytes between lines are zero."""
-    out = bytearray()
-    for line in block.splitlines():
-        if not line.strip():
-            continue
-        columns = re.split(r"\s{2,}", line.strip())
-        offset, hex_bytes = int(columns[0]), columns[1]
-        assert offset >= len(out), f"offsets must grow: {line!r}"
-        out += bytes(offset - len(out))
-        out += bytes.fromhex(hex_bytes)
-    return bytes(out)
 
 
 def journal_name(journal_id: int) -> str:

@@ -8,7 +8,6 @@ header not yet updated, padding, torn tails.
 
 from __future__ import annotations
 
-import re
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -131,21 +130,6 @@ def build_log(
         map_offset = count = 0
     built.data = header(version, map_offset, count) + bytes(body)
     return built
-
-
-def parse_page_hex(block: str) -> bytes:
-    """The bytes of a worked example written as ``<decimal offset>  <hex bytes>  <comment>``
-    lines (columns apart by two spaces or more); the bytes between lines are zero."""
-    out = bytearray()
-    for line in block.splitlines():
-        if not line.strip():
-            continue
-        columns = re.split(r"\s{2,}", line.strip())
-        offset, hex_bytes = int(columns[0]), columns[1]
-        assert offset >= len(out), f"offsets must grow: {line!r}"
-        out += bytes(offset - len(out))
-        out += bytes.fromhex(hex_bytes)
-    return bytes(out)
 
 
 class BytesSource:

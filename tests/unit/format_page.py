@@ -4,6 +4,7 @@ constants table, so every page test checks its codec the same way."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 from types import ModuleType
 
@@ -52,3 +53,18 @@ def codec_constants(
         and name not in imported
         and isinstance(value, kinds)
     }
+
+
+def parse_page_hex(block: str) -> bytes:
+    """The bytes of a worked example written as ``<decimal offset>  <hex bytes>  <comment>``
+    lines (columns two or more spaces apart); the bytes between lines are zero."""
+    out = bytearray()
+    for line in block.splitlines():
+        if not line.strip():
+            continue
+        columns = re.split(r"\s{2,}", line.strip())
+        offset, hex_bytes = int(columns[0]), columns[1]
+        assert offset >= len(out), f"offsets must grow: {line!r}"
+        out += bytes(offset - len(out))
+        out += bytes.fromhex(hex_bytes)
+    return bytes(out)

@@ -21,44 +21,30 @@ from tests.unit.bk_layout import BytesSource
 PAGE = format_page.page_path("entry_log.md")
 
 
-def _section(title: str) -> str:
-    return format_page.section(PAGE, title)
-
-
-def _table_rows(section: str) -> list[list[str]]:
-    return format_page.table_rows(section)
-
-
-def page_constants() -> dict[str, object]:
-    """name -> value from the page's constant table."""
-    return format_page.page_constants(PAGE)
-
-
-def codec_constants() -> dict[str, object]:
-    """Every public upper-case int or bytes constant the codec defines (not imports)."""
-    return format_page.codec_constants(fmt, spec.ids, (int, bytes))
-
-
 def test_constant_table_is_parsed() -> None:
     # Guards the comparisons below against passing on an empty or misread table.
-    constants = page_constants()
+    constants = format_page.page_constants(PAGE)
     assert len(constants) >= 16
     assert constants["MAGIC"] == b"BKLO"
 
 
-@pytest.mark.parametrize("name", sorted(codec_constants()))
+@pytest.mark.parametrize("name", sorted(format_page.codec_constants(fmt, spec.ids, (int, bytes))))
 def test_every_codec_constant_is_on_the_page_with_its_value(name: str) -> None:
-    constants = page_constants()
+    constants = format_page.page_constants(PAGE)
     assert name in constants, f"{name} is missing from the page's constant table"
-    assert constants[name] == codec_constants()[name]
+    assert constants[name] == format_page.codec_constants(fmt, spec.ids, (int, bytes))[name]
 
 
 def test_the_page_names_no_constant_the_codec_lacks() -> None:
-    assert set(page_constants()) == set(codec_constants())
+    assert set(format_page.page_constants(PAGE)) == set(
+        format_page.codec_constants(fmt, spec.ids, (int, bytes))
+    )
 
 
 def test_file_name_examples_are_what_the_codec_names() -> None:
-    rows = {row[0]: row[2] for row in _table_rows(_section("File names"))}
+    rows = {
+        row[0]: row[2] for row in format_page.table_rows(format_page.section(PAGE, "File names"))
+    }
     assert rows["entry log"] == fmt.log_file_name(255)
     assert rows["compaction log being written"] == fmt.compacting_file_name(255)
     assert rows["compaction log flushed, index not yet updated"] == fmt.compacted_file_name(255, 10)
@@ -66,10 +52,10 @@ def test_file_name_examples_are_what_the_codec_names() -> None:
 
 
 def worked_example_bytes() -> bytes:
-    section = _section("Worked example")
+    section = format_page.section(PAGE, "Worked example")
     match = re.search(r"```hex\n(.*?)```", section, re.S)
     assert match is not None, "the worked example's hex block is missing"
-    return bk_layout.parse_page_hex(match.group(1))
+    return format_page.parse_page_hex(match.group(1))
 
 
 def test_worked_example_is_what_bk_layout_builds() -> None:

@@ -23,52 +23,38 @@ PAGE = format_page.page_path("journal.md")
 EXAMPLE_ID = 1700000000000
 
 
-def _section(title: str) -> str:
-    return format_page.section(PAGE, title)
-
-
-def _table_rows(section: str) -> list[list[str]]:
-    return format_page.table_rows(section)
-
-
-def page_constants() -> dict[str, object]:
-    """name -> value from the page's constant table."""
-    return format_page.page_constants(PAGE)
-
-
-def codec_constants() -> dict[str, object]:
-    """Every public upper-case int, bytes or str constant the codec defines (not imports)."""
-    return format_page.codec_constants(fmt, spec.ids, (int, bytes, str))
-
-
 def _hex_blocks(title: str) -> list[bytes]:
-    blocks = re.findall(r"```hex\n(.*?)```", _section(title), re.S)
+    blocks = re.findall(r"```hex\n(.*?)```", format_page.section(PAGE, title), re.S)
     assert blocks, f"no hex block under {title!r}"
-    return [bk.parse_page_hex(block) for block in blocks]
+    return [format_page.parse_page_hex(block) for block in blocks]
 
 
 def test_constant_table_is_parsed() -> None:
     # Guards the comparisons below against passing on an empty or misread table.
-    constants = page_constants()
+    constants = format_page.page_constants(PAGE)
     assert len(constants) >= 25
     assert constants["MAGIC"] == b"BKLG"
     assert constants["PADDING_MASK"] == -0x100
 
 
-@pytest.mark.parametrize("name", sorted(codec_constants()))
+@pytest.mark.parametrize(
+    "name", sorted(format_page.codec_constants(fmt, spec.ids, (int, bytes, str)))
+)
 def test_every_codec_constant_is_on_the_page_with_its_value(name: str) -> None:
-    constants = page_constants()
+    constants = format_page.page_constants(PAGE)
     assert name in constants, f"{name} is missing from the page's constant table"
-    assert constants[name] == codec_constants()[name]
+    assert constants[name] == format_page.codec_constants(fmt, spec.ids, (int, bytes, str))[name]
 
 
 def test_the_page_names_no_constant_the_codec_lacks() -> None:
-    assert set(page_constants()) == set(codec_constants())
+    assert set(format_page.page_constants(PAGE)) == set(
+        format_page.codec_constants(fmt, spec.ids, (int, bytes, str))
+    )
 
 
 def test_the_meta_record_table_matches_the_codec() -> None:
-    section = _section("Grammar")
-    ids = {row[1]: int(row[0].split()[0].strip("`"), 16) for row in _table_rows(section)}
+    section = format_page.section(PAGE, "Grammar")
+    ids = {row[1]: int(row[0].split()[0].strip("`"), 16) for row in format_page.table_rows(section)}
     assert ids["ledger master key"] == fmt.METAENTRY_ID_LEDGER_KEY
     assert ids["fence"] == fmt.METAENTRY_ID_FENCE_KEY
     assert ids["force ledger"] == fmt.METAENTRY_ID_FORCE_LEDGER
@@ -76,7 +62,10 @@ def test_the_meta_record_table_matches_the_codec() -> None:
 
 
 def test_file_name_examples_are_what_the_codec_names() -> None:
-    rows = {row[0]: row[3] for row in _table_rows(_section("File names and directories"))}
+    rows = {
+        row[0]: row[3]
+        for row in format_page.table_rows(format_page.section(PAGE, "File names and directories"))
+    }
     assert rows["journal"] == fmt.journal_file_name(EXAMPLE_ID)
     assert fmt.parse_journal_file_name(rows["journal"]) == EXAMPLE_ID
     assert rows["lastMark"] == fmt.LAST_MARK_FILE_NAME
@@ -84,7 +73,7 @@ def test_file_name_examples_are_what_the_codec_names() -> None:
 
 
 def test_padding_examples_in_the_text_hold() -> None:
-    text = " ".join(_section("Padding").split())
+    text = " ".join(format_page.section(PAGE, "Padding").split())
     assert "at position 583 with alignment 512 it is 441 bytes (zeros_len 433)" in text
     assert fmt.padding_length(583, 512) == 441 == len(bk.padding(583))
     assert "at 1016 it is just the 8" in text
@@ -144,7 +133,7 @@ def test_worked_example_replays_as_the_page_says() -> None:
 
 def test_worked_example_cut_or_zeroed_as_the_page_says() -> None:
     journal, _ = _hex_blocks("Worked example")
-    section = " ".join(_section("Worked example").split())
+    section = " ".join(format_page.section(PAGE, "Worked example").split())
     assert "Cut at 560 (inside the entry), replay yields the key record only and stops at 538" in (
         section
     )

@@ -36,7 +36,7 @@ from models.simdisk import SimDisk
 from spec.crash import CrashPlan, KeepPrefix, KeepSubset, LoseUnsynced, TornWrite
 from spec.errors import FsIOError, RecoveryError
 from spec.ids import EntryId, LedgerId, Location, make_location
-from tests.unit.bk_layout import parse_page_hex
+from tests.unit.format_page import parse_page_hex
 
 INDEX_DIR = "/bk/l0/current/bkref-index"
 PAGE = Path(__file__).resolve().parents[2] / "spec" / "format" / "ledger_index.md"
