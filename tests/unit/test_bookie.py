@@ -45,14 +45,13 @@ from spec.errors import (
     NoSpace,
     Unauthorized,
 )
-from spec.fs import DiskSpace
 from spec.ids import EntryId, LedgerId
+from tests.unit.fs_wrappers import ForwardingFs
 
 JOURNAL = "/bk/journal"
 LEDGERS = ("/bk/ledgers0", "/bk/ledgers1")
 KEY = b"master-key"
 OTHER_KEY = b"other-key"
-
 
 # --- helpers (also used by the other test_bookie_* modules) ---------------------------------------
 
@@ -475,11 +474,11 @@ class RecordingHandle:
         self._inner.close()
 
 
-class RecordingFs:
+class RecordingFs(ForwardingFs):
     """A FileSystem that logs (operation, path) of writes, fsyncs, renames and unlinks."""
 
     def __init__(self, inner: FileSystem) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.log: list[tuple[str, str]] = []
 
     def open(
@@ -487,18 +486,6 @@ class RecordingFs:
     ) -> FileHandle:
         inner = self.inner.open(path, create=create, exclusive=exclusive, read_only=read_only)
         return RecordingHandle(inner, self.log)
-
-    def exists(self, path: str) -> bool:
-        return self.inner.exists(path)
-
-    def is_dir(self, path: str) -> bool:
-        return self.inner.is_dir(path)
-
-    def listdir(self, path: str) -> list[str]:
-        return self.inner.listdir(path)
-
-    def mkdir(self, path: str) -> None:
-        self.inner.mkdir(path)
 
     def rename(self, src: str, dst: str) -> None:
         self.log.append(("rename", dst))
@@ -515,9 +502,6 @@ class RecordingFs:
     def fsync_dir(self, path: str) -> None:
         self.log.append(("fsync_dir", path))
         self.inner.fsync_dir(path)
-
-    def disk_space(self, path: str) -> DiskSpace:
-        return self.inner.disk_space(path)
 
 
 def _first(log: list[tuple[str, str]], pred: Callable[[str, str], bool]) -> int:

@@ -33,6 +33,7 @@ from models.simdisk import SimDisk
 from spec.crash import CrashPlan, KeepPrefix, KeepSubset, LoseUnsynced, TornWrite
 from spec.errors import ConfigError, FsNoSpace, MissingLogFile, NoWritableLedgerDir
 from spec.ids import EntryId, EntryLogId, LedgerId, Location, location_log_id
+from tests.unit.fs_wrappers import ForwardingFs
 from tests.unit.test_buffered_channel import FaultyHandle
 
 HEADER = LOGFILE_HEADER_SIZE
@@ -77,12 +78,12 @@ def read(logger: EntryLogger, ledger_id: int, entry_id: int, location: Location)
     return logger.read_entry(LedgerId(ledger_id), EntryId(entry_id), location)
 
 
-class ArmedFs:
+class ArmedFs(ForwardingFs):
     """Real files, a settable disk usage per directory, and handles that can be armed to fail
     (FaultyHandle). Delegates everything else to OsFileSystem."""
 
     def __init__(self) -> None:
-        self.inner = OsFileSystem()
+        super().__init__(OsFileSystem())
         self.usage_by_dir: dict[str, float] = {}
         self.handles: dict[str, FaultyHandle] = {}
 
@@ -93,30 +94,6 @@ class ArmedFs:
         handle = FaultyHandle(inner)
         self.handles[path] = handle
         return handle
-
-    def exists(self, path: str) -> bool:
-        return self.inner.exists(path)
-
-    def is_dir(self, path: str) -> bool:
-        return self.inner.is_dir(path)
-
-    def listdir(self, path: str) -> list[str]:
-        return self.inner.listdir(path)
-
-    def mkdir(self, path: str) -> None:
-        self.inner.mkdir(path)
-
-    def rename(self, src: str, dst: str) -> None:
-        self.inner.rename(src, dst)
-
-    def link(self, src: str, dst: str) -> None:
-        self.inner.link(src, dst)
-
-    def unlink(self, path: str) -> None:
-        self.inner.unlink(path)
-
-    def fsync_dir(self, path: str) -> None:
-        self.inner.fsync_dir(path)
 
     def disk_space(self, path: str) -> DiskSpace:
         usage = self.usage_by_dir.get(path, 0.0)
