@@ -211,6 +211,8 @@ def _check_durable(logger: EntryLogger, durable: tuple[Written, ...], when: str)
 
 
 def _existing_log_ids(disk: SimDisk) -> set[EntryLogId]:
+    """Ids of the ``<hex>.log`` files on disk, parsed here rather than with
+    impl.entry_log_ids so the no-stomping check does not trust the code it checks."""
     ids: set[EntryLogId] = set()
     for directory in LEDGER_DIRS:
         for name in disk.listdir(directory):
