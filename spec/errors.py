@@ -202,3 +202,16 @@ class Unsupported(BookieError):
 class RecoveryError(BkrefError):
     """The bookie cannot start: its directories are inconsistent (e.g. the journal named by
     lastMark is missing). The message says which file and what to do."""
+
+
+class TraceError(BkrefError):
+    """A trace (spec/trace.md) cannot be read: ``name`` is the trace, ``line`` the 1-based
+    line number (None when the problem is the trace as a whole, e.g. an empty one). The
+    message says what is wrong and what to do."""
+
+    def __init__(self, name: str, line: int | None, problem: str) -> None:
+        where = name if line is None else f"{name} line {line}"
+        super().__init__(f"{where}: {problem}")
+        self.name = name
+        self.line = line
+        self.problem = problem

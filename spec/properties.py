@@ -1,0 +1,360 @@
+"""DESIGN.md's properties as predicates over a history (a sequence of spec/trace.py Steps).
+
+The model checks that an implementation does what the model does; these predicates check
+what every implementation must do whatever the model says, from the client's side only
+(results, acks, and the abstract state where the recorder captured it). They run over a
+trace from any source (the refinement harness, a recorded adapter run), incrementally:
+:class:`PropertyMonitor` takes the steps in order and reports each violation at the step
+where it becomes visible. Spec pages: DESIGN.md ("Properties"), spec/trace.md.
+
+Definitions:
+
+- An add or fence is **acknowledged** at step j when its own result is ok at j, or a
+  completion for it without an error appears in step j's ``completed``. Within a step the
+  step's own request is judged first (it saw only acks of earlier steps), then the
+  completions in their order, then the step's own ack.
+- A **run** is the stretch from the start, or from a ``restart`` that returned ok, to the next
+  ``crash`` or ``shutdown``. While the bookie is down (after a crash or shutdown, before an ok
+  restart; a failed restart leaves it down) requests are not checked: they may fail.
+- A **fault** is active from a ``fail_fsync`` or ``disk_full`` step until the next
+  ``restart``.
+- An add **may have taken effect** unless it failed with an error other than ``io_error``
+  (spec/adapter.md: after any other code nothing was written).
+
+Properties (numbered as in DESIGN.md; ``prop`` is the name in brackets):
+
+1. Durability [durability]: after an add of (L, E, data) is acknowledged, every later read of
+   (L, E) while the bookie is up returns ok with that data, until a ``delete`` of L is issued
+   (whatever its result: a delete that crashed may or may not have happened, so L is not
+   checked from the delete on). While a fault is active, a read may fail with ``io_error``
+   instead; a read interrupted by a crash is not judged. Accepted data: that of every
+   acknowledged add of (L, E), and of every add of (L, E) issued after the first
+   acknowledged one that may have taken effect (a later overwrite, acknowledged or not yet,
+   may be what a read sees; an older unacknowledged one may not).
+2. Fence durability [fence]: after a fence of L is acknowledged at step j, no add of L whose
+   own step index is greater than j is ever acknowledged (an add issued before the fence's
+   ack may still be).
+3. Auth [auth]: the key of L is the key of the first add or fence of L to be acknowledged;
+   any later acknowledged add or fence of L with another key is a violation. A delete resets
+   nothing: ledger ids are never reused.
+4. No resurrection [resurrection]: after a delete of L returns ok at step j, no later read of
+   L returns ok while the bookie is up, except a read of an entry whose add was issued after
+   step j and may have taken effect (a new entry, not a deleted one).
+6. Forward progress [progress], over the steps that carry a ``state`` (a step whose result
+   is ``crashed`` is skipped: its state is of a half-done step):
+   - ``last_mark`` never decreases over the whole history, across restarts too;
+   - ``journal_mark`` never decreases within a run, and ``journal_mark >= last_mark`` in
+     every state;
+   - ``least_unflushed_log_id`` never decreases within a run;
+   - an ok ``checkpoint`` has ``last_mark == journal_mark`` in its state;
+   - an ok ``restart`` after an ok ``shutdown``, with no crash in between, reports
+     ``replayed == 0`` when it reports ``replayed`` at all.
+   Marks compare as (journal id, offset). "Within a run": the trackers start again at each
+   ``crash`` and each ``restart`` step.
+
+Not here: 5 (compaction atomicity) and 7 (format validity) are about files, not about what a
+client sees; they are checked on the disk (proofs/). Nor is it checked that a read of an
+entry never acknowledged fails, or which acks a crash may drop: that is the model's job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import attrs
+
+from spec.operations import Add, Completion, Delete, Fence, Read
+from spec.state import AbstractState, Mark
+from spec.trace import Step
+
+#: The names of the properties, in DESIGN.md's order.
+PROPERTIES = ("durability", "fence", "auth", "resurrection", "progress")
+
+#: The error a failed add may leave behind it (spec/adapter.md, "add").
+_MAYBE_WRITTEN = "io_error"
+
+
+@attrs.frozen
+class Violation:
+    """Property ``prop`` is broken, visibly at step ``step``; ``message`` says how."""
+
+    prop: str = attrs.field(validator=attrs.validators.in_(PROPERTIES))
+    step: int
+    message: str
+
+
+@attrs.define
+class _AddRecord:
+    """One add of some (ledger, entry): where it was issued, its data, what became of it."""
+
+    step: int
+    data: bytes
+    acked_at: int | None = None
+    failed: bool = False  # failed with a code after which nothing was written
+
+
+class PropertyMonitor:
+    """Checks properties 1, 2, 3, 4 and 6 over a history fed step by step (see the module
+    docstring). ``observe`` returns the violations the step reveals."""
+
+    def __init__(self) -> None:
+        self._next_index = 0
+        self._pending: dict[int, Add | Fence] = {}
+        self._up = True
+        self._fault = False
+        self._clean_stop = False  # an ok shutdown, and no crash since
+        self._adds: dict[tuple[int, int], list[_AddRecord]] = {}
+        self._delete_issued: dict[int, int] = {}  # ledger -> step of its first delete
+        self._deleted_at: dict[int, int] = {}  # ledger -> step of its first ok delete
+        self._fence_acked_at: dict[int, int] = {}
+        self._keys: dict[int, tuple[bytes, int]] = {}  # ledger -> (key, step acknowledged)
+        self._last_mark: Mark | None = None
+        self._run_journal_mark: Mark | None = None
+        self._run_least_unflushed: int | None = None
+
+    # --- the step ---------------------------------------------------------------------------
+
+    def observe(self, step: Step) -> list[Violation]:
+        """Take the next step (indices 0, 1, 2, ... in order) and return its violations."""
+        assert step.index == self._next_index, (
+            f"steps must come in order: expected {self._next_index}, got {step.index}"
+        )
+        found: list[Violation] = []
+        if self._up and isinstance(step.op, Read):
+            found += self._check_read(step.index, step.op, step)
+        for completion in step.completed:
+            found += self._complete(completion, step.index)
+        found += self._record_request(step)
+        found += self._environment(step)
+        if step.state is not None and not step.result.crashed:
+            found += self._progress(step, step.state)
+        self._next_index += 1
+        return found
+
+    # --- requests ---------------------------------------------------------------------------
+
+    def _record_request(self, step: Step) -> list[Violation]:
+        op, result = step.op, step.result
+        if isinstance(op, Delete):
+            self._delete_issued.setdefault(op.ledger, step.index)
+            if result.ok:
+                self._deleted_at.setdefault(op.ledger, step.index)
+        if not isinstance(op, Add | Fence):
+            return []
+        if isinstance(op, Add):
+            record = _AddRecord(step.index, op.data, failed=_no_effect(result.error))
+            self._adds.setdefault((op.ledger, op.entry), []).append(record)
+        if result.pending:
+            self._pending[step.index] = op
+            return []
+        return self._acknowledged(step.index, op, step.index) if result.ok else []
+
+    def _complete(self, completion: Completion, index: int) -> list[Violation]:
+        assert completion.step in self._pending, (
+            f"step {index} completes step {completion.step}, which is not pending"
+        )
+        op = self._pending.pop(completion.step)
+        if completion.error is None:
+            return self._acknowledged(completion.step, op, index)
+        if isinstance(op, Add) and _no_effect(completion.error):
+            self._add_record(op, completion.step).failed = True
+        return []
+
+    def _add_record(self, op: Add, issued: int) -> _AddRecord:
+        for record in self._adds[(op.ledger, op.entry)]:
+            if record.step == issued:
+                return record
+        raise AssertionError(f"no add of step {issued}")
+
+    def _acknowledged(self, issued: int, op: Add | Fence, index: int) -> list[Violation]:
+        """The add or fence of step ``issued`` is acknowledged at step ``index``."""
+        found = self._check_key(issued, op, index)
+        if isinstance(op, Fence):
+            self._fence_acked_at.setdefault(op.ledger, index)
+            return found
+        self._add_record(op, issued).acked_at = index
+        fenced_at = self._fence_acked_at.get(op.ledger)
+        if fenced_at is not None and issued > fenced_at:
+            found.append(
+                Violation(
+                    "fence",
+                    index,
+                    f"the add of ledger {op.ledger} entry {op.entry} issued at step {issued} "
+                    f"was acknowledged, but the ledger's fence was acknowledged at step "
+                    f"{fenced_at}, before the add was issued",
+                )
+            )
+        return found
+
+    def _check_key(self, issued: int, op: Add | Fence, index: int) -> list[Violation]:
+        known = self._keys.get(op.ledger)
+        if known is None:
+            self._keys[op.ledger] = (op.key, index)
+            return []
+        key, since = known
+        if op.key == key:
+            return []
+        message = (
+            f"the {op.name} of ledger {op.ledger} issued at step {issued} was acknowledged "
+            f"with key {op.key.hex() or '(empty)'}, but the ledger's key is "
+            f"{key.hex() or '(empty)'} (set by an ack at step {since})"
+        )
+        return [Violation("auth", index, message)]
+
+    # --- reads ------------------------------------------------------------------------------
+
+    def _check_read(self, index: int, op: Read, step: Step) -> list[Violation]:
+        result = step.result
+        if result.crashed:
+            return []
+        found = self._check_resurrection(index, op, result.ok)
+        if op.ledger in self._delete_issued:
+            return found
+        records = self._adds.get((op.ledger, op.entry), [])
+        acked = [r for r in records if r.acked_at is not None]
+        if not acked:
+            return found
+        first = min(r.step for r in acked)
+        accepted = {
+            r.data for r in records if r.acked_at is not None or (r.step > first and not r.failed)
+        }
+        what = f"ledger {op.ledger} entry {op.entry} (acknowledged at step {acked[0].acked_at})"
+        if result.ok:
+            if result.data not in accepted:
+                size = len(result.data or b"")
+                message = (
+                    f"a read of {what} returned {size} bytes that are neither an acknowledged "
+                    "add's data nor that of a later add of the entry"
+                )
+                found.append(Violation("durability", index, message))
+        elif not (self._fault and result.error == "io_error"):
+            message = f"{what} is unreadable: the read failed with {result.error}"
+            if result.error == "io_error":
+                message += " while no fault (fail_fsync, disk_full) was active"
+            found.append(Violation("durability", index, message))
+        return found
+
+    def _check_resurrection(self, index: int, op: Read, ok: bool) -> list[Violation]:
+        deleted_at = self._deleted_at.get(op.ledger)
+        if not ok or deleted_at is None:
+            return []
+        records = self._adds.get((op.ledger, op.entry), [])
+        if any(r.step > deleted_at and not r.failed for r in records):
+            return []  # a new entry, added after the delete
+        message = (
+            f"a read of ledger {op.ledger} entry {op.entry} returned data, but the ledger "
+            f"was deleted at step {deleted_at}"
+        )
+        return [Violation("resurrection", index, message)]
+
+    # --- the environment --------------------------------------------------------------------
+
+    def _environment(self, step: Step) -> list[Violation]:
+        name, result = step.op.name, step.result
+        found: list[Violation] = []
+        if name == "crash":
+            self._up = False
+            self._clean_stop = False
+            self._new_run()
+        elif name == "shutdown":
+            self._up = False
+            self._clean_stop = self._clean_stop or result.ok
+        elif name == "restart":
+            self._fault = False
+            self._new_run()
+            if result.ok:
+                found += self._check_clean_restart(step)
+                self._up = True
+                self._clean_stop = False
+        elif name in ("fail_fsync", "disk_full"):
+            self._fault = True
+        return found
+
+    def _check_clean_restart(self, step: Step) -> list[Violation]:
+        replayed = step.result.replayed
+        if not self._clean_stop or replayed is None or replayed == 0:
+            return []
+        message = (
+            f"the restart after a clean shutdown replayed {replayed} journal records; "
+            "after a clean shutdown nothing needs replay"
+        )
+        return [Violation("progress", step.index, message)]
+
+    def _new_run(self) -> None:
+        self._run_journal_mark = None
+        self._run_least_unflushed = None
+
+    # --- forward progress -------------------------------------------------------------------
+
+    def _progress(self, step: Step, state: AbstractState) -> list[Violation]:
+        problems: list[str] = []
+        if state.journal_mark < state.last_mark:
+            problems.append(
+                f"journal_mark {state.journal_mark} is behind last_mark {state.last_mark}"
+            )
+        if self._last_mark is not None and state.last_mark < self._last_mark:
+            problems.append(f"last_mark moved backwards: {self._last_mark} -> {state.last_mark}")
+        run_mark = self._run_journal_mark
+        if run_mark is not None and state.journal_mark < run_mark:
+            problems.append(
+                f"journal_mark moved backwards within a run: {run_mark} -> {state.journal_mark}"
+            )
+        least = self._run_least_unflushed
+        if least is not None and state.least_unflushed_log_id < least:
+            problems.append(
+                "least_unflushed_log_id moved backwards within a run: "
+                f"{least} -> {state.least_unflushed_log_id}"
+            )
+        if (
+            step.op.name == "checkpoint"
+            and step.result.ok
+            and state.last_mark != state.journal_mark
+        ):
+            problems.append(
+                f"after the checkpoint last_mark {state.last_mark} is not journal_mark "
+                f"{state.journal_mark}"
+            )
+        self._last_mark = state.last_mark
+        self._run_journal_mark = state.journal_mark
+        self._run_least_unflushed = state.least_unflushed_log_id
+        return [Violation("progress", step.index, problem) for problem in problems]
+
+    # --- invariants -------------------------------------------------------------------------
+
+    def check_invariants(self) -> None:
+        """Assert the monitor's internal relations (after every step in the tests)."""
+        seen = self._next_index
+        assert seen >= 0, seen
+        assert all(0 <= i < seen for i in self._pending), self._pending
+        assert all(isinstance(op, Add | Fence) for op in self._pending.values())
+        assert not (self._clean_stop and self._up), "a clean stop while up"
+        for ledger, at in self._deleted_at.items():
+            assert self._delete_issued[ledger] <= at < seen, (ledger, at)
+        assert all(at < seen for at in self._delete_issued.values())
+        assert all(at < seen for at in self._fence_acked_at.values())
+        assert all(at < seen for _, at in self._keys.values())
+        for (ledger, _), records in self._adds.items():
+            steps = [r.step for r in records]
+            assert steps == sorted(set(steps)), steps
+            for record in records:
+                assert record.step < seen, record
+                assert record.acked_at is None or record.step <= record.acked_at < seen
+                assert not (record.failed and record.acked_at is not None), record
+                assert record.acked_at is None or ledger in self._keys, record
+        if self._run_journal_mark is not None:
+            assert self._last_mark is not None
+
+
+def _no_effect(error: str | None) -> bool:
+    """An add that failed with ``error`` wrote nothing (spec/adapter.md, "add")."""
+    return error is not None and error != _MAYBE_WRITTEN
+
+
+def check_history(steps: Iterable[Step]) -> list[Violation]:
+    """Every violation of the history, in step order (a fresh monitor fed every step)."""
+    monitor = PropertyMonitor()
+    found: list[Violation] = []
+    for step in steps:
+        found += monitor.observe(step)
+        monitor.check_invariants()
+    return found

@@ -1,0 +1,80 @@
+"""The abstract state of a bookie: what the model and an implementation are compared on.
+
+An implementation maps its own state onto this (the abstraction function: Bookie.inspect in
+impl/bookie.py, through proofs/refinement.py; the ``inspect`` op of spec/adapter.md for any
+other bookie), and the model keeps one of its own. Field by field:
+
+- ``entry_logs``: every entry log on the bookie, by id, with its state and, per ledger, the
+  bytes of that ledger's records in it (size prefixes included, as BookKeeper's
+  EntryLogMetadata counts them). States: ``active`` (adds go there), ``rotated`` (sealed, not
+  yet fsynced), ``flushed`` (sealed and durable, or a log of an earlier run), ``preallocated``.
+- ``least_unflushed_log_id``: BookKeeper's leastUnflushedLogId.
+- ``last_mark``: the persisted lastMark, as (journal id, offset): a restart replays from it.
+- ``journal_mark``: the journal's durable mark: every record before it is on disk.
+- ``current_log_id``: the active log, or None before the first add of a run.
+- ``ledgers``: every live ledger with its last entry (None before its first add) and whether
+  it is fenced.
+- ``deleted_ledgers``: the ids of deleted ledgers.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+#: A journal position: (journal id, offset in that journal), ordered as BookKeeper's LogMark.
+Mark = tuple[int, int]
+
+LOG_STATES = ("preallocated", "active", "rotated", "flushed")
+
+
+@attrs.frozen
+class LogView:
+    """One entry log: id, state, and per ledger the bytes of its records there."""
+
+    log_id: int
+    state: str = attrs.field(validator=attrs.validators.in_(LOG_STATES))
+    ledger_bytes: tuple[tuple[int, int], ...]
+
+    @property
+    def ledgers(self) -> tuple[int, ...]:
+        return tuple(ledger for ledger, _ in self.ledger_bytes)
+
+    @property
+    def entry_bytes(self) -> int:
+        """Bytes of the log's entry records (the log's size is 1024 header bytes more, and the
+        ledgers map once it is sealed)."""
+        return sum(size for _, size in self.ledger_bytes)
+
+
+@attrs.frozen
+class LedgerView:
+    """One live ledger."""
+
+    ledger_id: int
+    last_entry: int | None
+    fenced: bool
+
+
+@attrs.frozen
+class AbstractState:
+    """See the module docstring."""
+
+    entry_logs: tuple[LogView, ...]
+    least_unflushed_log_id: int
+    last_mark: Mark
+    journal_mark: Mark
+    current_log_id: int | None
+    ledgers: tuple[LedgerView, ...]
+    deleted_ledgers: tuple[int, ...]
+
+    def log(self, log_id: int) -> LogView | None:
+        for view in self.entry_logs:
+            if view.log_id == log_id:
+                return view
+        return None
+
+    def ledger(self, ledger_id: int) -> LedgerView | None:
+        for view in self.ledgers:
+            if view.ledger_id == ledger_id:
+                return view
+        return None
