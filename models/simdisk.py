@@ -874,6 +874,10 @@ class SimDisk:
         prefix = _abs(_parts(path_prefix)) if path_prefix else ""
         self._failures.append(_FailRule(op, prefix, count))
 
+    def clear_failures(self) -> None:
+        """Forget every failure armed by ``fail_next`` and not yet used."""
+        self._failures.clear()
+
     def _injected(self, op: str, norm_path: str) -> bool:
         for rule in self._failures:
             if rule.op == op and norm_path.startswith(rule.prefix):

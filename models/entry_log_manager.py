@@ -1,0 +1,215 @@
+"""The entry-log sub-model: which logs exist, their state, which ledgers wrote how many bytes
+to each, the active log, leastUnflushedLogId, and when rotation happens.
+
+Spec page: spec/format/entry_log.md (record and header sizes). BookKeeper's single-log mode
+(EntryLogManagerForSingleEntryLog) in the fewest words:
+
+- one log is *active*; the first add of a run creates it, with the next id;
+- before an add, if the active log's size (1024 header bytes + its records) plus the new
+  record (4 size bytes + 16 id bytes + data) would pass logSizeLimit, the log is sealed
+  (*rotated*) and a new one, with the next id, becomes active;
+- a checkpoint fsyncs the rotated logs (*flushed*) and the active one (its bytes become
+  durable, it stays active);
+- leastUnflushedLogId starts a run at the id its first new log will take; whenever the
+  smallest log created in the run and not yet forgotten is flushed, it is forgotten and the
+  id moves one past it (RecentEntryLogsStatus).
+
+After a crash the model cannot say which bytes of an unflushed log survived, or which log
+recovery created for replayed entries: :meth:`EntryLogsModel.restarted` takes the
+implementation's word for the new layout once it has checked it against what the crash
+could have left (:meth:`EntryLogsModel.crash_constraints`). The same happens while a fault
+(a full disk, a failed fsync) makes rotation and flushing unpredictable: the model is
+*relaxed* and follows the observed layout, checking only what must hold in any case.
+
+Not modelled: entry log per ledger, preallocation, compaction logs, the ledgers map's bytes
+(a sealed log's size is not compared, only its records' bytes per ledger).
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from spec.state import LogView
+
+#: Bytes of an entry log's header (spec/format/entry_log.md).
+HEADER_BYTES = 1024
+#: Bytes of a record besides the entry's data: int32 size, int64 ledger id, int64 entry id.
+RECORD_OVERHEAD_BYTES = 4 + 8 + 8
+
+
+def record_bytes(data_bytes: int) -> int:
+    """The bytes one entry takes in an entry log."""
+    assert data_bytes >= 0, data_bytes
+    return RECORD_OVERHEAD_BYTES + data_bytes
+
+
+@attrs.define
+class LogModel:
+    """One entry log: state, bytes per ledger written, and bytes per ledger known durable."""
+
+    log_id: int
+    state: str
+    written: dict[int, int] = attrs.Factory(dict)
+    durable: dict[int, int] = attrs.Factory(dict)
+
+    def view(self) -> LogView:
+        return LogView(self.log_id, self.state, tuple(sorted(self.written.items())))
+
+    def size_bytes(self) -> int:
+        return HEADER_BYTES + sum(self.written.values())
+
+
+@attrs.frozen
+class LogConstraints:
+    """What a crash may leave of the entry logs: every listed log still exists, with, per
+    ledger, between ``durable`` and ``written`` bytes (inclusive); a log not listed must have
+    an id above ``max_known_id`` (created by the interrupted step or by recovery)."""
+
+    logs: tuple[tuple[int, tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]], ...]
+    max_known_id: int
+
+
+class EntryLogsModel:
+    """See the module docstring."""
+
+    def __init__(self, log_size_limit_bytes: int) -> None:
+        assert log_size_limit_bytes > HEADER_BYTES, log_size_limit_bytes
+        self.log_size_limit_bytes = log_size_limit_bytes
+        self.logs: dict[int, LogModel] = {}
+        self.current: int | None = None
+        #: The id the next new log takes; None after a restart until the first new log
+        #: shows it (it must be above every id ever seen).
+        self.next_id: int | None = 0
+        #: A log created while ``next_id`` was unknown, under a provisional id until the
+        #: implementation shows its real one (:meth:`resolve_provisional`).
+        self.provisional: int | None = None
+        #: Logs created in this run, and whether each is flushed.
+        self.created: dict[int, bool] = {}
+        self.least_unflushed = 0
+        #: The layout is followed, not predicted (a fault, see the module docstring).
+        self.relaxed = False
+        #: Every log id ever seen: ids are never reused.
+        self.max_seen_id = -1
+
+    # --- the operations, in the implementation's order ---------------------------------
+
+    def add_entry(self, ledger_id: int, data_bytes: int) -> int:
+        """Append one entry; return the id of the log it went to."""
+        size = record_bytes(data_bytes)
+        active = self.logs.get(self.current) if self.current is not None else None
+        if active is None or active.size_bytes() + size > self.log_size_limit_bytes:
+            active = self._new_active()
+        active.written[ledger_id] = active.written.get(ledger_id, 0) + size
+        return active.log_id
+
+    def rotate(self) -> int:
+        """Seal the active log (if any) and start a new one."""
+        return self._new_active().log_id
+
+    def checkpoint(self) -> None:
+        """flush: the active log's bytes and every rotated log become durable."""
+        for log in self.logs.values():
+            if log.state in ("active", "rotated"):
+                log.durable = dict(log.written)
+            if log.state == "rotated":
+                log.state = "flushed"
+                if log.log_id in self.created:
+                    self.created[log.log_id] = True
+        self._update_least_unflushed()
+
+    def _new_active(self) -> LogModel:
+        if self.current is not None:
+            self.logs[self.current].state = "rotated"
+        if self.next_id is None:
+            assert self.provisional is None, "two new logs before the first was seen"
+            self.provisional = self.max_seen_id + 1
+            log_id = self.provisional
+        else:
+            log_id = self.next_id
+            self.next_id += 1
+        log = LogModel(log_id, "active")
+        self.logs[log_id] = log
+        self.current = log_id
+        self.created[log_id] = False
+        self.max_seen_id = max(self.max_seen_id, log.log_id)
+        self._update_least_unflushed()
+        return log
+
+    def _update_least_unflushed(self) -> None:
+        """The smallest logs of this run that are flushed are forgotten, and the id moves
+        past each (it starts at lastId + 1, the id of the run's first new log)."""
+        for log_id in sorted(self.created):
+            if not self.created[log_id]:
+                return
+            del self.created[log_id]
+            self.least_unflushed = log_id + 1
+
+    def resolve_provisional(self, observed_id: int) -> None:
+        """The first new log after a restart has id ``observed_id`` (checked by the caller to
+        be above every id seen before): rename the provisional log and learn the next id."""
+        provisional = self.provisional
+        assert provisional is not None and observed_id >= provisional, (provisional, observed_id)
+        log = self.logs.pop(provisional)
+        done = self.created.pop(provisional)
+        log.log_id = observed_id
+        self.logs[observed_id] = log
+        self.created[observed_id] = done
+        if self.current == provisional:
+            self.current = observed_id
+        self.provisional = None
+        self.next_id = observed_id + 1
+        self.max_seen_id = max(self.max_seen_id, observed_id)
+        self._update_least_unflushed()
+
+    # --- crash and restart --------------------------------------------------------------
+
+    def crash_constraints(self) -> LogConstraints:
+        """What any layout after a crash must keep (see LogConstraints)."""
+        return LogConstraints(
+            logs=tuple(
+                (log.log_id, tuple(sorted(log.durable.items())), tuple(sorted(log.written.items())))
+                for log in sorted(self.logs.values(), key=lambda log: log.log_id)
+            ),
+            max_known_id=self.max_seen_id,
+        )
+
+    def adopt(self, views: tuple[LogView, ...], current: int | None, least: int) -> None:
+        """Take the observed layout as the model's (after a restart, or while relaxed): every
+        byte there is durable from now on only if its log is flushed."""
+        self.logs = {}
+        for view in views:
+            written = dict(view.ledger_bytes)
+            durable = written if view.state == "flushed" else {}
+            self.logs[view.log_id] = LogModel(view.log_id, view.state, written, dict(durable))
+            self.max_seen_id = max(self.max_seen_id, view.log_id)
+        self.current = current
+        self.least_unflushed = least
+        self.created = {
+            view.log_id: view.state == "flushed"
+            for view in views
+            if view.log_id >= least and view.state != "flushed"
+        }
+        if current is not None and self.next_id is None and self.provisional is None:
+            self.next_id = current + 1
+
+    def restarted(self) -> None:
+        """A new run: nothing is created in it yet, the next id is unknown until seen."""
+        self.next_id = None
+        self.provisional = None
+        self.created = {}
+        self.current = None
+        self.relaxed = False
+
+    def check_invariants(self) -> None:
+        for log_id, log in self.logs.items():
+            assert log.log_id == log_id
+            assert log.state in ("active", "rotated", "flushed"), log.state
+            assert 0 <= log_id <= self.max_seen_id, (log_id, self.max_seen_id)
+            for ledger, size in log.durable.items():
+                assert 0 < size <= log.written.get(ledger, 0), (log_id, ledger)
+        actives = [log_id for log_id, log in self.logs.items() if log.state == "active"]
+        assert len(actives) <= 1, actives
+        if self.current is not None and not self.relaxed:
+            assert actives == [self.current], (actives, self.current)
+        if self.next_id is not None and not self.relaxed:
+            assert self.next_id > self.max_seen_id, (self.next_id, self.max_seen_id)

@@ -1,0 +1,110 @@
+"""The checkpoint sub-model: the journal's durable mark and the persisted lastMark.
+
+Spec page: spec/format/journal.md ("lastMark", "Replay"). The model does not know journal
+offsets (they depend on record sizes and padding the model does not track); it knows how the
+two marks must move, and holds the implementation's observed marks to that:
+
+- the journal's durable mark moves forward exactly when a journal force writes records that
+  were queued, and at no other step of a run;
+- lastMark moves only at a checkpoint (to the journal's durable mark: after a checkpoint
+  nothing that is durable needs replay) and at a restart; it never moves backwards, across
+  crashes too (BookKeeper #4740);
+- after a restart, lastMark is at least the journal's durable mark when the bookie died:
+  recovery replays everything that was durable and persists where replay ended
+  (BookKeeper #2087: if it did not, the next restart would replay the same records again);
+- a restart after a clean shutdown replays no record.
+
+Not modelled: journal rollover and trimming (which journal files exist), the group-commit
+timing (when a force happens is the test's choice).
+"""
+
+from __future__ import annotations
+
+from spec.state import Mark
+
+
+class CheckpointModel:
+    """See the module docstring. ``None`` marks are not yet observed."""
+
+    def __init__(self) -> None:
+        self.last_mark: Mark | None = None
+        self.journal_mark: Mark | None = None
+        #: Records appended to the journal since the last force (key, data, fence records).
+        self.queued = 0
+        #: The journal's durable mark when the bookie last died, until the restart checks it.
+        self.durable_at_crash: Mark | None = None
+        #: Whether the last stop was a clean shutdown (a restart then replays nothing).
+        self.clean_stop = False
+        #: Entries acknowledged since the last checkpoint: a crash now makes replay bring
+        #: them back (for explanations).
+        self.journal_only = 0
+
+    def appended(self, records: int) -> None:
+        assert records > 0, records
+        self.queued += records
+
+    def forced(self, acknowledged: int) -> None:
+        self.queued = 0
+        self.journal_only += acknowledged
+
+    def check(
+        self, step: str, *, last_mark: Mark, journal_mark: Mark, strict: bool, forced: bool
+    ) -> list[str]:
+        """Problems with the observed marks after a step named ``step`` (``forced``: the
+        step made queued records durable). ``strict`` is False while a fault (or the first
+        step of a run) makes the journal's movement unpredictable; the monotonic rules hold
+        regardless. Commits the observed marks."""
+        problems: list[str] = []
+        if self.last_mark is not None and last_mark < self.last_mark:
+            problems.append(f"lastMark moved backwards: {self.last_mark} -> {last_mark}")
+        if journal_mark < last_mark:
+            problems.append(f"the journal's durable mark {journal_mark} is behind {last_mark}")
+        previous = self.journal_mark
+        if strict and previous is not None:
+            if forced and not journal_mark > previous:
+                problems.append(
+                    f"a journal force made records durable but the journal mark stayed at "
+                    f"{previous} (now {journal_mark})"
+                )
+            if not forced and journal_mark != previous:
+                problems.append(
+                    f"the journal mark moved from {previous} to {journal_mark} "
+                    "though nothing was forced"
+                )
+        moved = self.last_mark is not None and last_mark != self.last_mark
+        if strict and step not in ("checkpoint", "restart") and moved:
+            problems.append(
+                f"lastMark moved from {self.last_mark} to {last_mark} "
+                f"at a {step}, which persists no mark"
+            )
+        if step == "checkpoint" and strict and last_mark != journal_mark:
+            problems.append(
+                f"after a checkpoint lastMark {last_mark} is not the journal's "
+                f"durable mark {journal_mark}: durable records still need replay"
+            )
+        if step == "restart" and self.durable_at_crash is not None:
+            if last_mark < self.durable_at_crash:
+                problems.append(
+                    f"after recovery lastMark {last_mark} is behind the journal's "
+                    f"durable mark before the stop {self.durable_at_crash}: replay "
+                    "did not advance the mark (BookKeeper #2087)"
+                )
+            self.durable_at_crash = None
+        self.last_mark = max(last_mark, self.last_mark) if self.last_mark else last_mark
+        self.journal_mark = journal_mark
+        return problems
+
+    def checkpointed(self) -> None:
+        self.journal_only = 0
+
+    def stopped(self, *, clean: bool) -> None:
+        """The bookie died (or shut down): remember where its journal was durable."""
+        self.durable_at_crash = self.journal_mark
+        self.clean_stop = clean
+        self.queued = 0
+        self.journal_mark = None
+
+    def check_invariants(self) -> None:
+        assert self.queued >= 0 and self.journal_only >= 0
+        if self.last_mark is not None and self.journal_mark is not None:
+            assert self.journal_mark >= self.last_mark, (self.journal_mark, self.last_mark)
