@@ -99,6 +99,7 @@ from spec.errors import (
     EntryLogError,
     Fenced,
     FsError,
+    FsNoSpace,
     NoEntry,
     NoLedger,
     NoSpace,
@@ -279,16 +280,47 @@ class Ack:
         return callbacks
 
 
+def sync_previous_run(fs: FileSystem, layout: BookieLayout) -> int:
+    """Recovery step 0: fsync every file and directory of the bookie before trusting any.
+
+    The previous process may have written bytes it never fsynced (it was killed, or a failed
+    fsync made it stop), and a new process reads them back from the page cache exactly like
+    durable bytes. Recovery relies on what it reads: replay skips a record whose entry the
+    index already has and that reads back the same, and then moves lastMark past it. If those
+    bytes were not durable, a power loss after recovery would lose an acknowledged entry that
+    the journal no longer covers. PostgreSQL's crash recovery fsyncs its whole data directory
+    for the same reason (SyncDataDirectory). Found by the refinement test (a restart after a
+    failed shutdown, then a crash). Returns the number of files synced."""
+    synced = 0
+    for directory in (layout.journal_dir, *layout.ledger_dirs, layout.index_dir):
+        if not fs.is_dir(directory):
+            continue
+        for name in sorted(fs.listdir(directory)):
+            path = join(directory, name)
+            if fs.is_dir(path):
+                continue
+            handle = fs.open(path, create=False, read_only=True)
+            try:
+                handle.fsync()
+            finally:
+                handle.close()
+            synced += 1
+        fs.fsync_dir(directory)
+    return synced
+
+
 # --- the abstract state --------------------------------------------------------------------
 
 
 @attrs.frozen
 class EntryLogInfo:
-    """One entry log: its state (preallocated, active, rotated, flushed) and its ledgers."""
+    """One entry log: its state (preallocated, active, rotated, flushed), its ledgers, and per
+    ledger the bytes of its records there (size prefixes included, as EntryLogMetadata)."""
 
     log_id: EntryLogId
     state: str
     ledgers: tuple[LedgerId, ...]
+    ledger_bytes: tuple[tuple[LedgerId, int], ...]
 
 
 @attrs.frozen
@@ -337,6 +369,12 @@ class RecoveryReport:
     skipped_deleted: int = 0
     skipped_unknown: int = 0
     ignored: int = 0
+
+
+def _log_info(
+    log_id: EntryLogId, state: str, sizes: tuple[tuple[LedgerId, int], ...]
+) -> EntryLogInfo:
+    return EntryLogInfo(log_id, state, tuple(lid for lid, _ in sizes), sizes)
 
 
 # --- replay decisions (pure) ---------------------------------------------------------------
@@ -438,7 +476,7 @@ class Bookie:
         self._fence_acks: dict[LedgerId, Ack] = {}
         self._last_mark = last_mark
         self._recovery = RecoveryReport(start_mark=last_mark, end_mark=last_mark)
-        self._old_log_ledgers: dict[EntryLogId, tuple[LedgerId, ...]] = {}
+        self._old_log_ledgers: dict[EntryLogId, tuple[tuple[LedgerId, int], ...]] = {}
         self._replay_counts: dict[ReplayAction, int] = {}
         self._unknown_noted: set[LedgerId] = set()
         self._failure: BookieError | None = None
@@ -494,6 +532,7 @@ class Bookie:
         say: Progress,
     ) -> Bookie:
         """Steps 1-4 of recovery; the journal is opened by the caller (step 5)."""
+        sync_previous_run(fs, layout)  # (0)
         cls._cleanup_compaction_leftovers(fs, layout)  # (1)
         index = LedgerIndex.load(fs, layout.index_dir)  # (2)
         rebuilt: int | None = None
@@ -899,7 +938,12 @@ class Bookie:
             return journal.flush(defer_callbacks=defer_acks)
         except Exception as exc:
             self.fail(exc)
-            raise
+            if isinstance(exc, BookieError):
+                raise
+            raise BookieIOError(
+                f"the journal's group commit failed: {exc}. Nothing it held was acknowledged; "
+                "the bookie refuses writes until it is restarted."
+            ) from exc
 
     def journal_release_acks(self) -> int:
         """Complete the Acks a ``journal_force(defer_acks=True)`` kept (they are durable);
@@ -918,12 +962,35 @@ class Bookie:
         assert journal is not None, "open() starts the journal"
         with self._checkpoint_lock:
             self._require_open()
+            if self._failure is not None:
+                # After a failed fsync the page cache may hold bytes that never reach the
+                # disk: flushing the index or lastMark now could make them point at data
+                # that is gone (found by the refinement test). Only a restart goes on.
+                raise BookieIOError(
+                    f"no checkpoint after a failure ({self._failure}); restart the bookie"
+                )
             # Capture first: every record before the mark was applied to the entry logger
             # and the index before it was appended (both under the state lock), so flushing
             # them afterwards covers everything the mark will claim.
             mark = journal.durable_mark()
-            self._checkpoint_to(mark, recovering=False)
+            try:
+                self._checkpoint_to(mark, recovering=False)
+            except (FsError, NoWritableLedgerDir, EntryLogError) as exc:
+                raise self._step_failed("the checkpoint", exc) from exc
         return mark
+
+    def _step_failed(self, step: str, exc: Exception) -> BookieError:
+        """The typed error for a background step the disk failed. Out of space: nothing was
+        applied, the step can be retried (NoSpace). Anything else, a failed fsync above all,
+        may have lost data the bookie counted on: the bookie fails (refuses writes until a
+        restart replays the journal from the last good lastMark), as BookKeeper does."""
+        if isinstance(exc, (NoWritableLedgerDir, FsNoSpace)):
+            return NoSpace(f"{step} found no room: {exc}. Free space; nothing was lost.")
+        self.fail(exc)
+        return BookieIOError(
+            f"{step} failed: {exc}. The bookie refuses writes now; restart it after checking "
+            "the disk (recovery replays the journal)."
+        )
 
     def _checkpoint_to(self, mark: LogMark, *, recovering: bool) -> None:
         """The checkpoint's steps after the capture. ``recovering``: the post-replay
@@ -946,6 +1013,16 @@ class Bookie:
         if not recovering:
             assert self._journal is not None
             self._journal.trim(mark)
+
+    def rotate_log(self) -> EntryLogId:
+        """Seal the active entry log and start a new one (EntryLogger.rotate); returns the
+        new log's id. Raises NoSpace when no ledger directory has room for a new log."""
+        with self._lock:
+            self._require_ready()
+            try:
+                return self._entry_logger.rotate()
+            except (FsError, NoWritableLedgerDir, EntryLogError) as exc:
+                raise self._step_failed("rotating the entry log", exc) from exc
 
     def preallocate(self) -> EntryLogId | None:
         """Create the next entry log ahead of need (entryLogFilePreallocationEnabled)."""
@@ -983,11 +1060,25 @@ class Bookie:
     def shutdown(self) -> None:
         """Clean shutdown: refuse new writes, force the journal, checkpoint, close
         everything; a restart then replays nothing. Idempotent. After a failure it only
-        closes (nothing more can be made durable)."""
+        closes (nothing more can be made durable) and raises BookieIOError to say that the
+        shutdown was not clean."""
         with self._lock:
             if self._closed or self._closing:
                 return
             self._closing = True
+        failed_before = self._failure
+        try:
+            self._shutdown_steps()
+        except (FsError, NoWritableLedgerDir, EntryLogError) as exc:
+            raise self._step_failed("the clean shutdown", exc) from exc
+        if failed_before is not None:
+            # Closed, but not cleanly: nothing was checkpointed, a restart replays the journal.
+            raise BookieIOError(
+                f"the bookie had failed ({failed_before}): it is closed without a checkpoint; "
+                "the restart will replay the journal"
+            )
+
+    def _shutdown_steps(self) -> None:
         journal = self._journal
         assert journal is not None, "open() starts the journal"
         try:
@@ -1077,19 +1168,21 @@ class Bookie:
         no longer written) as flushed, with their ledgers from the map or a scan (cached)."""
         infos: dict[EntryLogId, EntryLogInfo] = {}
         for desc in self._entry_logger.state().logs:
-            ledgers = tuple(LedgerId(lid) for lid, _ in desc.ledgers)
-            infos[desc.log_id] = EntryLogInfo(desc.log_id, desc.state.value, ledgers)
+            sizes = tuple((LedgerId(lid), size) for lid, size in desc.ledgers)
+            infos[desc.log_id] = _log_info(desc.log_id, desc.state.value, sizes)
         for log_id in self._entry_logger.log_ids():
             if log_id not in infos:
-                infos[log_id] = EntryLogInfo(log_id, "flushed", self._old_ledgers(log_id))
+                infos[log_id] = _log_info(log_id, "flushed", self._old_ledgers(log_id))
         return tuple(infos[log_id] for log_id in sorted(infos))
 
-    def _old_ledgers(self, log_id: EntryLogId) -> tuple[LedgerId, ...]:
+    def _old_ledgers(self, log_id: EntryLogId) -> tuple[tuple[LedgerId, int], ...]:
         cached = self._old_log_ledgers.get(log_id)
         if cached is None:
             try:
                 metadata = self._entry_logger.extract_metadata(log_id).metadata
-                cached = tuple(LedgerId(lid) for lid in sorted(metadata.ledgers))
+                cached = tuple(
+                    (LedgerId(lid), size) for lid, size in sorted(metadata.ledgers.items())
+                )
             except EntryLogError:
                 cached = ()  # an empty preallocated file of an earlier run holds nothing
             self._old_log_ledgers[log_id] = cached
