@@ -1,0 +1,212 @@
+"""The stateful refinement test: Hypothesis drives the harness (proofs/refinement.py) with
+every operation, background step and fault, and the harness compares bkref's Bookie with the
+model after each step.
+
+Biases, because they pay: a handful of ledgers reused across the run (bundles of adds to the
+same ledgers), entry logs of 1400 bytes so that a few adds rotate them, crash plans drawn as
+data (so a failure shrinks to a small plan), crashes in the middle of a step (after a drawn
+number of file-system operations: a crash during a checkpoint, a rotation, a journal force, a
+recovery), and long runs in the deep profile.
+
+The machine class is built by :func:`machine_for` so that tests/quality can run the same
+rules against a known-bad variant of the bookie (an ``opener`` that builds the variant).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from hypothesis import event
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from impl.bookie import Bookie
+from proofs.refinement import SMALL_SETTINGS, InProcessBookie, Refinement
+from spec.crash import CrashPlan, KeepPrefix, KeepSubset, LoseUnsynced, TornWrite
+from spec.operations import (
+    Add,
+    Checkpoint,
+    Crash,
+    Delete,
+    DiskFull,
+    DiskWritable,
+    FailFsync,
+    Fence,
+    JournalForce,
+    Operation,
+    Read,
+    Restart,
+    Rotate,
+    Shutdown,
+)
+
+LEDGERS = (1, 2, 3, 4)
+
+
+def key_of(ledger: int) -> bytes:
+    return b"key-%d" % ledger
+
+
+crash_plans: st.SearchStrategy[CrashPlan] = st.one_of(
+    st.just(LoseUnsynced()),
+    st.builds(KeepPrefix, st.integers(0, 40)),
+    st.builds(TornWrite, st.integers(0, 40), st.integers(0, 3)),
+    st.builds(KeepSubset, st.frozensets(st.integers(0, 40), max_size=12)),
+)
+#: How many file-system operations a step may issue before the machine dies in it.
+crash_points = st.none() | st.integers(0, 24)
+payloads = st.binary(max_size=160)
+ledgers = st.sampled_from(LEDGERS)
+
+
+def machine_for(opener: Callable[..., Bookie] = Bookie.open) -> type[RuleBasedStateMachine]:
+    """A state machine class whose bookie is built by ``opener`` (Bookie.open, or a
+    variant's)."""
+
+    class RefinementMachine(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            self.sut = InProcessBookie(SMALL_SETTINGS, opener=opener)
+            self.harness = Refinement(self.sut, SMALL_SETTINGS)
+            #: The next entry id per ledger: ids are never reused, even after a crash.
+            self.next_entry = dict.fromkeys(LEDGERS, 0)
+            self.logs_seen = 0
+
+        # --- helpers --------------------------------------------------------------------
+
+        @property
+        def up(self) -> bool:
+            return self.harness.model.up
+
+        def _run(self, op: Operation, crash_after_ops: int | None = None) -> None:
+            step = self.harness.run(op, crash_after_ops=crash_after_ops)
+            if step.result.crashed:
+                event(f"crash during {op.name}")
+            if step.state is not None and len(step.state.entry_logs) > self.logs_seen:
+                if self.logs_seen:
+                    event("entry log rotated")
+                self.logs_seen = len(step.state.entry_logs)
+            if isinstance(op, Restart) and step.result.replayed:
+                event("restart replayed journal records")
+                recovery = self.sut.bookie.recovery if self.sut.bookie else None
+                if recovery is not None and recovery.fences_set:
+                    event("replay with fence records")
+
+        def _crash_and_restart(self, plan: CrashPlan, restart_crash: int | None) -> None:
+            if any(p.kind == "fence" for p in self.harness.model.pending.values()):
+                event("crash between a fence and its ack")
+            if self.harness.model.pending:
+                event("crash with adds waiting for the journal")
+            self._run(Crash(plan))
+            if restart_crash is not None:
+                self._run(Restart(), restart_crash)
+                if not self.up:
+                    self._run(Crash(plan))
+            if not self.up:
+                self._run(Restart())
+
+        def _maybe_crashed(self, plan: CrashPlan) -> None:
+            """After a step run with a crash point: if it died, crash and restart."""
+            if self.harness.model.interrupted is not None:
+                self._run(Crash(plan))
+                self._run(Restart())
+
+        # --- requests -------------------------------------------------------------------
+
+        @precondition(lambda self: self.up)
+        @rule(ledger=ledgers, data=payloads, count=st.integers(1, 4))
+        def add(self, ledger: int, data: bytes, count: int) -> None:
+            for _ in range(count):
+                entry = self.next_entry[ledger]
+                self.next_entry[ledger] += 1
+                self._run(Add(ledger, entry, key_of(ledger), data))
+
+        @precondition(lambda self: self.up)
+        @rule(ledger=ledgers, data=payloads, at=crash_points, plan=crash_plans)
+        def add_then_crash(self, ledger: int, data: bytes, at: int | None, plan: CrashPlan) -> None:
+            entry = self.next_entry[ledger]
+            self.next_entry[ledger] += 1
+            self._run(Add(ledger, entry, key_of(ledger), data), at)
+            self._maybe_crashed(plan)
+
+        @precondition(lambda self: self.up)
+        @rule(ledger=ledgers)
+        def add_with_wrong_key(self, ledger: int) -> None:
+            entry = self.next_entry[ledger]
+            self.next_entry[ledger] += 1
+            self._run(Add(ledger, entry, b"wrong", b"intruder"))
+
+        @precondition(lambda self: self.up)
+        @rule(ledger=ledgers, back=st.integers(0, 6))
+        def read(self, ledger: int, back: int) -> None:
+            self._run(Read(ledger, max(0, self.next_entry[ledger] - 1 - back)))
+
+        @precondition(lambda self: self.up)
+        @rule(ledger=ledgers, wrong=st.booleans())
+        def fence(self, ledger: int, wrong: bool) -> None:
+            self._run(Fence(ledger, b"wrong" if wrong else key_of(ledger)))
+
+        @precondition(lambda self: self.up)
+        @rule(ledger=ledgers, at=crash_points, plan=crash_plans)
+        def delete(self, ledger: int, at: int | None, plan: CrashPlan) -> None:
+            self._run(Delete(ledger), at)
+            self._maybe_crashed(plan)
+
+        @precondition(lambda self: self.up)
+        @rule(at=crash_points, plan=crash_plans)
+        def checkpoint(self, at: int | None, plan: CrashPlan) -> None:
+            self._run(Checkpoint(), at)
+            self._maybe_crashed(plan)
+
+        # --- background steps -----------------------------------------------------------
+
+        @precondition(lambda self: self.up)
+        @rule(at=crash_points, plan=crash_plans)
+        def journal_force(self, at: int | None, plan: CrashPlan) -> None:
+            self._run(JournalForce(), at)
+            self._maybe_crashed(plan)
+
+        @precondition(lambda self: self.up)
+        @rule(at=crash_points, plan=crash_plans)
+        def rotate(self, at: int | None, plan: CrashPlan) -> None:
+            self._run(Rotate(), at)
+            self._maybe_crashed(plan)
+
+        # --- the environment ------------------------------------------------------------
+
+        @precondition(lambda self: self.up)
+        @rule(plan=crash_plans, restart_crash=st.none() | st.integers(0, 30))
+        def crash(self, plan: CrashPlan, restart_crash: int | None) -> None:
+            self._crash_and_restart(plan, restart_crash)
+
+        @precondition(lambda self: self.up)
+        @rule(at=crash_points, plan=crash_plans)
+        def shutdown_and_restart(self, at: int | None, plan: CrashPlan) -> None:
+            self._run(Shutdown(), at)
+            if self.harness.model.interrupted is not None:
+                self._run(Crash(plan))
+            self._run(Restart())
+
+        @precondition(lambda self: self.up and not self.harness.model.disk_full)
+        @rule()
+        def disk_full(self) -> None:
+            self._run(DiskFull())
+
+        @precondition(lambda self: self.up and self.harness.model.disk_full)
+        @rule()
+        def disk_writable(self) -> None:
+            self._run(DiskWritable())
+
+        @precondition(lambda self: self.up)
+        @rule()
+        def fail_fsync(self) -> None:
+            self._run(FailFsync())
+
+        @invariant()
+        def model_and_bookie_agree(self) -> None:
+            # The harness compares after every step and raises RefinementFailure; here the
+            # last step's state must have been compared whenever the bookie is up.
+            if self.up and self.harness.steps:
+                assert self.harness.steps[-1].state is not None
+
+    return RefinementMachine
