@@ -26,6 +26,8 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "proofs.crashcheck",
         "write entry logs on the simulated disk, crash at every operation, check recovery",
     ),
+    ("check-trace", "proofs.check_trace", "replay a recorded trace against the model"),
+    ("explain", "proofs.explain", "tell a trace step by step: what became durable, and why"),
 )
 
 

@@ -1,0 +1,131 @@
+"""Generate the traces that docs/walkthrough.md tells with ``bkref explain``.
+
+Run from the repository root: ``python3 docs/walkthrough_traces.py`` (writes
+docs/traces/add-to-durable.jsonl and docs/traces/crash-in-checkpoint.jsonl), or give another
+directory as the only argument. Both scenarios run through the refinement harness
+(proofs/refinement.py: bkref's Bookie on the simulated disk, checked against the model after
+every step), so a trace is written only if the harness accepted every step.
+
+tests/unit/test_explain.py runs this in a temporary directory and checks that the traces it
+makes tell the same story (operations, answers, acks) as the checked-in ones, and that the
+step lines pasted in docs/walkthrough.md are what ``bkref explain`` prints today.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # run as a script from a checkout
+
+from proofs.refinement import SMALL_SETTINGS, InProcessBookie, Refinement  # noqa: E402
+from spec.crash import LoseUnsynced  # noqa: E402
+from spec.operations import (  # noqa: E402
+    Add,
+    Checkpoint,
+    Crash,
+    JournalForce,
+    Operation,
+    Read,
+    Restart,
+)
+from spec.trace import Trace, write_trace  # noqa: E402
+
+TRACES_DIR = ROOT / "docs" / "traces"
+KEY = bytes.fromhex("c0ffee")
+SOURCE = "docs/walkthrough_traces.py (refinement harness, in-process Bookie, simulated disk)"
+
+#: Six entries of 100 bytes: with logSizeLimit=1400 three fit in a log (1024 header bytes +
+#: 3 x 120), so the six fill logs 0 and 1 and the seventh opens log 2.
+FILLER_BYTES = 100
+
+
+def add_to_durable_ops() -> list[Operation]:
+    """An add's path to durability, beside an add that only the journal holds and one that
+    was never acknowledged."""
+    return [
+        Add(1, 0, KEY, b"hello, bookie"),
+        JournalForce(),
+        Checkpoint(),
+        Add(1, 1, KEY, b"only in the journal"),
+        JournalForce(),
+        Add(1, 2, KEY, b"never acknowledged"),
+        Crash(LoseUnsynced()),
+        Restart(),
+        Read(1, 0),
+        Read(1, 1),
+        Read(1, 2),
+    ]
+
+
+def checkpoint_ops() -> tuple[list[Operation], int]:
+    """Adds over three entry logs, all but the last acknowledged, then a checkpoint (at the
+    returned position) that the crash interrupts, recovery, and reads."""
+    ops: list[Operation] = [Add(1, e, KEY, bytes([65 + e]) * FILLER_BYTES) for e in range(6)]
+    ops += [JournalForce(), Add(1, 6, KEY, b"G" * FILLER_BYTES)]
+    position = len(ops)
+    ops += [Checkpoint(), Crash(LoseUnsynced()), Restart(), Read(1, 0), Read(1, 5), Read(1, 6)]
+    return ops, position
+
+
+def checkpoint_crash_point() -> int:
+    """How many disk operations the checkpoint may issue before the machine dies: all of the
+    entry-log flush and the index flush (up to and including the index's directory fsync),
+    none of the lastMark writes. Found by running the same steps once with every operation
+    counted, so the crash point follows the implementation if its operations change."""
+    ops, position = checkpoint_ops()
+    sut = InProcessBookie(SMALL_SETTINGS)
+    harness = Refinement(sut, SMALL_SETTINGS)
+    harness.run_all(ops[:position])
+    kinds: list[str] = []
+    sut.disk.on_operation = kinds.append
+    harness.run(ops[position])
+    sut.disk.on_operation = None
+    assert "fsync_dir" in kinds, kinds
+    return kinds.index("fsync_dir") + 1
+
+
+def _run(ops: list[Operation], crash_at: dict[int, int]) -> Trace:
+    harness = Refinement(InProcessBookie(SMALL_SETTINGS), SMALL_SETTINGS, source=SOURCE)
+    for position, op in enumerate(ops):
+        harness.run(op, crash_after_ops=crash_at.get(position))
+    return harness.trace()
+
+
+def build_traces() -> dict[str, Trace]:
+    """The walkthrough's traces by file name. Asserts the facts the walkthrough tells."""
+    durable = _run(add_to_durable_ops(), {})
+    reads = [step.result for step in durable.steps if isinstance(step.op, Read)]
+    assert [r.data for r in reads[:2]] == [b"hello, bookie", b"only in the journal"], reads
+    assert reads[2].error == "no_entry", reads[2]
+
+    ops, position = checkpoint_ops()
+    interrupted = _run(ops, {position: checkpoint_crash_point()})
+    steps = interrupted.steps
+    assert steps[position].result.crashed, "the crash must interrupt the checkpoint"
+    replayed = steps[position + 2].result.replayed
+    assert replayed, "lastMark had not moved: recovery replays the journal"
+    return {"add-to-durable.jsonl": durable, "crash-in-checkpoint.jsonl": interrupted}
+
+
+def write_traces(directory: Path) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, trace in build_traces().items():
+        path = directory / name
+        path.write_text(write_trace(trace), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def main(argv: list[str]) -> int:
+    directory = Path(argv[0]) if argv else TRACES_DIR
+    for path in write_traces(directory):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
