@@ -79,6 +79,7 @@ import attrs
 from impl.clock import Clock
 from impl.config import ServerConfig
 from impl.entry_log_format import MIN_SANE_ENTRY_SIZE, encode_entry_record
+from impl.entry_log_manager import LogState
 from impl.entry_logger import EntryLogger, settings_from_config
 from impl.fs.api import FileSystem, join, parent
 from impl.index_rebuild import PROGRESS_EVERY_LOGS, rebuild_index
@@ -477,6 +478,8 @@ class Bookie:
         self._last_mark = last_mark
         self._recovery = RecoveryReport(start_mark=last_mark, end_mark=last_mark)
         self._old_log_ledgers: dict[EntryLogId, tuple[tuple[LedgerId, int], ...]] = {}
+        self._old_infos: dict[EntryLogId, EntryLogInfo] | None = None
+        self._flushed_infos: dict[EntryLogId, EntryLogInfo] = {}
         self._replay_counts: dict[ReplayAction, int] = {}
         self._unknown_noted: set[LedgerId] = set()
         self._failure: BookieError | None = None
@@ -1165,14 +1168,26 @@ class Bookie:
 
     def _entry_log_infos(self) -> tuple[EntryLogInfo, ...]:
         """Logs of this run as the manager describes them; logs of earlier runs (on disk,
-        no longer written) as flushed, with their ledgers from the map or a scan (cached)."""
-        infos: dict[EntryLogId, EntryLogInfo] = {}
-        for desc in self._entry_logger.state().logs:
-            sizes = tuple((LedgerId(lid), size) for lid, size in desc.ledgers)
-            infos[desc.log_id] = _log_info(desc.log_id, desc.state.value, sizes)
-        for log_id in self._entry_logger.log_ids():
-            if log_id not in infos:
-                infos[log_id] = _log_info(log_id, "flushed", self._old_ledgers(log_id))
+        no longer written) as flushed, with their ledgers from the map or a scan. Both the
+        earlier runs' logs and this run's flushed ones never change: their infos are cached
+        (the refinement harness inspects after every step)."""
+        descs = self._entry_logger.state().logs
+        if self._old_infos is None:
+            run_ids = {desc.log_id for desc in descs}
+            self._old_infos = {
+                log_id: _log_info(log_id, "flushed", self._old_ledgers(log_id))
+                for log_id in self._entry_logger.log_ids()
+                if log_id not in run_ids
+            }
+        infos = dict(self._old_infos)
+        for desc in descs:
+            info = self._flushed_infos.get(desc.log_id)
+            if info is None:
+                sizes = tuple((LedgerId(lid), size) for lid, size in desc.ledgers)
+                info = _log_info(desc.log_id, desc.state.value, sizes)
+                if desc.state is LogState.FLUSHED:
+                    self._flushed_infos[desc.log_id] = info
+            infos[desc.log_id] = info
         return tuple(infos[log_id] for log_id in sorted(infos))
 
     def _old_ledgers(self, log_id: EntryLogId) -> tuple[tuple[LedgerId, int], ...]:

@@ -53,6 +53,8 @@ class LogModel:
     durable: dict[int, int] = attrs.Factory(dict)
 
     def view(self) -> LogView:
+        """The log as the abstract state shows it (built anew: the harness compares after
+        every step, and most logs do not change between steps, so callers may cache it)."""
         return LogView(self.log_id, self.state, tuple(sorted(self.written.items())))
 
     def size_bytes(self) -> int:
