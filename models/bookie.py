@@ -120,13 +120,13 @@ class CrashOutcomes:
         ]
         if self.must_fenced or self.may_fenced:
             lines.append(
-                f"fences that must survive: {sorted(self.must_fenced) or 'none'}; "
-                f"that may: {sorted(self.may_fenced) or 'none'}"
+                f"fences that must survive: {_ids(self.must_fenced)}; "
+                f"that may: {_ids(self.may_fenced)}"
             )
         if self.may_ledgers:
             lines.append(
                 f"ledgers that may vanish with their first, unacknowledged add: "
-                f"{sorted(self.may_ledgers)}"
+                f"{_ids(self.may_ledgers)}"
             )
         if self.min_last_mark is not None:
             lines.append(f"recovery must leave lastMark at or after {self.min_last_mark}")
@@ -258,6 +258,8 @@ class BookieModel:
             )
         if maybe_fenced and observed == "pending":
             refusal = None  # the failed fence is not in effect now (a crash may tell more)
+        if observed == "pending" or (observed == "io_error" and refusal is None):
+            self._refuse_reuse(index, op)
         if observed == "pending":
             return self._accept_add(index, op)
         if observed == "io_error" and refusal is None:
@@ -268,6 +270,14 @@ class BookieModel:
                 f"add {op.ledger}:{op.entry} failed with io_error: it may or may not have been kept"
             ]
         return [f"add {op.ledger}:{op.entry} refused: {observed}; nothing was written"]
+
+    def _refuse_reuse(self, index: int, op: Add) -> None:
+        ledger = self.ledgers.ledgers.get(op.ledger)
+        if ledger is not None and op.entry in ledger.entries:
+            raise ModelUsageError(
+                f"step {index}: entry {op.ledger}:{op.entry} is added a second time; the "
+                "model does not cover overwriting an entry (give every add a new entry id)"
+            )
 
     def _accept_add(self, index: int, op: Add) -> list[str]:
         new_key = op.ledger not in self.ledgers.ledgers
@@ -280,7 +290,7 @@ class BookieModel:
             where = f" in entry log {log_id}"
         key = " Its key record goes first: the ledger is new." if new_key else ""
         return [
-            f"add {op.ledger}:{op.entry} accepted: written{where} (still in memory) and "
+            f"add {op.ledger}:{op.entry} accepted: written{where} (not fsynced) and "
             f"indexed, and queued for the journal. Not durable yet: a crash now may lose "
             f"it, and the client has no ack.{key}"
         ]
@@ -365,7 +375,7 @@ class BookieModel:
         self.marks.checkpointed()
         return [
             f"checkpoint: entry logs fsynced, index flushed, lastMark persisted at the "
-            f"journal's durable mark. {covered} entries acknowledged since the last "
+            f"journal's durable mark. {covered} add(s)/fence(s) acknowledged since the last "
             "checkpoint no longer need the journal; journals before lastMark may go"
         ]
 
@@ -516,7 +526,9 @@ class BookieModel:
         self.disk_full = False
         self.fresh_run = True
         self.logs.restarted()
-        replayed = "" if result.replayed is None else f" ({result.replayed} records replayed)"
+        self.marks.checkpointed()  # recovery ends with a checkpoint
+        count = result.replayed
+        replayed = "" if count is None else f" ({count} record{'' if count == 1 else 's'} replayed)"
         return [
             f"restart: recovery read lastMark and replayed the journal after it{replayed}; "
             "the recovered state is checked against what the crash could leave"
@@ -764,6 +776,10 @@ class BookieModel:
             if pending.kind == "add" and ledger is not None:
                 assert pending.entry in ledger.entries
         assert self.interrupted is None or self.up or isinstance(self.interrupted, Restart)
+
+
+def _ids(ids: frozenset[int]) -> str:
+    return ", ".join(str(i) for i in sorted(ids)) or "none"
 
 
 def _logs(views: Sequence[object]) -> str:

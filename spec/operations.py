@@ -225,7 +225,8 @@ class Result:
         if self.data is not None:
             return f"ok, {len(self.data)} bytes"
         if self.replayed is not None:
-            return f"ok, {self.replayed} journal records replayed"
+            plural = "" if self.replayed == 1 else "s"
+            return f"ok, {self.replayed} journal record{plural} replayed"
         return "ok"
 
 

@@ -341,7 +341,7 @@ def _trace(ops_results: Sequence[tuple[Operation, Result]], config: object = ())
         (_trace([(Restart(), OK)]), "restart while the bookie is up"),
         (
             _trace([(Add(1, 0, KEY, b""), PENDING), (Add(1, 0, KEY, b"again"), PENDING)]),
-            "cannot follow this history",
+            "added a second time",
         ),
         (_trace([(Rotate(), OK)], [("logSizeLimit", "ten")]), "logSizeLimit must be an integer"),
         (_trace([(Rotate(), OK)], [("logSizeLimit", "100")]), "more than the 1024-byte"),
