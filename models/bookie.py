@@ -10,7 +10,9 @@ models/last_mark.py (the journal's durable mark and lastMark). Its state splits 
 *persistent* (facts marked durable: they must survive any crash) and what is *volatile*
 (pending facts, the active log's unflushed bytes, the queued journal records).
 
-How it is used (proofs/refinement.py): after the implementation ran a step, :meth:`step`
+The request handlers carry the Bookie's method names, in the Bookie's order (``_add_entry``,
+``_fence``, ``_read_entry``, ``_delete_ledger``, ``_checkpoint``), so the two read side by
+side. How it is used (proofs/refinement.py): after the implementation ran a step, :meth:`step`
 gets the step and what the implementation answered; if that answer is not one the model
 allows, it raises :class:`Divergence`. Then :meth:`compare` gets the implementation's abstract
 state and checks it. Where the model allows more than one outcome (an unacknowledged add may
@@ -197,13 +199,13 @@ class BookieModel:
 
     def _request(self, index: int, op: Operation, result: Result) -> list[str]:
         if isinstance(op, Add):
-            return self._add(index, op, result)
+            return self._add_entry(index, op, result)
         if isinstance(op, Read):
-            return self._read(index, op, result)
+            return self._read_entry(index, op, result)
         if isinstance(op, Fence):
             return self._fence(index, op, result)
         if isinstance(op, Delete):
-            return self._delete(index, op, result)
+            return self._delete_ledger(index, op, result)
         if isinstance(op, (DiskFull, DiskWritable, FailFsync)):
             self._expect(index, op, result, {None})
             return self._fault(op)
@@ -237,7 +239,7 @@ class BookieModel:
 
     # --- requests ------------------------------------------------------------------------
 
-    def _add(self, index: int, op: Add, result: Result) -> list[str]:
+    def _add_entry(self, index: int, op: Add, result: Result) -> list[str]:
         refusal = self.ledgers.refusal(op.ledger, op.key, add=True)
         ledger = self.ledgers.ledgers.get(op.ledger)
         # A fence whose ack failed may or may not be in effect: either answer is allowed.
@@ -295,37 +297,6 @@ class BookieModel:
             f"it, and the client has no ack.{key}"
         ]
 
-    def _read(self, index: int, op: Read, result: Result) -> list[str]:
-        error, data, sure = self.ledgers.read(op.ledger, op.entry)
-        allowed: set[str] = set()
-        if error is not None:
-            allowed.add(error)
-        else:
-            allowed.add("data")
-            if sure is not Sure.DURABLE:
-                allowed.add("no_entry")
-                ledger = self.ledgers.ledgers[op.ledger]
-                if ledger.key_sure is not Sure.DURABLE:
-                    allowed.add("no_ledger")
-        if self.faulted:
-            allowed.add("io_error")
-        observed = result.error or ("data" if result.data is not None else "ok")
-        if observed not in allowed or (observed == "data" and result.data != data):
-            what = "other bytes" if observed == "data" else result.describe()
-            raise Divergence(
-                index,
-                f"read {op.ledger}:{op.entry} answered {what}; allowed: "
-                f"{', '.join(sorted(allowed))}",
-            )
-        if sure is Sure.MAYBE and observed in ("data", "no_entry"):
-            self.ledgers.resolve_entry(op.ledger, op.entry, present=observed == "data")
-            fate = "survived" if observed == "data" else "was lost"
-            return [
-                f"entry {op.ledger}:{op.entry}, not acknowledged before the crash, {fate}; "
-                "the model holds the bookie to that from now on"
-            ]
-        return []
-
     def _fence(self, index: int, op: Fence, result: Result) -> list[str]:
         refusal = self.ledgers.refusal(op.ledger, op.key, add=False)
         ledger = self.ledgers.ledgers.get(op.ledger)
@@ -359,7 +330,38 @@ class BookieModel:
                 self.ledgers.ledgers[op.ledger].key_sure = Sure.FAILED
         return []
 
-    def _delete(self, index: int, op: Delete, result: Result) -> list[str]:
+    def _read_entry(self, index: int, op: Read, result: Result) -> list[str]:
+        error, data, sure = self.ledgers.read(op.ledger, op.entry)
+        allowed: set[str] = set()
+        if error is not None:
+            allowed.add(error)
+        else:
+            allowed.add("data")
+            if sure is not Sure.DURABLE:
+                allowed.add("no_entry")
+                ledger = self.ledgers.ledgers[op.ledger]
+                if ledger.key_sure is not Sure.DURABLE:
+                    allowed.add("no_ledger")
+        if self.faulted:
+            allowed.add("io_error")
+        observed = result.error or ("data" if result.data is not None else "ok")
+        if observed not in allowed or (observed == "data" and result.data != data):
+            what = "other bytes" if observed == "data" else result.describe()
+            raise Divergence(
+                index,
+                f"read {op.ledger}:{op.entry} answered {what}; allowed: "
+                f"{', '.join(sorted(allowed))}",
+            )
+        if sure is Sure.MAYBE and observed in ("data", "no_entry"):
+            self.ledgers.resolve_entry(op.ledger, op.entry, present=observed == "data")
+            fate = "survived" if observed == "data" else "was lost"
+            return [
+                f"entry {op.ledger}:{op.entry}, not acknowledged before the crash, {fate}; "
+                "the model holds the bookie to that from now on"
+            ]
+        return []
+
+    def _delete_ledger(self, index: int, op: Delete, result: Result) -> list[str]:
         allowed: set[str | None] = {None, "io_error"} if self.faulted else {None}
         self._expect(index, op, result, allowed)
         if result.error is None:
