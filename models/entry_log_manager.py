@@ -60,6 +60,14 @@ class LogModel:
     def size_bytes(self) -> int:
         return HEADER_BYTES + sum(self.written.values())
 
+    def check_invariants(self) -> None:
+        assert self.log_id >= 0, self.log_id
+        assert self.state in ("active", "rotated", "flushed"), self.state
+        for ledger, size in self.written.items():
+            assert ledger >= 0 and size >= RECORD_OVERHEAD_BYTES, (ledger, size)
+        for ledger, size in self.durable.items():
+            assert 0 < size <= self.written.get(ledger, 0), (self.log_id, ledger)
+
 
 @attrs.frozen
 class LogConstraints:
@@ -205,10 +213,8 @@ class EntryLogsModel:
     def check_invariants(self) -> None:
         for log_id, log in self.logs.items():
             assert log.log_id == log_id
-            assert log.state in ("active", "rotated", "flushed"), log.state
-            assert 0 <= log_id <= self.max_seen_id, (log_id, self.max_seen_id)
-            for ledger, size in log.durable.items():
-                assert 0 < size <= log.written.get(ledger, 0), (log_id, ledger)
+            log.check_invariants()
+            assert log_id <= self.max_seen_id, (log_id, self.max_seen_id)
         actives = [log_id for log_id, log in self.logs.items() if log.state == "active"]
         assert len(actives) <= 1, actives
         if self.current is not None and not self.relaxed:

@@ -54,6 +54,14 @@ class LedgerModel:
     def last_entry(self) -> int | None:
         return max(self.entries) if self.entries else None
 
+    def check_invariants(self) -> None:
+        assert self.ledger_id >= 0, self.ledger_id
+        if self.fence is Sure.DURABLE or any(s is Sure.DURABLE for _, s in self.entries.values()):
+            assert self.key_sure is Sure.DURABLE, self.ledger_id
+        if self.key_sure in UNSURE:
+            assert all(sure in UNSURE for _, sure in self.entries.values()), self.ledger_id
+            assert self.fence in (None, *UNSURE), self.fence
+
 
 class LedgersModel:
     """See the module docstring."""
@@ -195,11 +203,6 @@ class LedgersModel:
         for ledger_id, ledger in self.ledgers.items():
             assert ledger.ledger_id == ledger_id
             assert self.deleted.get(ledger_id) is not Sure.DURABLE, ledger_id
-            durable = any(sure is Sure.DURABLE for _, sure in ledger.entries.values())
-            if durable or ledger.fence is Sure.DURABLE:
-                assert ledger.key_sure is Sure.DURABLE, ledger_id
-            if ledger.key_sure in UNSURE:
-                assert all(sure in UNSURE for _, sure in ledger.entries.values())
-                assert ledger.fence in (None, *UNSURE), ledger.fence
+            ledger.check_invariants()
         for sure in self.deleted.values():
             assert sure in (Sure.DURABLE, Sure.MAYBE), sure
