@@ -573,6 +573,11 @@ class BookieModel:
         """Entries whose survival is not yet known: a harness reads them after a restart."""
         return self.ledgers.uncertain_entries()
 
+    def durable_entries(self) -> list[tuple[int, int]]:
+        """Entries that must read back: a harness reads them after a restart, so that no
+        acknowledged entry can go missing unseen."""
+        return self.ledgers.durable_entries()
+
     # --- the abstract state --------------------------------------------------------------
 
     def compare(self, index: int, observed: AbstractState, step: str) -> list[str]:

@@ -190,6 +190,15 @@ class LedgersModel:
                 if sure in unsure:
                     ledger.entries[entry_id] = (data, Sure.MAYBE)
 
+    def durable_entries(self) -> list[tuple[int, int]]:
+        """(ledger, entry) of every durable entry of a live ledger, in order."""
+        return [
+            (ledger.ledger_id, entry_id)
+            for ledger in sorted(self.ledgers.values(), key=lambda led: led.ledger_id)
+            for entry_id, (_, sure) in sorted(ledger.entries.items())
+            if sure is Sure.DURABLE
+        ]
+
     def uncertain_entries(self) -> list[tuple[int, int]]:
         """(ledger, entry) of every maybe entry, in order: what a restart should probe."""
         return [

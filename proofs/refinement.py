@@ -13,7 +13,8 @@ For every step the harness
 5. checks the invariants of the model and of the SUT.
 
 After every restart the harness reads back each entry whose survival the crash left open,
-so the model learns what survived (the reads are ordinary steps of the trace).
+so the model learns what survived, and each entry that must have survived (the reads are
+ordinary steps of the trace).
 
 The SUT is reached through :class:`SystemUnderTest`, narrow on purpose: ``run`` one
 operation, ``inspect`` the abstract state. :class:`InProcessBookie` is bkref's own Bookie on
@@ -369,6 +370,7 @@ class Refinement:
         *,
         source: str = "bkref in-process Bookie on the simulated disk",
         probe_after_restart: bool = True,
+        probe_durable: bool = True,
     ) -> None:
         self.sut = sut
         self.model = BookieModel(ModelConfig.from_settings(settings))
@@ -376,6 +378,9 @@ class Refinement:
         self.header = TraceHeader(config=tuple(sorted(settings.items())), source=source)
         self.steps: list[Step] = []
         self.probe_after_restart = probe_after_restart
+        #: Also read back every entry that must have survived (off for short teaching
+        #: traces that read back by hand).
+        self.probe_durable = probe_durable
         self.notes: list[list[str]] = []
         self._check_first_state()
 
@@ -419,8 +424,12 @@ class Refinement:
         return step
 
     def probe(self) -> None:
-        """Read every entry whose survival is still open, so the model learns which did."""
-        for ledger, entry in self.model.uncertain_entries():
+        """After a restart: read every entry whose survival is still open, so the model
+        learns which did, and every entry that must have survived, so that a lost one is
+        seen at once (property 1 over every acknowledged add, not only the ones a scenario
+        happens to read)."""
+        durable = self.model.durable_entries() if self.probe_durable else []
+        for ledger, entry in self.model.uncertain_entries() + durable:
             self.run(Read(ledger, entry))
 
     def run_all(self, ops: Iterable[Operation]) -> Trace:

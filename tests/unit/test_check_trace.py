@@ -80,7 +80,9 @@ def base_ops() -> list[Operation]:
 def build_trace(ops: Sequence[Operation], crash_at: dict[int, int] | None = None) -> Trace:
     """Run ``ops`` through the refinement harness; ``crash_at`` maps an op's position to
     the ``crash_after_ops`` it runs with. The harness must accept the whole scenario."""
-    harness = Refinement(InProcessBookie(SMALL_SETTINGS), SMALL_SETTINGS, source="test")
+    harness = Refinement(
+        InProcessBookie(SMALL_SETTINGS), SMALL_SETTINGS, source="test", probe_durable=False
+    )
     for position, op in enumerate(ops):
         harness.run(op, crash_after_ops=(crash_at or {}).get(position))
     return harness.trace()
