@@ -397,11 +397,15 @@ class Refinement:
     def trace(self) -> Trace:
         return Trace(self.header, tuple(self.steps))
 
-    def run(self, op: Operation, *, crash_after_ops: int | None = None) -> Step:
-        """Run one step everywhere and check it; raises RefinementFailure."""
+    def run(
+        self, op: Operation, *, crash_after_ops: int | None = None, inspect: bool = True
+    ) -> Step:
+        """Run one step everywhere and check it; raises RefinementFailure. ``inspect=False``
+        skips the abstract state for this step (the post-restart reads: the state is
+        compared once after the last of them)."""
         index = len(self.steps)
         result, completed = self.sut.run(index, op, crash_after_ops)
-        state = None if result.crashed else self.sut.inspect()
+        state = None if result.crashed or not inspect else self.sut.inspect()
         step = Step(index, op, result, completed, state)
         self.steps.append(step)
         try:
@@ -429,8 +433,9 @@ class Refinement:
         seen at once (property 1 over every acknowledged add, not only the ones a scenario
         happens to read)."""
         durable = self.model.durable_entries() if self.probe_durable else []
-        for ledger, entry in self.model.uncertain_entries() + durable:
-            self.run(Read(ledger, entry))
+        reads = self.model.uncertain_entries() + durable
+        for number, (ledger, entry) in enumerate(reads, start=1):
+            self.run(Read(ledger, entry), inspect=number == len(reads))
 
     def run_all(self, ops: Iterable[Operation]) -> Trace:
         for op in ops:
