@@ -49,6 +49,8 @@ from spec.errors import (
     Unsupported,
 )
 from spec.ids import INT64_MAX, INT64_MIN, EntryId, LedgerId
+from spec.operations import ERROR_CODES
+from spec.strict_json import STRICT_DECODER, describe
 
 #: The protocol version this module speaks (spec/adapter.md, "Versioning").
 PROTOCOL_VERSION = 1
@@ -64,17 +66,6 @@ IN_FLIGHT_MAX = 10_000
 #: Default wait for in-flight responses after the bookie has shut down.
 DRAIN_TIMEOUT_S = 10.0
 
-#: Every error code of the protocol, in the order of spec/adapter.md, "Error codes".
-ERROR_CODES: tuple[str, ...] = (
-    "fenced",
-    "unauthorized",
-    "no_ledger",
-    "no_entry",
-    "no_space",
-    "io_error",
-    "bad_request",
-    "unsupported",
-)
 #: The spec.errors class behind each code.
 ERROR_CLASSES: tuple[type[BookieError], ...] = (
     Fenced,
@@ -243,29 +234,6 @@ class _FieldError(Exception):
     """A field is missing, mistyped or out of range; the message says which and why."""
 
 
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _no_duplicate_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    document = dict(pairs)
-    if len(document) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise _DuplicateKey(f"the field {key!r} appears more than once")
-            seen.add(key)
-    return document
-
-
-def _no_constant(name: str) -> object:
-    raise ValueError(f"{name} is not JSON")
-
-
-#: Strict JSON (no NaN or Infinity, no key twice); stateless, so one is shared by all threads.
-_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant)
-
-
 def _decode_json(line: str | bytes) -> object:
     """The JSON value of the line. Raises _FieldError saying what is wrong with it."""
     if isinstance(line, bytes):
@@ -275,31 +243,16 @@ def _decode_json(line: str | bytes) -> object:
             reason = f"{exc.reason} at byte {exc.start}"
             raise _FieldError(f"the request is not UTF-8 ({reason})") from None
     try:
-        return _DECODER.decode(line)
+        return STRICT_DECODER.decode(line)
     except RecursionError:
         raise _FieldError("the request is nested too deeply to be a request") from None
     except ValueError as exc:
         raise _FieldError(f"the request is not JSON: {exc}") from None
 
 
-def _describe(value: object) -> str:
-    """``value`` and its JSON type, short enough for a message."""
-    if value is None:
-        return "null"
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, list):
-        return "an array"
-    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
-    text = json.dumps(value)
-    if len(text) > 40:
-        text = text[:37] + "..."
-    return f"{text} ({names.get(type(value), type(value).__name__)})"
-
-
 def _id_value(name: str, value: object, low: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
-        raise _FieldError(f"{name!r} must be an integer, got {_describe(value)}")
+        raise _FieldError(f"{name!r} must be an integer, got {describe(value)}")
     if not low <= value <= INT64_MAX:
         raise _FieldError(f"{name!r} must be from {low} to {INT64_MAX}, got {value}")
     return value
@@ -307,7 +260,7 @@ def _id_value(name: str, value: object, low: int) -> int:
 
 def _hex_value(name: str, value: object, limits: Limits) -> bytes:
     if not isinstance(value, str) or not _HEX.fullmatch(value) or len(value) % 2:
-        raise _FieldError(f"{name!r} must be {Kind.HEX.value}, got {_describe(value)}")
+        raise _FieldError(f"{name!r} must be {Kind.HEX.value}, got {describe(value)}")
     if len(value) // 2 > limits.key_max_bytes:
         raise _FieldError(
             f"{name!r} is {len(value) // 2} bytes, more than the {limits.key_max_bytes} allowed"
@@ -317,7 +270,7 @@ def _hex_value(name: str, value: object, limits: Limits) -> bytes:
 
 def _base64_value(name: str, value: object, limits: Limits) -> bytes:
     if not isinstance(value, str):
-        raise _FieldError(f"{name!r} must be {Kind.BASE64.value}, got {_describe(value)}")
+        raise _FieldError(f"{name!r} must be {Kind.BASE64.value}, got {describe(value)}")
     if len(value) > base64_size_bytes(limits.data_max_bytes):
         raise _FieldError(
             f"{name!r} holds more than the {limits.data_max_bytes} bytes an entry may carry "
@@ -338,7 +291,7 @@ def _base64_value(name: str, value: object, limits: Limits) -> bytes:
 
 def _bool_value(name: str, value: object) -> bool:
     if not isinstance(value, bool):
-        raise _FieldError(f"{name!r} must be {Kind.BOOL.value}, got {_describe(value)}")
+        raise _FieldError(f"{name!r} must be {Kind.BOOL.value}, got {describe(value)}")
     return value
 
 
@@ -367,8 +320,8 @@ def _op(document: dict[str, object]) -> Op:
     if op is not None:
         return op
     if not isinstance(value, str):
-        raise _FieldError(f'"op" must be a string, one of {_OP_NAMES}; got {_describe(value)}')
-    raise _FieldError(f"unknown op {_describe(value)}; the ops are {_OP_NAMES}")
+        raise _FieldError(f'"op" must be a string, one of {_OP_NAMES}; got {describe(value)}')
+    raise _FieldError(f"unknown op {describe(value)}; the ops are {_OP_NAMES}")
 
 
 def _fields(op: Op, document: dict[str, object], limits: Limits) -> dict[str, int | bytes | bool]:
@@ -393,7 +346,7 @@ def parse_request(line: str | bytes, limits: Limits) -> Request | Rejection:
     try:
         document = _decode_json(line)
         if not isinstance(document, dict):
-            raise _FieldError(f"a request is a JSON object, got {_describe(document)}")
+            raise _FieldError(f"a request is a JSON object, got {describe(document)}")
         request_id = _request_id(document)
     except _FieldError as exc:
         return Rejection(None, "bad_request", str(exc))

@@ -42,6 +42,7 @@ from spec.operations import (
     Result,
 )
 from spec.state import LOG_STATES, AbstractState, LedgerView, LogView, Mark
+from spec.strict_json import STRICT_DECODER, StrictJsonError, describe
 
 #: The version this module writes, and the only one it reads (spec/trace.md, "Versioning").
 TRACE_VERSION = 1
@@ -108,61 +109,30 @@ class _Bad(Exception):
 # --- JSON values, strictly ------------------------------------------------------------------
 
 
-def _no_duplicate_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    document = dict(pairs)
-    if len(document) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise _Bad(f"the field {key!r} appears twice in one object; keep one")
-            seen.add(key)
-    return document
-
-
-def _no_constant(name: str) -> object:
-    raise _Bad(f"{name} is not JSON")
-
-
-_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant)
-
-
 def _parse_line(text: str) -> dict[str, object]:
     """The JSON object of one line."""
     try:
-        value = _DECODER.decode(text)
+        value = STRICT_DECODER.decode(text)
     except RecursionError:
         raise _Bad("the line is nested too deeply to be a trace line") from None
+    except StrictJsonError as exc:
+        raise _Bad(str(exc)) from None
     except ValueError as exc:  # JSONDecodeError, and ints longer than Python reads
         raise _Bad(f"the line is not JSON ({exc}); every line of a trace is one object") from None
     if not isinstance(value, dict):
-        raise _Bad(f"a trace line must be a JSON object, got {_describe(value)}")
+        raise _Bad(f"a trace line must be a JSON object, got {describe(value)}")
     return value
-
-
-def _describe(value: object) -> str:
-    """``value`` and its JSON type, short enough for a message."""
-    if value is None:
-        return "null"
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, list):
-        return "an array"
-    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
-    text = json.dumps(value)
-    if len(text) > 40:
-        text = text[:37] + "..."
-    return f"{text} ({names.get(type(value), type(value).__name__)})"
 
 
 def _object(value: object, path: str) -> dict[str, object]:
     if not isinstance(value, dict):
-        raise _Bad(f"{path} must be an object, got {_describe(value)}")
+        raise _Bad(f"{path} must be an object, got {describe(value)}")
     return value
 
 
 def _array(value: object, path: str) -> list[object]:
     if not isinstance(value, list):
-        raise _Bad(f"{path} must be an array, got {_describe(value)}")
+        raise _Bad(f"{path} must be an array, got {describe(value)}")
     return value
 
 
@@ -185,7 +155,7 @@ def _fields(
 
 def _int(value: object, path: str, high: int = ID_MAX) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
-        raise _Bad(f"{path} must be an integer, got {_describe(value)}")
+        raise _Bad(f"{path} must be an integer, got {describe(value)}")
     if not 0 <= value <= high:
         raise _Bad(f"{path} must be from 0 to {high}, got {value}")
     return value
@@ -193,20 +163,20 @@ def _int(value: object, path: str, high: int = ID_MAX) -> int:
 
 def _bool(value: object, path: str) -> bool:
     if not isinstance(value, bool):
-        raise _Bad(f"{path} must be true or false, got {_describe(value)}")
+        raise _Bad(f"{path} must be true or false, got {describe(value)}")
     return value
 
 
 def _str(value: object, path: str) -> str:
     if not isinstance(value, str):
-        raise _Bad(f"{path} must be a string, got {_describe(value)}")
+        raise _Bad(f"{path} must be a string, got {describe(value)}")
     return value
 
 
 def _hex(value: object, path: str) -> bytes:
     if not isinstance(value, str) or not _HEX.fullmatch(value) or len(value) % 2:
         raise _Bad(
-            f"{path} must be a string of hex digits, an even number of them, got {_describe(value)}"
+            f"{path} must be a string of hex digits, an even number of them, got {describe(value)}"
         )
     return bytes.fromhex(value)
 
@@ -214,7 +184,7 @@ def _hex(value: object, path: str) -> bytes:
 def _base64(value: object, path: str) -> bytes:
     """Strict standard base64 with padding: the one text that encodes the bytes."""
     if not isinstance(value, str):
-        raise _Bad(f"{path} must be a base64 string, got {_describe(value)}")
+        raise _Bad(f"{path} must be a base64 string, got {describe(value)}")
     try:
         decoded = base64.b64decode(value.encode("ascii"), validate=True)
     except (binascii.Error, UnicodeEncodeError) as exc:
@@ -227,7 +197,7 @@ def _base64(value: object, path: str) -> bytes:
 def _error_code(value: object, path: str) -> str:
     if not isinstance(value, str) or value not in ERROR_CODES:
         raise _Bad(
-            f"{path} must be an error code ({', '.join(ERROR_CODES)}), got {_describe(value)}"
+            f"{path} must be an error code ({', '.join(ERROR_CODES)}), got {describe(value)}"
         )
     return value
 
@@ -250,7 +220,7 @@ def _plan_from_json(value: object, path: str) -> CrashPlan:
     obj = _object(value, path)
     kind = obj.get("kind")
     if not isinstance(kind, str) or kind not in PLAN_KINDS:
-        raise _Bad(f"{path}.kind must be one of {', '.join(PLAN_KINDS)}, got {_describe(kind)}")
+        raise _Bad(f"{path}.kind must be one of {', '.join(PLAN_KINDS)}, got {describe(kind)}")
     if kind == "lose_unsynced":
         _fields(obj, ("kind",), (), f"{path} ({kind})")
         return LoseUnsynced()
@@ -314,7 +284,7 @@ def op_to_json(op: Operation) -> dict[str, object]:
 def _op_from_json(obj: Mapping[str, object]) -> Operation:
     name = obj.get("op")
     if not isinstance(name, str) or name not in OPERATIONS:
-        raise _Bad(f"'op' must be one of {', '.join(OPERATIONS)}, got {_describe(name)}")
+        raise _Bad(f"'op' must be one of {', '.join(OPERATIONS)}, got {describe(name)}")
     values: dict[str, Any] = {}
     for field in _op_field_names(name):
         if field not in obj:
@@ -353,7 +323,7 @@ def _result_from_json(value: object) -> Result:
         if flag in obj:
             _fields(obj, (flag,), (), f"a {flag} result")
             if obj[flag] is not True:
-                raise _Bad(f"result.{flag} must be true, got {_describe(obj[flag])}")
+                raise _Bad(f"result.{flag} must be true, got {describe(obj[flag])}")
             return result
     if "ok" not in obj:
         raise _Bad(f"result must be one of {_RESULT_SHAPES}; it has no 'ok'")
@@ -395,7 +365,7 @@ def _completion_from_json(value: object, path: str) -> Completion:
     else:
         _fields(obj, ("step", "ok"), (), path)
         if obj["ok"] is not True:
-            raise _Bad(f"{path}.ok must be true or false, got {_describe(obj['ok'])}")
+            raise _Bad(f"{path}.ok must be true or false, got {describe(obj['ok'])}")
         error = None
     return Completion(step=_int(obj["step"], f"{path}.step"), error=error)
 
@@ -510,7 +480,7 @@ def _log_from_json(value: object, path: str) -> LogView:
     _fields(obj, ("log_id", "state", "ledger_bytes"), (), path)
     state = obj["state"]
     if not isinstance(state, str) or state not in LOG_STATES:
-        raise _Bad(f"{path}.state must be one of {', '.join(LOG_STATES)}, got {_describe(state)}")
+        raise _Bad(f"{path}.state must be one of {', '.join(LOG_STATES)}, got {describe(state)}")
     pairs_path = f"{path}.ledger_bytes"
     pairs = tuple(
         _ledger_bytes_from_json(v, f"{pairs_path}[{i}]")
@@ -559,7 +529,7 @@ def _header_from_json(obj: Mapping[str, object]) -> TraceHeader:
         )
     version = obj["bkref_trace"]
     if not isinstance(version, int) or isinstance(version, bool):
-        raise _Bad(f"bkref_trace (the version) must be an integer, got {_describe(version)}")
+        raise _Bad(f"bkref_trace (the version) must be an integer, got {describe(version)}")
     if version not in SUPPORTED_VERSIONS:
         raise _Bad(
             f"trace version {version} is not supported: this bkref reads version "

@@ -501,7 +501,7 @@ def test_a_completion_completes_once_and_only_a_pending_step() -> None:
             '{"step": 0, "op": "rotate", "result": {"ok": true}, "state": {}}',
             "needs the field 'entry_logs'",
         ),
-        ('{"step": 0, "step": 0, "op": "rotate", "result": {"ok": true}}', "appears twice"),
+        ('{"step": 0, "step": 0, "op": "rotate", "result": {"ok": true}}', "more than once"),
         ('{"step": 0, "op": "rotate", "result": {"ok": true}, "x": NaN}', "NaN is not JSON"),
         ("[1, 2]", "must be a JSON object, got an array"),
         ("{", "not JSON"),
