@@ -43,6 +43,7 @@ from impl.clock import ManualClock
 from impl.config import ServerConfig, load_config
 from models.bookie import BookieModel, Divergence, ModelConfig
 from models.simdisk import SimDisk
+from proofs.bookie_crash import JOURNAL_DIR, LEDGER_DIRS, fresh_disk
 from spec.errors import BookieError
 from spec.ids import EntryId, LedgerId
 from spec.operations import (
@@ -70,9 +71,6 @@ from spec.operations import (
 from spec.properties import PropertyMonitor
 from spec.state import AbstractState, LedgerView, LogView
 from spec.trace import Step, Trace, TraceHeader, write_trace
-
-JOURNAL_DIR = "/journal"
-LEDGER_DIRS = ("/ledgers0", "/ledgers1")
 
 #: The configuration of the refinement runs: tiny entry logs so they rotate every few adds,
 #: no group-commit wait (the scenario decides when the journal is forced).
@@ -175,14 +173,6 @@ def abstract_state(state: BookieState) -> AbstractState:
         ),
         deleted_ledgers=tuple(state.deleted_ledgers),
     )
-
-
-def fresh_disk() -> SimDisk:
-    disk = SimDisk()
-    for path in (JOURNAL_DIR, *LEDGER_DIRS):
-        disk.mkdir(path)
-    disk.fsync_dir("/")
-    return disk
 
 
 class InProcessBookie:
