@@ -42,7 +42,6 @@ from impl.bookie import Ack, Bookie, BookieState
 from impl.clock import ManualClock
 from impl.config import ServerConfig, load_config
 from models.bookie import BookieModel, Divergence, ModelConfig
-from models.simdisk import SimDisk
 from proofs.bookie_crash import JOURNAL_DIR, LEDGER_DIRS, fresh_disk
 from spec.errors import BookieError
 from spec.ids import EntryId, LedgerId
