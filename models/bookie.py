@@ -585,6 +585,8 @@ class BookieModel:
         resolving what the model left open; raises Divergence."""
         notes = self._compare_deleted(index, observed)
         notes += self._compare_ledgers(index, observed)
+        if self.fresh_run or self.logs.relaxed:
+            _check_least_unflushed(index, observed)
         if self.fresh_run:
             self._check_logs_after_stop(index, observed)
             self.logs.adopt(
@@ -783,6 +785,22 @@ class BookieModel:
             if pending.kind == "add" and ledger is not None:
                 assert pending.entry in ledger.entries
         assert self.interrupted is None or self.up or isinstance(self.interrupted, Restart)
+
+
+def _check_least_unflushed(index: int, observed: AbstractState) -> None:
+    """What leastUnflushedLogId means, whatever the model predicted: no log below it is
+    still unflushed (active or rotated), or a checkpoint would count it as durable."""
+    least = observed.least_unflushed_log_id
+    below = [
+        view.log_id
+        for view in observed.entry_logs
+        if view.state in ("active", "rotated") and view.log_id < least
+    ]
+    if below:
+        raise Divergence(
+            index,
+            f"leastUnflushedLogId is {least}, but entry logs {below} below it are not flushed",
+        )
 
 
 def _ids(ids: frozenset[int]) -> str:
