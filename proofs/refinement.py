@@ -33,6 +33,7 @@ import hashlib
 import os
 import random
 import tempfile
+import traceback
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
@@ -393,8 +394,11 @@ class Refinement:
         skips the abstract state for this step (the post-restart reads: the state is
         compared once after the last of them)."""
         index = len(self.steps)
-        result, completed = self.sut.run(index, op, crash_after_ops)
-        state = None if result.crashed or not inspect else self.sut.inspect()
+        try:
+            result, completed = self.sut.run(index, op, crash_after_ops)
+            state = None if result.crashed or not inspect else self.sut.inspect()
+        except AssertionError as exc:
+            raise self._own_assertion(index, op, exc) from exc
         step = Step(index, op, result, completed, state)
         self.steps.append(step)
         try:
@@ -411,10 +415,28 @@ class Refinement:
             text = "; ".join(f"property {v.prop} at step {v.step}: {v.message}" for v in violations)
             raise RefinementFailure(text, self.trace())
         self.model.check_invariants()
-        self.sut.check_invariants()
+        try:
+            self.sut.check_invariants()
+        except AssertionError as exc:
+            raise self._own_assertion(index, op, exc) from exc
         if isinstance(op, Restart) and result.ok and self.probe_after_restart:
             self.probe()
         return step
+
+    def _own_assertion(self, index: int, op: Operation, exc: AssertionError) -> RefinementFailure:
+        """The implementation's own assertion (or the simulated disk's) failed in step
+        ``index``: a failure like any other, with the trace up to the step before."""
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = "?"
+        if frames:
+            last = frames[-1]
+            parts = last.filename.replace(os.sep, "/").rsplit("/", 2)
+            where = f"{'/'.join(parts[-2:])} {last.name}"
+        return RefinementFailure(
+            f"step {index} ({op.name}): the implementation's own assertion failed in {where}: "
+            f"{exc}",
+            self.trace(),
+        )
 
     def probe(self) -> None:
         """After a restart: read every entry whose survival is still open, so the model

@@ -1,0 +1,246 @@
+"""Known-bad variants of the bookie that the refinement test must catch.
+
+tests/quality/test_refinement_catches.py runs the unchanged refinement machine
+(tests/refinement/machine.py over proofs/refinement.py) against each of them. A variant is
+either a subclass of Bookie (its inherited ``open`` is a classmethod building ``cls``, so
+``opener=Variant.open`` runs it) or a monkeypatch that the test applies with pytest's
+``monkeypatch`` fixture (``apply_*``). Each differs from the implementation in exactly the
+way its name says; they live here, never in impl/. A variant that slips through is a defect
+of the model or of the machine's rules, to be fixed there, not here.
+
+Variants reused from the other checkers are imported, not copied: tests/quality/
+bookie_variants.py (the bookie crash check) and tests/quality/variants.py (crash-check).
+
+Not verified here: that each variant loses data in *every* run; the test only requires that
+the derandomized profile finds one run where the model, a property or an invariant fails.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from impl.bookie import Ack, Bookie
+from impl.clock import Clock
+from impl.entry_log_ids import RecentEntryLogsStatus
+from impl.entry_log_manager import SingleEntryLogManager
+from impl.fs.api import FileSystem, join
+from impl.journal import Journal, OnDurable, journal_settings_from_config
+from impl.journal_format import LAST_MARK_FILE_NAME, encode_key_record
+from impl.last_mark import LogMark, encode_last_mark
+from spec.ids import LedgerId
+from tests.quality import bookie_variants, variants
+
+# --- 1. acknowledging before the journal fsync ------------------------------------------------
+
+
+class _JournalAckingBeforeFsync(Journal):
+    """A journal that completes a group's callbacks once the group is written, before the
+    fsync that makes it durable (what BookKeeper does on purpose with journalSyncData=false:
+    "the journal entries are written in the OS page cache but not flushed to disk")."""
+
+    def _sync(self, written_bytes: int, callbacks: list[OnDurable | None]) -> None:
+        for callback in callbacks:
+            if callback is not None:
+                callback(None)  # the Acks are done: the flush's own call later is a no-op
+        super()._sync(written_bytes, callbacks)
+
+
+class AckBeforeJournalFsyncBookie(Bookie):
+    """Acknowledges adds and fences after the journal's write, before its fsync.
+
+    How it loses data: a crash (or a failed fsync) between the write and the fsync drops the
+    group's records from the page cache; the client already has its ack, and neither the
+    journal nor the (unsynced) entry log holds the entry after recovery. Breaks property 1
+    (durability) and, for a fence, property 2. Only a crash or a failed fsync inside that
+    window shows it: the ack comes at the step where a correct bookie acknowledges too."""
+
+    def _start_journal(self, clock: Clock) -> None:
+        settings = journal_settings_from_config(self._config)
+        journal = _JournalAckingBeforeFsync(self._fs, self._layout.journal_dir, settings, clock)
+        journal.open_new_file()
+        self._journal = journal
+
+
+def apply_ack_at_append(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Journal.append acknowledging each record as soon as it is queued, before any write
+    or fsync (tests/quality/bookie_variants.journal_acking_at_once: the bug the kill -9 test
+    caught in an early bkref bookie). The add answers ok at once; a crash before the next
+    force loses an acknowledged entry (property 1)."""
+    monkeypatch.setattr(Journal, "append", bookie_variants.journal_acking_at_once(Journal.append))
+
+
+# --- 2. persisting lastMark before the rotated logs are fsynced ------------------------------
+
+
+class LastMarkBeforeLogsBookie(Bookie):
+    """The checkpoint persists lastMark first, then fsyncs the entry logs and flushes the
+    index (tests/quality/bookie_variants.checkpoint_persisting_last_mark_first).
+
+    How it loses data: a crash after the new lastMark is durable and before the rotated (and
+    active) logs are fsynced leaves acknowledged entries only in the page cache, which the
+    crash drops; recovery replays the journal from the new mark, past their records, so
+    nothing brings them back (property 1). The recovery checkpoint runs the same order."""
+
+    _checkpoint_to = bookie_variants.checkpoint_persisting_last_mark_first
+
+
+def apply_rotated_logs_marked_flushed_unsynced(monkeypatch: pytest.MonkeyPatch) -> None:
+    """flushRotatedLogs that writes the rotated logs to the OS but never fsyncs them, and
+    still marks them flushed (tests/quality/variants.checkpoint_without_fsync); the active log
+    is fsynced as before, then lastMark is persisted. A crash after the checkpoint drops the
+    rotated logs' tails while lastMark says the journal before it is no longer needed
+    (property 1)."""
+    monkeypatch.setattr(SingleEntryLogManager, "checkpoint", variants.checkpoint_without_fsync)
+
+
+# --- 3. not journaling the fence --------------------------------------------------------------
+
+
+class FenceAckedAtOnceBookie(Bookie):
+    """Fence sets the ledger's fenced flag in the index and acknowledges at once, with no
+    fence record in the journal (the key record of a ledger new to the bookie is journaled,
+    as Bookie.fence does). Before journal format V4 ("Adding fencing key", JournalChannel)
+    BookKeeper had no fence record: the fence lived in the ledger index only, durable at the
+    next index flush.
+
+    How it breaks property 2: a crash before the next checkpoint loses the in-memory flag;
+    after recovery an add to the ledger is acknowledged again although a fence was."""
+
+    def fence(self, ledger_id: LedgerId, master_key: bytes) -> Ack:
+        self._fence_in_memory(ledger_id, master_key)
+        return Ack.completed()
+
+    def _fence_in_memory(self, ledger_id: LedgerId, master_key: bytes) -> None:
+        """Bookie.fence without the fence record: the checks, the key (journaled as Bookie
+        journals it, for a ledger this bookie does not know yet) and the fenced flag."""
+        self._check_id("ledger", ledger_id)
+        self._check_master_key(master_key)
+        with self._lock:
+            journal = self._require_ready()
+            if self._check_key(ledger_id, master_key, "fence"):
+                self._index.set_master_key(ledger_id, master_key)
+                journal.append(encode_key_record(ledger_id, master_key), None)
+            self._index.set_fenced(ledger_id)
+
+
+class FenceAckedAtNextForceBookie(FenceAckedAtOnceBookie):
+    """The sneakier form: the fence's Ack waits for the next group commit, as a journaled
+    fence's would, but no fence record is in the group. From the outside the timing looks
+    right; only durability tells.
+
+    How it breaks property 2: after the acknowledged fence, a crash before the next index
+    flush loses the fence (the journal holds no record to replay), and an add to the ledger
+    is acknowledged after recovery."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._unjournaled: list[Ack] = []
+
+    def fence(self, ledger_id: LedgerId, master_key: bytes) -> Ack:
+        self._fence_in_memory(ledger_id, master_key)
+        ack = Ack(self._sink)
+        with self._lock:
+            self._track(ack)
+            self._unjournaled.append(ack)
+        return ack
+
+    def journal_force(self, *, defer_acks: bool = False) -> int:
+        forced = super().journal_force(defer_acks=defer_acks)
+        waiting, self._unjournaled = self._unjournaled, []
+        for ack in waiting:
+            ack.settle(None)  # a no-op for an Ack that a failure completed already
+        return forced
+
+
+# --- 4. lastMark moving backwards (BookKeeper #4740) ------------------------------------------
+
+
+def write_last_mark_in_place(fs: FileSystem, ledger_dirs: tuple[str, ...], mark: LogMark) -> None:
+    """BookKeeper's LastLogMark.rollLog: overwrite ``lastMark`` in every ledger directory
+    with ``mark``, with no check against the mark already there."""
+    for directory in ledger_dirs:
+        handle = fs.open(join(directory, LAST_MARK_FILE_NAME), create=True)
+        try:
+            handle.truncate(0)
+            handle.pwrite(0, encode_last_mark(mark))
+            handle.fsync()
+        finally:
+            handle.close()
+
+
+class StaleCheckpointOverwritesLastMarkBookie(Bookie):
+    """A checkpoint captured before a newer one completes after it and writes its older mark
+    over the newer lastMark (BookKeeper #4740, fixing #4105).
+
+    In BookKeeper, SyncThread.flush captures a checkpoint (the outer one), then flushes the
+    ledger storage, which (SingleDirectoryDbLedgerStorage) captures, persists and trims with
+    its own, newer checkpoint (the inner one); then the outer one completes and rolls lastMark
+    back, with no monotonic guard. Rendered in our single-threaded steps: the outer checkpoint
+    is the one captured when the bookie starts, before replay (it holds the mark read from
+    disk); it completes at the first checkpoint of the run, after that checkpoint and the
+    post-replay one persisted newer marks (and may have trimmed the journals the old mark
+    points into). The bookie reports the mark it persisted last: lastMark moves backwards
+    from the mark recovery left when replay advanced it, and otherwise stays behind the
+    journal's durable mark the checkpoint covered. Breaks property 6 (lastMark never moves
+    backwards; after a checkpoint nothing needs replay); in BookKeeper the next start then
+    fails with "Recovery log ... is missing", or replays records checkpointed already."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: The outer checkpoint's mark, captured before replay, not yet completed.
+        self._outer_mark: LogMark | None = self.last_mark
+
+    def checkpoint(self) -> LogMark:
+        inner = super().checkpoint()
+        outer, self._outer_mark = self._outer_mark, None
+        if outer is None:
+            return inner
+        with self._checkpoint_lock:
+            write_last_mark_in_place(self._fs, self._layout.ledger_dirs, outer)
+            self._last_mark = outer
+        return outer
+
+
+# --- 5. replay not advancing the mark (BookKeeper #2087) --------------------------------------
+
+
+class ReplayNotAdvancingMarkBookie(Bookie):
+    """The post-replay checkpoint persists the mark replay started from, not where it ended
+    (BookKeeper #2087: replay did not update lastLogMark, so the checkpoint after it wrote
+    the old mark again; fixed by #2090 and #2105).
+
+    What it breaks: property 6 (after recovery nothing durable needs replay). The next
+    restart replays (and re-applies) the same records again, and with journals trimmed by
+    then from a later mark, a lastMark this old points at journals that may be gone."""
+
+    def _checkpoint_to(self, mark: LogMark, *, recovering: bool) -> None:
+        super()._checkpoint_to(self.last_mark if recovering else mark, recovering=recovering)
+
+
+# --- 6. leastUnflushedLogId popping past an unflushed log ------------------------------------
+
+
+def flushed_popping_past_unflushed(self: RecentEntryLogsStatus, log_id: int) -> None:
+    """RecentEntryLogsStatus.flushed with the loop's test after the pop: it drops the leading
+    flushed ids and then the first unflushed one too, so leastUnflushedLogId moves past a log
+    that is not flushed (after a checkpoint, past the active log)."""
+    pending = self._flushed
+    if log_id in pending:
+        pending[log_id] = True
+    while pending:
+        first = min(pending)
+        was_flushed = pending.pop(first)
+        self._least_unflushed_log_id = first + 1
+        if not was_flushed:
+            break
+
+
+def apply_least_unflushed_past_unflushed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """leastUnflushedLogId moves past a log that is not flushed. What it breaks: every log
+    below leastUnflushedLogId counts as flushed (isFlushedLogId), and BookKeeper's garbage
+    collector and compactor only touch such logs, trusting their bytes are durable and the
+    log is no longer written: they would scan, compact and delete the active log under the
+    writer. Caught by the entry-log sub-model, which tracks leastUnflushedLogId exactly."""
+    monkeypatch.setattr(RecentEntryLogsStatus, "flushed", flushed_popping_past_unflushed)
