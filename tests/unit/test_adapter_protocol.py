@@ -25,7 +25,6 @@ from hypothesis import strategies as st
 
 from impl.adapter import (
     ERROR_CLASSES,
-    ERROR_CODES,
     FIELD_KINDS,
     OP_FIELDS,
     PROTOCOL_VERSION,
@@ -63,6 +62,7 @@ from spec.errors import (
     Unauthorized,
 )
 from spec.ids import INT64_MAX, INT64_MIN, EntryId, LedgerId
+from spec.operations import ERROR_CODES
 
 PAGE = Path(__file__).resolve().parents[2] / "spec" / "adapter.md"
 #: Small limits so the size checks are cheap to reach.
