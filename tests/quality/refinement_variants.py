@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+import impl.bookie as bookie_module
 from impl.bookie import Ack, Bookie
 from impl.clock import Clock
 from impl.entry_log_ids import RecentEntryLogsStatus
@@ -244,3 +245,35 @@ def apply_least_unflushed_past_unflushed(monkeypatch: pytest.MonkeyPatch) -> Non
     log is no longer written: they would scan, compact and delete the active log under the
     writer. Caught by the entry-log sub-model, which tracks leastUnflushedLogId exactly."""
     monkeypatch.setattr(RecentEntryLogsStatus, "flushed", flushed_popping_past_unflushed)
+
+
+# --- bugs the refinement test found in bkref's own bookie ------------------------------------
+
+
+def apply_recovery_trusting_unsynced_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Recovery without its first step, the fsync of every file of the previous run.
+
+    The bug the refinement test found in bkref (fixed in impl/bookie.py,
+    ``sync_previous_run``): after a process restart (a failed shutdown, a kill), the page
+    cache still holds bytes the previous process never fsynced. Replay skips a record whose
+    entry the index has and that reads back the same, then moves lastMark past it; a power
+    loss afterwards loses an acknowledged entry that the journal no longer covers."""
+    monkeypatch.setattr(bookie_module, "sync_previous_run", lambda fs, layout: 0)
+
+
+class CheckpointAfterFailureBookie(Bookie):
+    """A bookie that still checkpoints after a failure.
+
+    The second bug the refinement test found in bkref (fixed in ``Bookie.checkpoint``): after
+    a failed fsync the unsynced bytes of that file are gone, but the entry log's channel
+    does not know it; a later checkpoint flushes an index that points at them and moves
+    lastMark past their journal records, so the entries read back as io_error (or not at
+    all) after a restart."""
+
+    def checkpoint(self) -> LogMark:
+        failure, self._failure = self._failure, None
+        try:
+            return super().checkpoint()
+        finally:
+            if self._failure is None:
+                self._failure = failure

@@ -245,3 +245,17 @@ def test_the_model_catches_least_unflushed_log_id_popping_past_an_unflushed_log(
     rv.apply_least_unflushed_past_unflushed(monkeypatch)
     monkeypatch.setattr(SingleEntryLogManager, "check_invariants", lambda self: None)
     _assert_caught(Bookie.open, "leastUnflushedLogId")
+
+
+# --- bugs the refinement test found in bkref's own bookie ------------------------------------
+
+
+def test_catches_recovery_trusting_bytes_the_previous_run_never_fsynced(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rv.apply_recovery_trusting_unsynced_bytes(monkeypatch)
+    _assert_caught(Bookie.open, *LOSS)
+
+
+def test_catches_a_checkpoint_after_a_failed_fsync() -> None:
+    _assert_caught(rv.CheckpointAfterFailureBookie.open, *LOSS)

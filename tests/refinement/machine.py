@@ -218,6 +218,20 @@ def machine_for(opener: Callable[..., Bookie] = Bookie.open) -> type[RuleBasedSt
         def fail_fsync(self) -> None:
             self._run(FailFsync())
 
+        @precondition(lambda self: self.up)
+        @rule(plan=crash_plans, retry=st.booleans())
+        def fsync_failure_in_checkpoint(self, plan: CrashPlan, retry: bool) -> None:
+            """fsyncgate: a checkpoint whose fsync fails (its unsynced bytes are gone), maybe
+            a second checkpoint, then a crash. Nothing acknowledged may be lost, and no
+            checkpoint may claim durable what the failed fsync dropped."""
+            self._run(FailFsync())
+            self._run(Checkpoint())
+            if retry and self.up:
+                self._run(Checkpoint())
+            if self.up:
+                event("crash after a failed fsync in a checkpoint")
+                self._crash_and_restart(plan, None)
+
         @invariant()
         def model_and_bookie_agree(self) -> None:
             # The harness compares after every step and raises RefinementFailure; here the
