@@ -329,11 +329,13 @@ JSON_VALUES = st.one_of(
     st.floats(allow_nan=False),
     st.text(max_size=6),
     st.sampled_from(["", "zz", "0g", "a=", "YQ==", "c0ffee", "add", "keep_subset", "io_error"]),
-    st.just([]),
-    st.just({}),
-    st.just([1, 2]),
-    st.just([[1, 2], [1, 3]]),
-    st.just({"journal_id": 1, "offset": -1}),
+    # Fresh objects each time (st.just would hand out one shared object, which a later
+    # mutation would change under Hypothesis: a flaky strategy).
+    st.builds(list),
+    st.builds(dict),
+    st.builds(lambda: [1, 2]),
+    st.builds(lambda: [[1, 2], [1, 3]]),
+    st.builds(lambda: {"journal_id": 1, "offset": -1}),
 )
 
 
