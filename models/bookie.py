@@ -251,13 +251,8 @@ class BookieModel:
             allowed.add("no_space")
         if self.faulted:
             allowed.add("io_error")
-        observed = "pending" if result.pending else (result.error or "ok")
-        if observed not in allowed:
-            raise Divergence(
-                index,
-                f"add {op.ledger}:{op.entry} answered {result.describe()}; "
-                f"allowed: {', '.join(sorted(allowed))}",
-            )
+        observed = _answer(result)
+        _check_answer(index, f"add {op.ledger}:{op.entry}", observed, allowed, result.describe())
         if maybe_fenced and observed == "pending":
             refusal = None  # the failed fence is not in effect now (a crash may tell more)
         if observed == "pending" or (observed == "io_error" and refusal is None):
@@ -305,13 +300,8 @@ class BookieModel:
             allowed = {"ok", "pending"}
         if self.faulted:
             allowed.add("io_error")
-        observed = "pending" if result.pending else (result.error or "ok")
-        if observed not in allowed:
-            raise Divergence(
-                index,
-                f"fence {op.ledger} answered {result.describe()}; "
-                f"allowed: {', '.join(sorted(allowed))}",
-            )
+        observed = _answer(result)
+        _check_answer(index, f"fence {op.ledger}", observed, allowed, result.describe())
         if observed == "pending" and (ledger is None or ledger.fence is not Sure.DURABLE):
             new_key = ledger is None
             self.ledgers.fence(op.ledger, op.key)
@@ -344,14 +334,12 @@ class BookieModel:
                     allowed.add("no_ledger")
         if self.faulted:
             allowed.add("io_error")
-        observed = result.error or ("data" if result.data is not None else "ok")
-        if observed not in allowed or (observed == "data" and result.data != data):
-            what = "other bytes" if observed == "data" else result.describe()
-            raise Divergence(
-                index,
-                f"read {op.ledger}:{op.entry} answered {what}; allowed: "
-                f"{', '.join(sorted(allowed))}",
-            )
+        observed = _answer(result)
+        if observed == "data" and result.data != data:
+            observed, shown = "other bytes", "other bytes"
+        else:
+            shown = result.describe()
+        _check_answer(index, f"read {op.ledger}:{op.entry}", observed, allowed, shown)
         if sure is Sure.MAYBE and observed in ("data", "no_entry"):
             self.ledgers.resolve_entry(op.ledger, op.entry, present=observed == "data")
             fate = "survived" if observed == "data" else "was lost"
@@ -571,12 +559,12 @@ class BookieModel:
 
     def uncertain_entries(self) -> list[tuple[int, int]]:
         """Entries whose survival is not yet known: a harness reads them after a restart."""
-        return self.ledgers.uncertain_entries()
+        return self.ledgers.marked_entries(Sure.MAYBE)
 
     def durable_entries(self) -> list[tuple[int, int]]:
         """Entries that must read back: a harness reads them after a restart, so that no
         acknowledged entry can go missing unseen."""
-        return self.ledgers.durable_entries()
+        return self.ledgers.marked_entries(Sure.DURABLE)
 
     # --- the abstract state --------------------------------------------------------------
 
@@ -790,6 +778,21 @@ class BookieModel:
             if pending.kind == "add" and ledger is not None:
                 assert pending.entry in ledger.entries
         assert self.interrupted is None or self.up or isinstance(self.interrupted, Restart)
+
+
+def _answer(result: Result) -> str:
+    """A step's answer as one word: pending, data, ok, or the error code."""
+    if result.pending:
+        return "pending"
+    if result.error is not None:
+        return result.error
+    return "data" if result.data is not None else "ok"
+
+
+def _check_answer(index: int, what: str, observed: str, allowed: set[str], shown: str) -> None:
+    """Raise Divergence unless ``observed`` is one of the ``allowed`` answers."""
+    if observed not in allowed:
+        raise Divergence(index, f"{what} answered {shown}; allowed: {', '.join(sorted(allowed))}")
 
 
 def _check_least_unflushed(index: int, observed: AbstractState) -> None:

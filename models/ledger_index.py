@@ -190,22 +190,14 @@ class LedgersModel:
                 if sure in unsure:
                     ledger.entries[entry_id] = (data, Sure.MAYBE)
 
-    def durable_entries(self) -> list[tuple[int, int]]:
-        """(ledger, entry) of every durable entry of a live ledger, in order."""
+    def marked_entries(self, sure: Sure) -> list[tuple[int, int]]:
+        """(ledger, entry) of every entry of a live ledger marked ``sure``, in order: the
+        maybe ones are what a restart should probe, the durable ones what must read back."""
         return [
             (ledger.ledger_id, entry_id)
             for ledger in sorted(self.ledgers.values(), key=lambda led: led.ledger_id)
-            for entry_id, (_, sure) in sorted(ledger.entries.items())
-            if sure is Sure.DURABLE
-        ]
-
-    def uncertain_entries(self) -> list[tuple[int, int]]:
-        """(ledger, entry) of every maybe entry, in order: what a restart should probe."""
-        return [
-            (ledger.ledger_id, entry_id)
-            for ledger in sorted(self.ledgers.values(), key=lambda led: led.ledger_id)
-            for entry_id, (_, sure) in sorted(ledger.entries.items())
-            if sure is Sure.MAYBE
+            for entry_id, (_, mark) in sorted(ledger.entries.items())
+            if mark is sure
         ]
 
     def check_invariants(self) -> None:

@@ -358,20 +358,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--context",
         metavar="K",
-        type=_non_negative,
+        type=whole_number,
         default=DEFAULT_CONTEXT_STEPS,
         help=f"steps shown before a failing one (default {DEFAULT_CONTEXT_STEPS})",
     )
     parser.add_argument("--json", action="store_true", help="print the verdict as one JSON object")
 
 
-def _non_negative(text: str) -> int:
+def whole_number(text: str) -> int:
+    """An argparse type: a whole number, 0 or more (a step count, a step number)."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
     if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+        raise argparse.ArgumentTypeError(f"must be 0 or more (steps count from 0), got {value}")
     return value
 
 

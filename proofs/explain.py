@@ -45,6 +45,7 @@ from proofs.check_trace import (
     number_ranges,
     silence_stdout,
     summarize,
+    whole_number,
 )
 from spec.errors import TraceError
 from spec.operations import Add, Fence
@@ -74,24 +75,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.epilog = EPILOG
     parser.add_argument("trace", metavar="TRACE", help="a trace file, or - for stdin")
     parser.add_argument(
-        "--from", dest="first", metavar="N", type=_step_number, default=0, help="first step told"
+        "--from", dest="first", metavar="N", type=whole_number, default=0, help="first step told"
     )
     parser.add_argument(
-        "--to", dest="last", metavar="N", type=_step_number, default=None, help="last step told"
+        "--to", dest="last", metavar="N", type=whole_number, default=None, help="last step told"
     )
     parser.add_argument(
         "--state", action="store_true", help="show the recorded abstract state after each step"
     )
-
-
-def _step_number(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a step number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"steps are numbered from 0, got {value}")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:

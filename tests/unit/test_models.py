@@ -77,9 +77,9 @@ def test_a_crash_leaves_pending_facts_open_and_durable_ones_sure() -> None:
     ledgers.add_entry(1, 1, b"k", b"b")
     ledgers.crash()
     assert ledgers.ledgers[1].entries == {0: (b"a", Sure.DURABLE), 1: (b"b", Sure.MAYBE)}
-    assert ledgers.uncertain_entries() == [(1, 1)]
+    assert ledgers.marked_entries(Sure.MAYBE) == [(1, 1)]
     ledgers.resolve_entry(1, 1, present=False)
-    assert ledgers.uncertain_entries() == []
+    assert ledgers.marked_entries(Sure.MAYBE) == []
     ledgers.check_invariants()
 
 
