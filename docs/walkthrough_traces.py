@@ -3,11 +3,11 @@
 Run from the repository root: ``python3 docs/walkthrough_traces.py`` (writes
 docs/traces/add-to-durable.jsonl and docs/traces/crash-in-checkpoint.jsonl), or give another
 directory as the only argument. Both scenarios run through the refinement harness
-(proofs/refinement.py: bkref's Bookie on the simulated disk, checked against the model after
+(proofs/harness/refinement.py: bkref's Bookie on the simulated disk, checked against the model after
 every step), so a trace is written only if the harness accepted every step.
 
-tests/unit/test_explain.py runs this in a temporary directory and checks that the traces it
-makes tell the same story (operations, answers, acks) as the checked-in ones, and that the
+tests/unit/proofs/cli/test_explain.py runs this in a temporary directory and checks that the traces
+it makes tell the same story (operations, answers, acks) as the checked-in ones, and that the
 step lines pasted in docs/walkthrough.md are what ``bkref explain`` prints today.
 """
 
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # run as a script from a checkout
 
-from proofs.refinement import SMALL_SETTINGS, InProcessBookie, Refinement  # noqa: E402
+from proofs.harness.refinement import SMALL_SETTINGS, InProcessBookie, Refinement  # noqa: E402
 from spec.crash import LoseUnsynced  # noqa: E402
 from spec.operations import (  # noqa: E402
     Add,

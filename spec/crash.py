@@ -1,6 +1,6 @@
 """Crash plans: data that says which unsynced operations survive a crash.
 
-The simulated disk (models/simdisk.py) records every operation that is not yet durable in
+The simulated disk (models/fs/simdisk.py) records every operation that is not yet durable in
 issue order: file writes and truncates until the file's fsync, directory-entry operations
 (create, rename, link, unlink, mkdir) until the fsync of the directory. A crash plan picks
 which of those pending operations reach the disk; everything already durable survives.

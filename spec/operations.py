@@ -1,6 +1,7 @@
 """The shared vocabulary: operations on a bookie, what they return, and how acks arrive.
 
-The model (models/bookie.py), the implementation's harness (proofs/refinement.py), the trace
+The model (models/bookie/bookie.py), the implementation's harness (proofs/harness/refinement.py),
+the trace
 format (spec/trace.md, spec/trace.py) and the adapter protocol (spec/adapter.md) all speak in
 these terms. Operation names and error codes are the adapter protocol's, so a trace recorded
 through an adapter reads the same as one recorded in process.

@@ -1,11 +1,11 @@
-"""DESIGN.md's properties as predicates over a history (a sequence of spec/trace.py Steps).
+"""The properties of spec/properties.md as predicates over a history (spec/trace.py Steps).
 
 The model checks that an implementation does what the model does; these predicates check
 what every implementation must do whatever the model says, from the client's side only
 (results, acks, and the abstract state where the recorder captured it). They run over a
 trace from any source (the refinement harness, a recorded adapter run), incrementally:
 :class:`PropertyMonitor` takes the steps in order and reports each violation at the step
-where it becomes visible. Spec pages: DESIGN.md ("Properties"), spec/trace.md.
+where it becomes visible. Spec pages: spec/properties.md, spec/trace.md.
 
 Definitions:
 
@@ -21,7 +21,7 @@ Definitions:
 - An add **may have taken effect** unless it failed with an error other than ``io_error``
   (spec/adapter.md: after any other code nothing was written).
 
-Properties (numbered as in DESIGN.md; ``prop`` is the name in brackets):
+Properties (numbered as in spec/properties.md; ``prop`` is the name in brackets):
 
 1. Durability [durability]: after an add of (L, E, data) is acknowledged, every later read of
    (L, E) while the bookie is up returns ok with that data, until a ``delete`` of L is issued
@@ -67,7 +67,7 @@ from spec.operations import Add, Completion, Delete, Fence, Read
 from spec.state import AbstractState, Mark
 from spec.trace import Step
 
-#: The names of the properties, in DESIGN.md's order.
+#: The names of the properties, in spec/properties.md's order.
 PROPERTIES = ("durability", "fence", "auth", "resurrection", "progress")
 
 #: The error a failed add may leave behind it (spec/adapter.md, "add").

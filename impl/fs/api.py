@@ -1,7 +1,7 @@
-"""The FileSystem protocol (DESIGN.md, "The IO seam and the crash model").
+"""The FileSystem protocol (docs/design.md, "The IO seam and the crash model").
 
 Every durable byte the engine writes goes through this protocol. Two implementations:
-impl.fs.os_backend.OsFileSystem (real files) and models.simdisk.SimDisk (deterministic,
+impl.fs.os_backend.OsFileSystem (real files) and models.fs.simdisk.SimDisk (deterministic,
 in memory, crashable). They raise the same typed errors from spec.errors.
 
 Durability contract, which the simulated disk enforces and the OS gives at best:

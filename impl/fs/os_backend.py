@@ -5,7 +5,7 @@ This module and the explicit seams are the only places in impl/ allowed to use `
 engine handles the OS and the simulated disk alike.
 
 Not verified here: what the kernel and the device really make durable. The simulated disk
-(models/simdisk.py) is the strict model the engine is checked against.
+(models/fs/simdisk.py) is the strict model the engine is checked against.
 """
 
 from __future__ import annotations

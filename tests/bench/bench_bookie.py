@@ -28,10 +28,10 @@ import tempfile
 import threading
 import time
 
-from impl.bookie import Ack, Bookie
-from impl.bookie_driver import BookieDriver
+from impl.bookie.bookie import Ack, Bookie
+from impl.bookie.driver import BookieDriver
 from impl.clock import SystemClock
-from impl.config import ServerConfig, load_config
+from impl.config.config import ServerConfig, load_config
 from impl.fs.os_backend import OsFileSystem
 from spec.ids import EntryId, LedgerId
 
@@ -125,7 +125,7 @@ def in_process(root: str, outstanding: int, adds: int, wait_ms: int) -> float:
 def through_adapter(root: str, outstanding: int, adds: int, wait_ms: int) -> float:
     """Acknowledged adds/s with ``outstanding`` requests in flight through the stdio adapter."""
     args = [
-        sys.executable, "-m", "proofs.cli", "adapter",
+        sys.executable, "-m", "proofs.cli.main", "adapter",
         "--set", f"journalDirectories={root}/journal",
         "--set", f"ledgerDirectories={root}/ledgers",
         "--set", f"journalMaxGroupWaitMSec={wait_ms}",

@@ -6,7 +6,7 @@ Not part of the test run (these machines are noisy; a ratio from one run is what
 1. append: N entries of 1 KiB through EntryLogger.add_entry on real files, then one flush
    (fsync), beside a raw loop that builds the same records into a 64 KiB buffer, os.write()s
    it when full and fsyncs once at the end. Same bytes, same disk.
-2. scan: impl.entry_log_reader.scan over the resulting log, beside a raw sequential read of
+2. scan: impl.entrylog.reader.scan over the resulting log, beside a raw sequential read of
    the same file in 1 MiB chunks.
 3. read: EntryLogger.read_entry of every entry by location, beside raw os.pread of each
    record at the same offsets.
@@ -23,9 +23,9 @@ import tempfile
 import time
 from collections.abc import Callable
 
-from impl.entry_log_format import encode_payload
-from impl.entry_log_reader import scan
-from impl.entry_logger import EntryLogger, EntryLoggerSettings
+from impl.entrylog.logger import EntryLogger, EntryLoggerSettings
+from impl.entrylog.reader import scan
+from impl.format.entry_log import encode_payload
 from impl.fs.os_backend import OsFileSystem
 from spec.ids import EntryId, EntryLogId, LedgerId, Location
 

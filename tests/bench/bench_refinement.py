@@ -11,7 +11,7 @@ forces, checkpoints, rotations, and a crash with a drawn plan followed by a rest
 
 - raw baseline: the same operations on the Bookie over the simulated disk, with nothing
   checked (the cost of the implementation and the simulated disk alone);
-- harness: proofs/refinement.py, which also runs the model, compares the abstract state
+- harness: proofs/harness/refinement.py, which also runs the model, compares the abstract state
   after every step, checks the properties and the invariants of model, bookie and disk, and
   reads back what each crash left open.
 
@@ -28,7 +28,7 @@ import pstats
 import random
 import time
 
-from proofs.refinement import SMALL_SETTINGS, InProcessBookie, Refinement
+from proofs.harness.refinement import SMALL_SETTINGS, InProcessBookie, Refinement
 from spec.crash import CrashPlan, KeepPrefix, KeepSubset, LoseUnsynced, TornWrite
 from spec.operations import (
     Add,

@@ -1,16 +1,16 @@
 """Known-bad variants of the journal and the bookie, each a real way to lose data.
 
 They live here, never in impl/. tests/quality/test_bookie_crash_catches.py checks that the
-bookie crash check (proofs/bookie_crash.py) catches each of them.
+bookie crash check (proofs/crash/bookie_check.py) catches each of them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from impl.bookie import Bookie
-from impl.journal import Journal, OnDurable
-from impl.last_mark import LogMark, write_last_mark
+from impl.bookie.bookie import Bookie
+from impl.journal.journal import Journal, OnDurable
+from impl.journal.last_mark import LogMark, write_last_mark
 
 
 def journal_acking_at_once(

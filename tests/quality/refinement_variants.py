@@ -1,7 +1,7 @@
 """Known-bad variants of the bookie that the refinement test must catch.
 
 tests/quality/test_refinement_catches.py runs the unchanged refinement machine
-(tests/refinement/machine.py over proofs/refinement.py) against each of them. A variant is
+(tests/refinement/machine.py over proofs/harness/refinement.py) against each of them. A variant is
 either a subclass of Bookie (its inherited ``open`` is a classmethod building ``cls``, so
 ``opener=Variant.open`` runs it) or a monkeypatch that the test applies with pytest's
 ``monkeypatch`` fixture (``apply_*``). Each differs from the implementation in exactly the
@@ -21,15 +21,15 @@ from typing import Any
 
 import pytest
 
-import impl.bookie as bookie_module
-from impl.bookie import Ack, Bookie
+import impl.bookie.bookie as bookie_module
+from impl.bookie.bookie import Ack, Bookie
 from impl.clock import Clock
-from impl.entry_log_ids import RecentEntryLogsStatus
-from impl.entry_log_manager import SingleEntryLogManager
+from impl.entrylog.ids import RecentEntryLogsStatus
+from impl.entrylog.manager import SingleEntryLogManager
+from impl.format.journal import LAST_MARK_FILE_NAME, encode_key_record
 from impl.fs.api import FileSystem, join
-from impl.journal import Journal, OnDurable, journal_settings_from_config
-from impl.journal_format import LAST_MARK_FILE_NAME, encode_key_record
-from impl.last_mark import LogMark, encode_last_mark
+from impl.journal.journal import Journal, OnDurable, journal_settings_from_config
+from impl.journal.last_mark import LogMark, encode_last_mark
 from spec.ids import LedgerId
 from tests.quality import bookie_variants, variants
 
@@ -253,7 +253,7 @@ def apply_least_unflushed_past_unflushed(monkeypatch: pytest.MonkeyPatch) -> Non
 def apply_recovery_trusting_unsynced_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
     """Recovery without its first step, the fsync of every file of the previous run.
 
-    The bug the refinement test found in bkref (fixed in impl/bookie.py,
+    The bug the refinement test found in bkref (fixed in impl/bookie/bookie.py,
     ``sync_previous_run``): after a process restart (a failed shutdown, a kill), the page
     cache still holds bytes the previous process never fsynced. Replay skips a record whose
     entry the index has and that reads back the same, then moves lastMark past it; a power

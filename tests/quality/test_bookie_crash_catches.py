@@ -1,6 +1,6 @@
 """The bookie crash check finds these bugs: each known-bad variant must fail it.
 
-Same workload and checks as the CI slice in tests/unit/test_bookie_crash.py, which the
+Same workload and checks as the CI slice in tests/unit/proofs/crash/test_bookie_check.py, which the
 unchanged bookie passes.
 """
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from impl.bookie import Bookie
-from impl.journal import Journal
-from proofs.bookie_crash import run_bookie_check
+from impl.bookie.bookie import Bookie
+from impl.journal.journal import Journal
+from proofs.crash.bookie_check import run_bookie_check
 from tests.quality import bookie_variants
 
 

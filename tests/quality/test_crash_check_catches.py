@@ -3,16 +3,16 @@
 The checker's strength is measured, not assumed. Each test swaps one method of the entry
 logger for its variant from tests/quality/variants.py, runs the same small workload the CI
 slice runs, and requires failures of the expected kind. The unchanged implementation passes
-the same run (tests/unit/test_crashcheck.py).
+the same run (tests/unit/proofs/crash/test_entry_log_check.py).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from impl.entry_log_manager import SingleEntryLogManager
-from proofs.crash_explorer import Report
-from proofs.crashcheck import run_check
+from impl.entrylog.manager import SingleEntryLogManager
+from proofs.crash.entry_log_check import run_check
+from proofs.crash.explorer import Report
 from tests.quality import variants
 
 

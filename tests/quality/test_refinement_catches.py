@@ -31,9 +31,9 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
-from impl.bookie import Bookie
-from impl.entry_log_manager import SingleEntryLogManager
-from proofs.refinement import RefinementFailure
+from impl.bookie.bookie import Bookie
+from impl.entrylog.manager import SingleEntryLogManager
+from proofs.harness.refinement import RefinementFailure
 from tests.quality import refinement_variants as rv
 from tests.refinement.machine import machine_for
 
@@ -232,7 +232,7 @@ def test_catches_least_unflushed_log_id_popping_past_an_unflushed_log(
     # RecentEntryLogsStatus (an active log must be tracked as not flushed).
     assert any(
         text in caught.message
-        for text in ("leastUnflushedLogId", "impl/entry_log_manager.py check_invariants")
+        for text in ("leastUnflushedLogId", "impl/entrylog/manager.py check_invariants")
     ), caught
 
 

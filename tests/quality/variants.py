@@ -11,10 +11,10 @@ from __future__ import annotations
 import contextlib
 import functools
 
-from impl.buffered_channel import BufferedChannel
-from impl.entry_log_format import encode_header, log_file_name
-from impl.entry_log_ids import LOG_SUFFIX, LogIdAllocator, read_last_id
-from impl.entry_log_manager import LogChannel, LogState, SingleEntryLogManager
+from impl.entrylog.buffered_channel import BufferedChannel
+from impl.entrylog.ids import LOG_SUFFIX, LogIdAllocator, read_last_id
+from impl.entrylog.manager import LogChannel, LogState, SingleEntryLogManager
+from impl.format.entry_log import encode_header, log_file_name
 from impl.fs.api import join
 from spec.errors import FsError
 from spec.ids import EntryLogId

@@ -1,4 +1,4 @@
-"""The stateful refinement test: Hypothesis drives the harness (proofs/refinement.py) with
+"""The stateful refinement test: Hypothesis drives the harness (proofs/harness/refinement.py) with
 every operation, background step and fault, and the harness compares bkref's Bookie with the
 model after each step.
 
@@ -21,8 +21,8 @@ from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from impl.bookie import Bookie
-from proofs.refinement import SMALL_SETTINGS, InProcessBookie, Refinement
+from impl.bookie.bookie import Bookie
+from proofs.harness.refinement import SMALL_SETTINGS, InProcessBookie, Refinement
 from spec.crash import CrashPlan, KeepPrefix, KeepSubset, LoseUnsynced, TornWrite
 from spec.operations import (
     Add,

@@ -1,4 +1,4 @@
-"""The house rules of DESIGN.md, checked on the source tree.
+"""The house rules of docs/design.md, checked on the source tree.
 
 - models/ never imports impl/, impl/ never imports models/ (a model built from implementation
   code cannot find that code's bugs);

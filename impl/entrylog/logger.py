@@ -1,0 +1,320 @@
+"""The entry logger: BookKeeper's DefaultEntryLogger with the single-active-log manager.
+
+Spec page: spec/format/entry_log.md. This module puts together the pieces of the write path
+(impl/entrylog/ledger_dirs.py, impl/entrylog/ids.py, impl/entrylog/manager.py) and the read path
+(impl/entrylog/reader.py): adds go to the active log, reads of the active log go through its
+channel (so they see the write buffer, DefaultEntryLogger.readFromLogChannel) and reads of
+any other log through a cached read handle on its file, found in any ledger directory.
+
+Everything is an explicit step: ``add_entry``, ``flush``, ``checkpoint``, ``rotate``,
+``preallocate``, ``check_dirs``. No thread, no clock; the random source that picks a ledger
+directory is injected. Deviations from BookKeeper are listed in impl/entrylog/manager.py
+(fsync of the directory after creating a log, ENOSPC handling, explicit preallocation) and
+impl/entrylog/ledger_dirs.py (no low-water mark, notifications on state changes only).
+
+``close`` does what DefaultEntryLogger.close does: ``flush`` (which forces the active log and
+checkpoints the rotated ones), then releases the handles. No ledgers map is written on close:
+the active log keeps a header offset of 0 and its metadata comes from a scan.
+
+Not verified here: entry log per ledger, compaction logs, readers in other threads, logs
+deleted under a cached read handle (the garbage collector must call :meth:`forget_log`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+
+import attrs
+
+from impl.config.config import ServerConfig
+from impl.entrylog.ids import (
+    LogIdAllocator,
+    RecentEntryLogsStatus,
+    parse_log_file_name,
+)
+from impl.entrylog.ledger_dirs import DirState, LedgerDirs, RandomSource
+from impl.entrylog.manager import LogDescription, SingleEntryLogManager
+from impl.entrylog.reader import ByteSource, MetadataResult, extract_metadata, read_entry
+from impl.format.entry_log import LOGFILE_HEADER_SIZE, log_file_name
+from impl.fs.api import FileHandle, FileSystem, join
+from spec.errors import ConfigError, FsError, MissingLogFile
+from spec.ids import (
+    EntryId,
+    EntryLogId,
+    LedgerId,
+    Location,
+    location_log_id,
+    location_offset,
+)
+
+#: ServerConfiguration's MAX_LOG_SIZE_LIMIT: logSizeLimit may not exceed 1 GiB.
+LOG_SIZE_LIMIT_MAX_BYTES = 1073741824
+#: At most this many read handles stay open; the oldest is closed first.
+READ_HANDLES_MAX = 64
+
+
+def _non_negative_int(name: str, value: int) -> None:
+    if value < 0:
+        raise ConfigError(f"{name}={value} is negative: use 0 or more")
+
+
+@attrs.frozen(kw_only=True)
+class EntryLoggerSettings:
+    """The entry logger's configuration, under BookKeeper's key names (bk_server.conf):
+    logSizeLimit, flushEntrylogBytes, writeBufferSizeBytes, entryLogFilePreallocationEnabled,
+    diskUsageThreshold, diskUsageWarnThreshold. Invalid values raise ConfigError. As in Java, a
+    flushEntrylogBytes of 0 or below disables the forced flushes."""
+
+    log_size_limit_bytes: int = 1073741824
+    flush_entrylog_bytes: int = 0
+    write_buffer_bytes: int = 65536
+    preallocation_enabled: bool = True
+    disk_usage_threshold: float = 0.95
+    disk_usage_warn_threshold: float = 0.90
+
+    def __attrs_post_init__(self) -> None:
+        _non_negative_int("logSizeLimit", self.log_size_limit_bytes)
+        if self.log_size_limit_bytes > LOG_SIZE_LIMIT_MAX_BYTES:
+            raise ConfigError(
+                f"logSizeLimit={self.log_size_limit_bytes} is above the maximum "
+                f"{LOG_SIZE_LIMIT_MAX_BYTES} (1 GiB): lower it"
+            )
+        if self.write_buffer_bytes <= 0:
+            raise ConfigError(
+                f"writeBufferSizeBytes={self.write_buffer_bytes} must be positive "
+                "(BookKeeper's default is 65536)"
+            )
+
+
+def settings_from_config(config: ServerConfig) -> EntryLoggerSettings:
+    """The entry logger's settings from a validated ServerConfig (impl/config/config.py), so
+    bk_server.conf and ``--set`` are the one source of truth for every knob."""
+    return EntryLoggerSettings(
+        log_size_limit_bytes=config.log_size_limit_bytes,
+        flush_entrylog_bytes=config.flush_entrylog_bytes,
+        write_buffer_bytes=config.write_buffer_size_bytes,
+        preallocation_enabled=config.entry_log_file_preallocation_enabled,
+        disk_usage_threshold=config.disk_usage_threshold,
+        disk_usage_warn_threshold=config.disk_usage_warn_threshold,
+    )
+
+
+@attrs.frozen
+class EntryLoggerState:
+    """A frozen description of the entry logger, for tests and the refinement harness.
+
+    ``logs`` are the logs of this run (created since start), by id; logs found on disk at
+    start are listed by :meth:`EntryLogger.log_ids` only.
+    """
+
+    logs: tuple[LogDescription, ...]
+    least_unflushed_log_id: int
+    current_log_id: EntryLogId | None
+    dir_states: tuple[tuple[str, DirState], ...]
+
+
+class EntryLogger:
+    """Adds and reads entries in entry logs spread over ledger directories.
+
+    ``ledger_dirs`` are the ``current`` directories holding the logs; they must exist.
+    """
+
+    def __init__(
+        self,
+        fs: FileSystem,
+        ledger_dirs: Sequence[str],
+        settings: EntryLoggerSettings,
+        rng: RandomSource,
+    ) -> None:
+        for directory in ledger_dirs:
+            if not fs.is_dir(directory):
+                raise ConfigError(
+                    f"entry log directory {directory} does not exist or is not a directory: "
+                    "create it (BookKeeper's <ledgerDir>/current) or fix ledgerDirectories"
+                )
+        self._fs = fs
+        self._settings = settings
+        self._dirs = LedgerDirs(
+            fs,
+            ledger_dirs,
+            warn_threshold=settings.disk_usage_warn_threshold,
+            threshold=settings.disk_usage_threshold,
+        )
+        self._allocator = LogIdAllocator(fs, ledger_dirs)
+        # Java: new RecentEntryLogsStatus(logId + 1), no wrap.
+        self._status = RecentEntryLogsStatus(self._allocator.last_id + 1)
+        self._manager = SingleEntryLogManager(
+            fs,
+            self._dirs,
+            self._allocator,
+            self._status,
+            rng,
+            log_size_limit_bytes=settings.log_size_limit_bytes,
+            write_buffer_bytes=settings.write_buffer_bytes,
+            flush_entrylog_bytes=max(0, settings.flush_entrylog_bytes),
+            preallocation_enabled=settings.preallocation_enabled,
+        )
+        self._read_handles: dict[int, FileHandle] = {}
+        self._closed = False
+
+    # --- the parts, for tests and the bookie ------------------------------------------
+
+    @property
+    def settings(self) -> EntryLoggerSettings:
+        return self._settings
+
+    @property
+    def ledger_dirs(self) -> LedgerDirs:
+        return self._dirs
+
+    @property
+    def manager(self) -> SingleEntryLogManager:
+        return self._manager
+
+    @property
+    def current_log_id(self) -> EntryLogId | None:
+        """The active log's id, None before the first add."""
+        return self._manager.current_log_id
+
+    @property
+    def least_unflushed_log_id(self) -> int:
+        """Logs below this id are rotated and fsynced (getLeastUnflushedLogId)."""
+        return self._status.least_unflushed_log_id
+
+    # --- steps -------------------------------------------------------------------------
+
+    def add_entry(self, ledger_id: LedgerId, payload: bytes) -> Location:
+        """Append an entry; ``payload`` begins with its ledger id and entry id. Raises
+        NoWritableLedgerDir when there is no space for it (nothing of it is then written)."""
+        self._require_open()
+        return self._manager.add_entry(ledger_id, payload)
+
+    def add_record(self, ledger_id: LedgerId, record: bytes) -> Location:
+        """Append an encoded record (entry_log_format.encode_record: int32 size + payload);
+        the bookie builds it once for the journal and the entry log (the journal's data
+        record is the same bytes). Raises NoWritableLedgerDir as ``add_entry`` does."""
+        assert not self._closed, "the entry logger is closed"
+        return self._manager.add_record(ledger_id, record)
+
+    def read_entry(self, ledger_id: LedgerId, entry_id: EntryId, location: Location) -> bytes:
+        """The payload stored at ``location``, checked to be (ledger_id, entry_id). Raises
+        MissingLogFile, ShortRead, BadEntryLength or WrongEntry."""
+        self._require_open()
+        log_id = location_log_id(location)
+        src = self._source(log_id)
+        return read_entry(src, log_id, location_offset(location), ledger_id, entry_id)
+
+    def extract_metadata(self, log_id: EntryLogId) -> MetadataResult:
+        """Per-ledger bytes of one log, from its ledgers map or by a scan
+        (getEntryLogMetadata). Raises MissingLogFile or NotAnEntryLog."""
+        self._require_open()
+        return extract_metadata(self._source(log_id), log_id)
+
+    def flush(self) -> None:
+        """Force the active log and checkpoint the rotated ones (DefaultEntryLogger.flush)."""
+        self._require_open()
+        self._manager.flush()
+
+    def checkpoint(self) -> None:
+        """fsync and close the rotated logs; ``least_unflushed_log_id`` moves past them."""
+        self._require_open()
+        self._manager.checkpoint()
+
+    def rotate(self) -> EntryLogId:
+        """Seal the active log and start a new one (createNewLog); return the new id."""
+        self._require_open()
+        return self._manager.rotate()
+
+    def preallocate(self) -> EntryLogId | None:
+        """Create the next log ahead of need (entryLogFilePreallocationEnabled)."""
+        self._require_open()
+        return self._manager.preallocate()
+
+    def check_dirs(self) -> dict[str, DirState]:
+        """Measure every ledger directory (LedgerDirsMonitor.check); a full or almost full
+        directory holding the active log makes the next add rotate."""
+        self._require_open()
+        return self._dirs.check()
+
+    def close(self) -> None:
+        """flush, then close every handle. No ledgers map is written."""
+        if self._closed:
+            return
+        self._manager.close()
+        for handle in self._read_handles.values():
+            with contextlib.suppress(FsError):
+                handle.close()
+        self._read_handles.clear()
+        self._closed = True
+
+    # --- logs on disk ------------------------------------------------------------------
+
+    def log_ids(self) -> list[EntryLogId]:
+        """Ids of every ``<hex>.log`` file in the ledger directories (getEntryLogsSet)."""
+        ids: set[EntryLogId] = set()
+        for directory in self._dirs.dirs:
+            for name in self._fs.listdir(directory):
+                log_id = parse_log_file_name(name)
+                if log_id is not None:
+                    ids.add(log_id)
+        return sorted(ids)
+
+    def find_log(self, log_id: EntryLogId) -> str | None:
+        """The path of ``<hex id>.log`` in the first ledger directory that has it."""
+        name = log_file_name(log_id)
+        for directory in self._dirs.dirs:
+            path = join(directory, name)
+            if self._fs.exists(path):
+                return path
+        return None
+
+    def forget_log(self, log_id: EntryLogId) -> None:
+        """Close the cached read handle of a log (removeFromChannelsAndClose)."""
+        handle = self._read_handles.pop(log_id, None)
+        if handle is not None:
+            with contextlib.suppress(FsError):
+                handle.close()
+
+    def _source(self, log_id: EntryLogId) -> ByteSource:
+        channel = self._manager.channel_for(log_id)
+        if channel is not None:
+            return channel
+        handle = self._read_handles.get(log_id)
+        if handle is not None:
+            return handle
+        path = self.find_log(log_id)
+        if path is None:
+            raise MissingLogFile(log_id)
+        handle = self._fs.open(path, read_only=True)
+        if len(self._read_handles) >= READ_HANDLES_MAX:
+            oldest = next(iter(self._read_handles))
+            self.forget_log(EntryLogId(oldest))
+        self._read_handles[log_id] = handle
+        return handle
+
+    # --- description -------------------------------------------------------------------
+
+    def state(self) -> EntryLoggerState:
+        return EntryLoggerState(
+            logs=tuple(self._manager.describe()),
+            least_unflushed_log_id=self._status.least_unflushed_log_id,
+            current_log_id=self._manager.current_log_id,
+            dir_states=tuple((d, self._dirs.state(d)) for d in self._dirs.dirs),
+        )
+
+    def check_invariants(self) -> None:
+        self._dirs.check_invariants()
+        self._allocator.check_invariants()
+        self._status.check_invariants()
+        self._manager.check_invariants()
+        assert len(self._read_handles) <= READ_HANDLES_MAX
+        current = self._manager.current_log_id
+        if current is not None:
+            assert self._allocator.last_id >= 0
+            active = self._manager.active()
+            assert active is not None
+            assert active.channel.position >= LOGFILE_HEADER_SIZE
+
+    def _require_open(self) -> None:
+        assert not self._closed, "the entry logger is closed"

@@ -1,0 +1,490 @@
+"""The single-active-log manager: where each entry goes, rotation, checkpoint.
+
+Spec page: spec/format/entry_log.md ("The ledgers map", "Which crash states are possible").
+BookKeeper sources: EntryLogManagerBase (addEntry, createNewLog),
+EntryLogManagerForSingleEntryLog (rotation triggers, flushRotatedLogs, the disk listener),
+EntryLoggerAllocator (allocateNewLog, preallocation) and
+DefaultEntryLogger.BufferedLogChannel.appendLedgersMap.
+
+One log is active at a time. It is created lazily by the first add. An add writes the record
+``int32 size + payload`` (the payload begins with the ledger id and entry id) and returns the
+location ``(log id << 32) | payload offset``. Before an add the active log is rotated when
+``position + record size > logSizeLimit``, or when a disk listener reported its directory
+full or almost full. Rotation: flush the old log, append its ledgers map as records through
+its channel, flush, write the map's offset and ledger count in place into the header; the old
+log joins the rotated list; the new log is taken from preallocation or allocated. The map is
+written at rotation only, never on close; it lists ledgers in id order (Java: hash order,
+which readers must not rely on). With flushEntrylogBytes > 0 a rotation caused by an add first
+flushes and forces the old log (flushAndForceWriteIfRegularFlush); an explicit ``rotate`` does
+not, as in Java. ``checkpoint`` fsyncs and closes the rotated logs and marks them flushed in
+RecentEntryLogsStatus; ``flush`` also forces the active log.
+
+Deviations from BookKeeper, each on purpose:
+
+- After creating a log file we fsync its directory. BookKeeper never does; under a strict
+  POSIX crash model (our simulated disk) the log's name, and every entry in it, could vanish
+  in a crash even after the log's data was fsynced.
+- The directory for the next log is chosen before the old log is sealed, so "no writable
+  directory" fails the add with nothing changed (BookKeeper appends the map first and appends
+  another one on the retry).
+- Sealing is resumable: once the map is accepted no entry goes to that log any more, and a
+  retry after a failure finishes the seal without writing a second map.
+- A preallocated log whose directory became full is discarded (unlinked, marked flushed: it
+  holds no entry) instead of being used; BookKeeper uses it anyway.
+- ``preallocate`` is an explicit step, and the preallocated log goes to a directory chosen
+  when that step runs (BookKeeper preallocates after every new log, in that log's directory).
+- ENOSPC: any write that meets FsNoSpace marks the log's directory full and raises
+  spec.errors.NoWritableLedgerDir (the FsNoSpace is its ``__cause__``). The write itself is
+  atomic (BufferedChannel.write_record), so nothing already accepted is lost: earlier entries
+  stay readable, and once space returns and a disk check sees it, the next add rotates to a
+  writable directory. FsIOError and other FsErrors propagate unchanged.
+
+Not verified here: recovery from a failed fsync (see impl/entrylog/buffered_channel.py), entry log
+per ledger (EntryLogManagerForEntryLogPerLedger), compaction logs, ``rollLog=false``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import functools
+import struct
+from collections.abc import Callable
+from typing import TypeVar
+
+import attrs
+
+from impl.entrylog.buffered_channel import BufferedChannel
+from impl.entrylog.ids import LOG_SUFFIX, LogIdAllocator, RecentEntryLogsStatus
+from impl.entrylog.ledger_dirs import DirState, LedgerDirs, RandomSource
+from impl.format.entry_log import (
+    LEDGERS_MAP_OFFSET_POSITION,
+    LOGFILE_HEADER_SIZE,
+    MIN_SANE_ENTRY_SIZE,
+    RECORD_SIZE_PREFIX,
+    decode_ids,
+    encode_header,
+    encode_ledgers_map,
+    encode_map_location,
+    encode_record,
+    log_file_name,
+)
+from impl.fs.api import FileSystem, join
+from spec.errors import FsError, FsNoSpace, NoWritableLedgerDir
+from spec.ids import EntryLogId, LedgerId, Location
+
+T = TypeVar("T")
+
+#: A record's size prefix and ledger id, checked on every add with one unpack.
+_RECORD_HEAD = struct.Struct(">iq")
+#: A location keeps the offset in its low 32 bits (spec/ids.py, make_location).
+LOCATION_OFFSET_LIMIT = 2**32
+
+
+class LogState(enum.Enum):
+    """Where a log of this run is in its life."""
+
+    PREALLOCATED = "preallocated"
+    ACTIVE = "active"
+    ROTATED = "rotated"
+    FLUSHED = "flushed"
+
+
+@attrs.frozen
+class LogDescription:
+    """One log as the manager sees it: ledgers with their bytes (size + 4 per record)."""
+
+    log_id: EntryLogId
+    directory: str
+    state: LogState
+    ledgers: tuple[tuple[int, int], ...]
+
+
+class LogChannel:
+    """One entry log being written (DefaultEntryLogger.BufferedLogChannel)."""
+
+    def __init__(
+        self, log_id: EntryLogId, directory: str, path: str, channel: BufferedChannel
+    ) -> None:
+        self.log_id = log_id
+        self.directory = directory
+        self.path = path
+        self.channel = channel
+        #: ledger id -> bytes of its records, size prefixes included (EntryLogMetadata).
+        self.ledgers: dict[int, int] = {}
+        #: Where the ledgers map starts, once it is accepted; no entry goes in after that.
+        self.map_offset: int | None = None
+        #: The header points at the map (the seal is complete).
+        self.sealed = False
+
+    def register(self, ledger_id: int, record_bytes: int) -> None:
+        """registerWrittenEntry: count a record against its ledger."""
+        assert self.map_offset is None, "entry after the ledgers map"
+        self.ledgers[ledger_id] = self.ledgers.get(ledger_id, 0) + record_bytes
+
+    def entry_bytes(self) -> int:
+        return sum(self.ledgers.values())
+
+    def describe(self, state: LogState) -> LogDescription:
+        return LogDescription(
+            log_id=self.log_id,
+            directory=self.directory,
+            state=state,
+            ledgers=tuple(sorted(self.ledgers.items())),
+        )
+
+
+class SingleEntryLogManager:
+    """EntryLogManagerForSingleEntryLog with its allocator, as explicit steps."""
+
+    def __init__(
+        self,
+        fs: FileSystem,
+        ledger_dirs: LedgerDirs,
+        allocator: LogIdAllocator,
+        status: RecentEntryLogsStatus,
+        rng: RandomSource,
+        *,
+        log_size_limit_bytes: int,
+        write_buffer_bytes: int,
+        flush_entrylog_bytes: int,
+        preallocation_enabled: bool,
+    ) -> None:
+        assert log_size_limit_bytes >= 0, log_size_limit_bytes
+        assert write_buffer_bytes > 0, write_buffer_bytes
+        assert flush_entrylog_bytes >= 0, flush_entrylog_bytes
+        self._fs = fs
+        self._ledger_dirs = ledger_dirs
+        self._allocator = allocator
+        self._status = status
+        self._rng = rng
+        self._log_size_limit_bytes = log_size_limit_bytes
+        self._write_buffer_bytes = write_buffer_bytes
+        self._flush_entrylog_bytes = flush_entrylog_bytes
+        self._preallocation_enabled = preallocation_enabled
+        self._active: LogChannel | None = None
+        self._rotated: list[LogChannel] = []
+        self._preallocated: LogChannel | None = None
+        self._flushed: dict[int, LogDescription] = {}
+        self._rotate_requested = False
+        self._closed = False
+        ledger_dirs.add_listener(self._on_dir_state)
+
+    # --- observation -------------------------------------------------------------------
+
+    @property
+    def current_log_id(self) -> EntryLogId | None:
+        """The active log's id, or None before the first add (UNINITIALIZED_LOG_ID)."""
+        return None if self._active is None else self._active.log_id
+
+    @property
+    def rotate_requested(self) -> bool:
+        """A disk listener asked to move the active log off its directory."""
+        return self._rotate_requested
+
+    def active(self) -> LogChannel | None:
+        return self._active
+
+    def rotated(self) -> tuple[LogChannel, ...]:
+        return tuple(self._rotated)
+
+    def preallocated(self) -> LogChannel | None:
+        return self._preallocated
+
+    def channel_for(self, log_id: int) -> BufferedChannel | None:
+        """The active log's channel if ``log_id`` is active (getCurrentLogIfPresent): reads of
+        the active log must see its write buffer."""
+        if self._active is not None and self._active.log_id == log_id:
+            return self._active.channel
+        return None
+
+    def describe(self) -> list[LogDescription]:
+        """Every log of this run, by id: flushed, rotated, active, preallocated."""
+        out = list(self._flushed.values())
+        out += [log.describe(LogState.ROTATED) for log in self._rotated]
+        if self._active is not None:
+            out.append(self._active.describe(LogState.ACTIVE))
+        if self._preallocated is not None:
+            out.append(self._preallocated.describe(LogState.PREALLOCATED))
+        return sorted(out, key=lambda d: d.log_id)
+
+    # --- adding ------------------------------------------------------------------------
+
+    def add_entry(self, ledger_id: LedgerId, payload: bytes) -> Location:
+        """Append one entry; return its location. Raises NoWritableLedgerDir when it cannot
+        be written for lack of space (nothing of it is then written)."""
+        _check_payload(ledger_id, payload)
+        return self.add_record(ledger_id, encode_record(payload))
+
+    def add_record(self, ledger_id: LedgerId, record: bytes) -> Location:
+        """Append one encoded record (``encode_record``: int32 size + a payload beginning
+        with ``ledger_id`` and the entry id) and return its location; the bookie's add path,
+        which builds the record once for the journal and the entry log. Raises
+        NoWritableLedgerDir as ``add_entry`` does.
+
+        Every add goes through here, so it is kept lean: one unpack checks the record's
+        head, and the checks of ``_log_for_add`` and ``LogChannel.register`` are inlined."""
+        assert not self._closed, "the entry log manager is closed"
+        record_bytes = len(record)
+        assert record_bytes >= RECORD_SIZE_PREFIX + MIN_SANE_ENTRY_SIZE, record_bytes
+        size, found = _RECORD_HEAD.unpack_from(record, 0)
+        assert size == record_bytes - RECORD_SIZE_PREFIX, (size, record_bytes)
+        assert found == ledger_id, f"record of ledger {found} added to ledger {ledger_id}"
+        assert ledger_id >= 0, f"ledger id {ledger_id} is reserved"
+        log = self._active
+        # Fast path: the active log takes the record (the checks of _log_for_add, inlined).
+        if (
+            log is None
+            or self._rotate_requested
+            or log.map_offset is not None
+            or log.channel.position + record_bytes > self._log_size_limit_bytes
+        ):
+            log = self._log_for_add(record_bytes)
+        channel = log.channel
+        offset = channel.position + RECORD_SIZE_PREFIX
+        try:
+            channel.write_record(record)
+        except FsNoSpace as exc:
+            entry_id = decode_ids(record[RECORD_SIZE_PREFIX:])[1]
+            action = f"writing entry {entry_id} of ledger {ledger_id}"
+            self._ledger_dirs.mark_full(log.directory)
+            raise NoWritableLedgerDir(_no_space_message(log.directory, log.path, action)) from exc
+        # LogChannel.register, inlined: the log takes no entry once its map is accepted.
+        assert log.map_offset is None, "entry after the ledgers map"
+        ledgers = log.ledgers
+        ledgers[ledger_id] = ledgers.get(ledger_id, 0) + record_bytes
+        assert channel.position == offset + size, (channel.position, offset, size)
+        assert offset < LOCATION_OFFSET_LIMIT, offset
+        return Location((log.log_id << 32) | offset)  # make_location, inlined
+
+    def _log_for_add(self, record_bytes: int) -> LogChannel:
+        """getCurrentLogForLedgerForAddEntry: lazy first log, or rotate when needed."""
+        active = self._active
+        if active is None:
+            return self._create_new_log(force_old=False)
+        over_limit = active.channel.position + record_bytes > self._log_size_limit_bytes
+        if over_limit or self._rotate_requested or active.map_offset is not None:
+            return self._create_new_log(force_old=True)
+        return active
+
+    # --- rotation ----------------------------------------------------------------------
+
+    def rotate(self) -> EntryLogId:
+        """createNewLog: seal the active log (if any) and start a new one; return its id."""
+        self._require_open()
+        return self._create_new_log(force_old=False).log_id
+
+    def _create_new_log(self, force_old: bool) -> LogChannel:
+        directory = self._ledger_dirs.dir_for_new_log(self._rng)
+        old = self._active
+        if old is not None:
+            if force_old and self._flush_entrylog_bytes > 0:
+                # flushAndForceWriteIfRegularFlush before a rotation from an add.
+                self._guard(old, "forcing", lambda: old.channel.flush_and_force(False))
+            self._seal(old)
+        new = self._take_preallocated()
+        if new is None:
+            new = self._allocate(directory)
+        self._active = new
+        if old is not None:
+            self._rotated.append(old)
+        self._rotate_requested = False
+        return new
+
+    def _seal(self, log: LogChannel) -> None:
+        """appendLedgersMap, resumable: flush, append the map (once), flush, then point the
+        header at it. An empty map writes no record; the header then says count 0."""
+        if log.sealed:
+            return
+        if log.map_offset is None:
+            self._guard(log, "flushing before the ledgers map", log.channel.flush)
+            map_offset = log.channel.position
+            map_bytes = encode_ledgers_map(sorted(log.ledgers.items()))
+            if map_bytes:
+                self._guard(log, "appending the ledgers map", lambda: log.channel.write(map_bytes))
+            log.map_offset = map_offset
+        # Flush the map before the header points at it (a header must never point past it).
+        self._guard(log, "flushing the ledgers map", log.channel.flush)
+        location = encode_map_location(log.map_offset, len(log.ledgers))
+        self._guard(
+            log,
+            "updating the header",
+            lambda: log.channel.write_in_place(LEDGERS_MAP_OFFSET_POSITION, location),
+        )
+        log.sealed = True
+
+    def _take_preallocated(self) -> LogChannel | None:
+        pre = self._preallocated
+        if pre is None:
+            return None
+        if not self._ledger_dirs.is_writable(pre.directory):
+            self._discard_preallocated(pre)
+            return None
+        self._preallocated = None
+        return pre
+
+    def _discard_preallocated(self, pre: LogChannel) -> None:
+        """Drop a preallocated log whose directory became full. It holds no entry (its
+        header is still in its buffer), so it is unlinked and counts as flushed."""
+        assert not pre.ledgers
+        self._fs.unlink(pre.path)
+        self._preallocated = None
+        with contextlib.suppress(FsError):
+            pre.channel.close()
+        self._status.flushed(pre.log_id)
+        self._fs.fsync_dir(pre.directory)
+
+    def _allocate(self, directory: str) -> LogChannel:
+        """allocateNewLog: next free id, exclusive create, fsync of the directory (ours),
+        header into the channel, lastId everywhere, created in the status."""
+        log_id = self._allocator.next_id(LOG_SUFFIX)
+        path = join(directory, log_file_name(log_id))
+        try:
+            handle = self._fs.open(path, create=True, exclusive=True)
+        except FsNoSpace as exc:
+            self._ledger_dirs.mark_full(directory)
+            raise NoWritableLedgerDir(_no_space_message(directory, path, "creating")) from exc
+        channel = BufferedChannel(
+            handle, self._write_buffer_bytes, self._flush_entrylog_bytes, start_position=0
+        )
+        log = LogChannel(log_id, directory, path, channel)
+        try:
+            self._fs.fsync_dir(directory)
+            self._guard(log, "writing the header", lambda: channel.write(encode_header()))
+        except FsError:
+            with contextlib.suppress(FsError):
+                channel.close()
+            raise
+        self._allocator.publish(log_id)
+        self._status.created(log_id)
+        return log
+
+    def preallocate(self) -> EntryLogId | None:
+        """Create the next log ahead of need, when preallocation is enabled; the next
+        rotation takes it. Returns its id (None when disabled)."""
+        self._require_open()
+        if not self._preallocation_enabled:
+            return None
+        if self._preallocated is None:
+            directory = self._ledger_dirs.dir_for_new_log(self._rng)
+            self._preallocated = self._allocate(directory)
+        return self._preallocated.log_id
+
+    # --- durability --------------------------------------------------------------------
+
+    def checkpoint(self) -> None:
+        """flushRotatedLogs: fsync and close each rotated log and mark it flushed. On a
+        failure the logs not yet flushed go back to the rotated list, in order."""
+        self._require_open()
+        channels, self._rotated = self._rotated, []
+        for index, log in enumerate(channels):
+            try:
+                self._guard(log, "syncing", functools.partial(log.channel.flush_and_force, True))
+            except BaseException:
+                self._rotated = channels[index:] + self._rotated
+                raise
+            self._flushed[log.log_id] = log.describe(LogState.FLUSHED)
+            self._status.flushed(log.log_id)
+            try:
+                log.channel.close()
+            except BaseException:
+                self._rotated = channels[index + 1 :] + self._rotated
+                raise
+
+    def flush(self) -> None:
+        """flushCurrentLogs + flushRotatedLogs: force the active log (data and metadata),
+        then checkpoint the rotated ones."""
+        self._require_open()
+        active = self._active
+        if active is not None:
+            self._guard(active, "syncing", lambda: active.channel.flush_and_force(True))
+        self.checkpoint()
+
+    def close(self) -> None:
+        """flush, then release the handles; no ledgers map is written. The preallocated log's
+        header was never flushed (an empty file remains, as in BookKeeper). If the flush
+        fails nothing is closed, so the caller can retry."""
+        if self._closed:
+            return
+        self.flush()
+        for log in (self._active, self._preallocated):
+            if log is not None:
+                log.channel.close()
+        self._closed = True
+
+    # --- ENOSPC and disk events --------------------------------------------------------
+
+    def _guard(self, log: LogChannel, action: str, step: Callable[[], T]) -> T:
+        try:
+            return step()
+        except FsNoSpace as exc:
+            self._ledger_dirs.mark_full(log.directory)
+            raise NoWritableLedgerDir(_no_space_message(log.directory, log.path, action)) from exc
+
+    def _on_dir_state(self, directory: str, state: DirState) -> None:
+        """diskFull / diskAlmostFull: rotate the active log off that directory."""
+        if state is DirState.WRITABLE:
+            return
+        if self._active is not None and self._active.directory == directory:
+            self._rotate_requested = True
+
+    def _require_open(self) -> None:
+        assert not self._closed, "the entry log manager is closed"
+
+    # --- invariants --------------------------------------------------------------------
+
+    def check_invariants(self) -> None:
+        logs = list(self._rotated)
+        if self._active is not None:
+            logs.append(self._active)
+        if self._preallocated is not None:
+            logs.append(self._preallocated)
+        ids = [log.log_id for log in logs]
+        assert len(set(ids)) == len(ids), ids
+        assert not set(ids) & set(self._flushed), (ids, sorted(self._flushed))
+        pending = self._status.pending()
+        for log in logs:
+            assert pending.get(log.log_id) is False, (log.log_id, pending)
+            _check_log(log)
+            assert not log.channel.closed
+        for log in self._rotated:
+            assert log.sealed
+            assert log.channel.buffered_bytes == 0
+        if self._preallocated is not None:
+            assert not self._preallocated.ledgers
+            assert self._preallocated.map_offset is None
+        if self._rotate_requested:
+            assert self._active is not None
+        for log_id in self._flushed:
+            # Flushed ids are marked True, or already dropped from the front.
+            assert pending.get(log_id, True) is True, (log_id, pending)
+
+
+def _check_log(log: LogChannel) -> None:
+    log.channel.check_invariants()
+    assert log.channel.position >= LOGFILE_HEADER_SIZE
+    for ledger_id, size in log.ledgers.items():
+        assert ledger_id >= 0, ledger_id
+        assert size >= RECORD_SIZE_PREFIX + MIN_SANE_ENTRY_SIZE, (ledger_id, size)
+    if log.map_offset is None:
+        assert not log.sealed
+        assert log.channel.position == LOGFILE_HEADER_SIZE + log.entry_bytes()
+    else:
+        assert log.map_offset == LOGFILE_HEADER_SIZE + log.entry_bytes()
+        assert log.map_offset <= log.channel.position
+
+
+def _check_payload(ledger_id: LedgerId, payload: bytes) -> None:
+    assert ledger_id >= 0, f"ledger id {ledger_id} is reserved"
+    assert len(payload) >= MIN_SANE_ENTRY_SIZE, f"payload of {len(payload)} bytes"
+    found = decode_ids(payload[:MIN_SANE_ENTRY_SIZE])[0]
+    assert found == ledger_id, f"payload of ledger {found} added to ledger {ledger_id}"
+
+
+def _no_space_message(directory: str, path: str, action: str) -> str:
+    return (
+        f"{directory}: no space left on device while {action} ({path}). Nothing of that "
+        "write was accepted and entries already written are kept (in memory until the log "
+        f"can be flushed). Free space in {directory} or add a ledger directory, run the "
+        "disk check again, then retry."
+    )

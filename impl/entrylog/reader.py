@@ -1,0 +1,531 @@
+"""Reading entry logs: the header, one entry, the ledgers map, the scan, and the metadata.
+
+Implements spec/format/entry_log.md, sections "Reading one entry", "Metadata: the map first, a
+scan as fallback" and "The scan". BookKeeper's DefaultEntryLogger is the authority: the map is
+rejected, and the scan stops or skips, exactly where BookKeeper's does, so the metadata the
+garbage collector sees is BookKeeper's.
+
+Everything here is pure over a ``ByteSource`` (``pread`` and ``size``): an open file of the
+FileSystem seam, the writer's buffered channel, or bytes in a test. Whatever the bytes, only
+spec.errors types come out (a Hypothesis test feeds it arbitrary bytes).
+
+Not verified here: that the bytes are durable (the simulated disk's job), that a location came
+from a trusted index, and what a concurrent writer does to the file while it is read (the file
+size is taken once per scan or map read, as BookKeeper's sealed read channel does).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterator, Mapping
+from types import MappingProxyType
+from typing import Literal, Protocol
+
+import attrs
+
+from impl.format.entry_log import (
+    HEADER_V1,
+    INVALID_LID,
+    LEDGERS_MAP_ENTRY_ID,
+    LEDGERS_MAP_ENTRY_SIZE,
+    LEDGERS_MAP_HEADER_SIZE,
+    LOGFILE_HEADER_SIZE,
+    MAGIC,
+    MAX_LOG_ID,
+    MIN_SANE_ENTRY_SIZE,
+    RECORD_SIZE_PREFIX,
+    Header,
+    decode_header,
+)
+from spec.errors import (
+    BadEntryLength,
+    BadLedgersMap,
+    EntryLogError,
+    NotAnEntryLog,
+    ShortRead,
+    WrongEntry,
+)
+from spec.ids import INT32_MAX, INT64_MAX, EntryLogId
+
+#: Bytes of the decoded header fields: magic, version, map offset, ledgers count.
+HEADER_FIELDS_SIZE = 4 + 4 + 8 + 4
+#: What ``read_entry`` reads first: size, ledger id, entry id (BookKeeper's sizeBuffer).
+ENTRY_HEAD_SIZE = RECORD_SIZE_PREFIX + 8 + 8
+#: What the scan needs at each position: size and ledger id.
+SCAN_HEAD_SIZE = RECORD_SIZE_PREFIX + 8
+#: The scan reads the file in chunks of this many bytes (BookKeeper: a 1 MiB buffer).
+SCAN_CHUNK_BYTES = 1024 * 1024
+
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
+_MAP_RECORD_HEAD = struct.Struct(">qqi")
+assert RECORD_SIZE_PREFIX + _MAP_RECORD_HEAD.size == LEDGERS_MAP_HEADER_SIZE
+
+
+class ByteSource(Protocol):
+    """Random-access bytes: impl.fs.api.FileHandle satisfies it, so does a buffered channel."""
+
+    def pread(self, offset: int, length: int) -> bytes:
+        """Up to ``length`` bytes at ``offset``; fewer only at the end."""
+        ...
+
+    def size(self) -> int:
+        """The number of bytes there are."""
+        ...
+
+
+# --- value objects ------------------------------------------------------------------------
+
+
+def _frozen_ledgers(ledgers: Mapping[int, int]) -> Mapping[int, int]:
+    return MappingProxyType(dict(sorted(ledgers.items())))
+
+
+def _check_ledgers(_: object, __: object, ledgers: Mapping[int, int]) -> None:
+    for ledger_id, size_bytes in ledgers.items():
+        if ledger_id < 0:
+            raise ValueError(f"ledger id {ledger_id} is negative")
+        if not 0 <= size_bytes <= INT64_MAX:
+            raise ValueError(f"ledger {ledger_id} holds {size_bytes} bytes, out of range")
+
+
+def _check_log_id(_: object, __: object, log_id: EntryLogId) -> None:
+    if not 0 <= log_id <= MAX_LOG_ID:
+        raise ValueError(f"log id {log_id} is outside 0..{MAX_LOG_ID}")
+
+
+@attrs.frozen(eq=True, hash=False)
+class EntryLogMetadata:
+    """Per ledger, the bytes (``size + 4`` per record) it holds in one log (EntryLogMetadata)."""
+
+    log_id: EntryLogId = attrs.field(validator=_check_log_id)
+    ledgers: Mapping[int, int] = attrs.field(converter=_frozen_ledgers, validator=_check_ledgers)
+
+    @property
+    def total_bytes(self) -> int:
+        """All bytes the log's entries take (BookKeeper's totalSize)."""
+        return sum(self.ledgers.values())
+
+    def remaining_bytes(self, is_live: Callable[[int], bool]) -> int:
+        """Bytes of the ledgers still alive (remainingSize after removeLedgerIf(!is_live))."""
+        return sum(size for ledger, size in self.ledgers.items() if is_live(ledger))
+
+
+@attrs.frozen
+class ScannedRecord:
+    """One entry found by the scan: ``offset`` is the payload offset, ``size`` its length."""
+
+    ledger_id: int
+    entry_id: int
+    offset: int
+    size: int
+
+
+@attrs.frozen
+class UndersizedRecord:
+    """A record of size 1..15 with a ledger id >= 0: BookKeeper's scan counts it anyway."""
+
+    ledger_id: int
+    offset: int
+    size: int
+
+
+@attrs.frozen
+class ScanResult:
+    """What a scan of a whole log found (spec/format/entry_log.md, "The scan")."""
+
+    log_id: EntryLogId
+    file_size_bytes: int
+    records: tuple[ScannedRecord, ...]
+    undersized_records: tuple[UndersizedRecord, ...]
+    map_records: int
+    skipped_records: int
+    padding_bytes: int
+    end_offset: int
+    torn_tail_bytes: int
+
+    def ledgers(self) -> dict[int, int]:
+        """Per ledger ``size + 4`` summed over its records, as extractEntryLogMetadataByScanning."""
+        out: dict[int, int] = {}
+        pairs = [(r.ledger_id, r.size) for r in self.records]
+        pairs += [(r.ledger_id, r.size) for r in self.undersized_records]
+        for ledger_id, size in pairs:
+            out[ledger_id] = out.get(ledger_id, 0) + size + RECORD_SIZE_PREFIX
+        return out
+
+    def metadata(self) -> EntryLogMetadata:
+        """The metadata BookKeeper derives from this scan."""
+        return EntryLogMetadata(log_id=self.log_id, ledgers=self.ledgers())
+
+
+@attrs.frozen
+class MetadataResult:
+    """Metadata, where it came from, and why the map was not used when it was not."""
+
+    metadata: EntryLogMetadata
+    source: Literal["map", "scan"]
+    fallback_reason: str | None
+    #: The scan used when ``source == "scan"``.
+    scan: ScanResult | None = None
+
+    def __attrs_post_init__(self) -> None:
+        from_scan = self.source == "scan"
+        assert from_scan == (self.fallback_reason is not None), self
+        assert from_scan == (self.scan is not None), self
+
+
+# --- the header and one entry ---------------------------------------------------------------
+
+
+def peek_header(src: ByteSource) -> Header | None:
+    """The header fields as they are, unchecked; None if the source has fewer than 20 bytes."""
+    block = src.pread(0, HEADER_FIELDS_SIZE)
+    if len(block) < HEADER_FIELDS_SIZE:
+        return None
+    return decode_header(block)
+
+
+def read_header(src: ByteSource, log_id: EntryLogId) -> Header:
+    """The header of an entry log. Raises NotAnEntryLog for a short file or a foreign magic.
+
+    BookKeeper does not check the magic; bkref does, so a foreign file is named as such.
+    """
+    header = peek_header(src)
+    if header is None:
+        raise NotAnEntryLog(
+            log_id,
+            f"the file has {src.size()} bytes, fewer than the {HEADER_FIELDS_SIZE} of the "
+            "header fields: its header was never written, or it is not an entry log",
+        )
+    if header.magic != MAGIC:
+        raise NotAnEntryLog(
+            log_id,
+            f"the file begins with {header.magic!r}, not {MAGIC!r}: it is not an entry log",
+        )
+    return header
+
+
+def read_entry(
+    src: ByteSource, log_id: EntryLogId, offset: int, ledger_id: int, entry_id: int
+) -> bytes:
+    """The payload at ``offset`` (a location's offset), checked to be (ledger_id, entry_id).
+
+    The payload begins with the ledger id and the entry id, as BookKeeper returns it.
+    Raises ShortRead, BadEntryLength or WrongEntry (DefaultEntryLogger.validateEntry).
+    """
+    size = _read_entry_size(src, log_id, offset, expect=(ledger_id, entry_id))
+    payload = _read_payload(src, log_id, offset, size)
+    assert _ids(payload) == (ledger_id, entry_id), (log_id, offset)
+    return payload
+
+
+def read_entry_unchecked(src: ByteSource, log_id: EntryLogId, offset: int) -> bytes:
+    """The payload at ``offset`` without checking whose it is (readEntry(location)).
+
+    Differs from BookKeeper: a size below 16 raises BadEntryLength here.
+    """
+    size = _read_entry_size(src, log_id, offset, expect=None)
+    return _read_payload(src, log_id, offset, size)
+
+
+def _read_entry_size(
+    src: ByteSource, log_id: EntryLogId, offset: int, expect: tuple[int, int] | None
+) -> int:
+    if offset < RECORD_SIZE_PREFIX:
+        raise EntryLogError(
+            log_id, f"offset {offset} leaves no room for a record's size field: bad location"
+        )
+    head = src.pread(offset - RECORD_SIZE_PREFIX, ENTRY_HEAD_SIZE)
+    if len(head) != ENTRY_HEAD_SIZE:
+        raise ShortRead(log_id, offset - RECORD_SIZE_PREFIX, ENTRY_HEAD_SIZE, len(head))
+    size = int(_INT32.unpack_from(head, 0)[0])
+    if size < MIN_SANE_ENTRY_SIZE:
+        raise BadEntryLength(log_id, offset, size)
+    found = _ids(head[RECORD_SIZE_PREFIX:])
+    if expect is not None and found != expect:
+        raise WrongEntry(log_id, offset, expect, found)
+    return size
+
+
+def _read_payload(src: ByteSource, log_id: EntryLogId, offset: int, size: int) -> bytes:
+    assert size >= MIN_SANE_ENTRY_SIZE, size
+    available = max(0, src.size() - offset)
+    if available < size:
+        raise ShortRead(log_id, offset, size, available)
+    payload = src.pread(offset, size)
+    if len(payload) != size:
+        raise ShortRead(log_id, offset, size, len(payload))
+    return payload
+
+
+def _ids(data: bytes) -> tuple[int, int]:
+    assert len(data) >= 16, len(data)
+    return int(_INT64.unpack_from(data, 0)[0]), int(_INT64.unpack_from(data, 8)[0])
+
+
+# --- the ledgers map ----------------------------------------------------------------------
+
+
+def read_ledgers_map(src: ByteSource, log_id: EntryLogId, header: Header) -> dict[int, int]:
+    """The ledgers map the header points to, checked as extractEntryLogMetadataFromIndex does.
+
+    Raises BadLedgersMap with the reason; the caller then scans (extract_metadata does).
+    """
+    found = _map_or_reason(src, header)
+    if isinstance(found, str):
+        raise BadLedgersMap(log_id, f"ledgers map unusable: {found}; scan the log instead")
+    return found
+
+
+def _map_or_reason(src: ByteSource, header: Header) -> dict[int, int] | str:
+    """The map, or why BookKeeper would reject it (spec page, rules 2 to 6)."""
+    if header.version < HEADER_V1:
+        return f"header version {header.version} predates the ledgers map (version 1)"
+    if header.ledgers_map_offset == 0:
+        return (
+            "the header's map offset is 0: the log was never rotated, "
+            "or the header update did not survive a crash"
+        )
+    if header.ledgers_map_offset < 0:
+        return f"the header's map offset {header.ledgers_map_offset} is negative"
+    file_size = src.size()
+    ledgers: dict[int, int] = {}
+    offset = header.ledgers_map_offset
+    while offset < file_size:
+        size_field = src.pread(offset, RECORD_SIZE_PREFIX)
+        if len(size_field) < RECORD_SIZE_PREFIX:
+            return f"map record at offset {offset}: its size field is cut by the end of the file"
+        record_size = int(_INT32.unpack(size_field)[0])
+        if record_size <= 0:
+            break
+        if record_size > INT32_MAX - RECORD_SIZE_PREFIX:
+            return f"map record at offset {offset}: size {record_size} overflows a Java int"
+        available = min(record_size, file_size - offset - RECORD_SIZE_PREFIX)
+        reason = _add_map_record(src, offset, record_size, available, ledgers)
+        if reason is not None:
+            return reason
+        offset += RECORD_SIZE_PREFIX + record_size
+    if len(ledgers) != header.ledgers_count:
+        return f"the map lists {len(ledgers)} ledgers, the header says {header.ledgers_count}"
+    if header.ledgers_count == 0:
+        return "the header's ledgers count is 0: an empty map is never trusted"
+    return ledgers
+
+
+def _add_map_record(
+    src: ByteSource, offset: int, record_size: int, available: int, ledgers: dict[int, int]
+) -> str | None:
+    """Add one map record's pairs to ``ledgers``; return why the record is bad, if it is.
+
+    ``available`` is how many of the record's ``record_size`` bytes the file holds. The checks
+    come in BookKeeper's order: ledger id, entry id, count, pairs, sums, leftover bytes.
+    """
+    torn = f"map record at offset {offset} is torn: {available} of its {record_size} bytes"
+    body_offset = offset + RECORD_SIZE_PREFIX
+    head = src.pread(body_offset, min(available, _MAP_RECORD_HEAD.size))
+    if len(head) < 8:
+        return torn
+    lid = int(_INT64.unpack_from(head, 0)[0])
+    if lid != INVALID_LID:
+        return f"record at offset {offset} has ledger id {lid}, not {INVALID_LID}: not a map"
+    if len(head) < 16:
+        return torn
+    eid = int(_INT64.unpack_from(head, 8)[0])
+    if eid != LEDGERS_MAP_ENTRY_ID:
+        return f"record at offset {offset} has entry id {eid}, not {LEDGERS_MAP_ENTRY_ID}"
+    if len(head) < _MAP_RECORD_HEAD.size:
+        return torn
+    count = int(_INT32.unpack_from(head, 16)[0])
+    pairs_bytes = LEDGERS_MAP_ENTRY_SIZE * max(count, 0)
+    consumed = _MAP_RECORD_HEAD.size + pairs_bytes
+    if consumed > available:
+        return f"{torn}, too few for the {count} ledgers it lists"
+    pairs = src.pread(body_offset + _MAP_RECORD_HEAD.size, pairs_bytes)
+    if len(pairs) != pairs_bytes:
+        return torn
+    for ledger_id, size_bytes in struct.iter_unpack(">qq", pairs):
+        reason = _add_ledger_size(ledgers, int(ledger_id), int(size_bytes))
+        if reason is not None:
+            return f"map record at offset {offset}: {reason}"
+    if consumed != available:
+        return (
+            f"map record at offset {offset}: {available - consumed} bytes left over after "
+            f"its {count} ledgers (invalid entry size)"
+        )
+    assert len(head) == _MAP_RECORD_HEAD.size, len(head)
+    return None
+
+
+def _add_ledger_size(ledgers: dict[int, int], ledger_id: int, size_bytes: int) -> str | None:
+    """ConcurrentLongLongHashMap.addAndGet: keys >= 0, every running total >= 0 (Java long)."""
+    if ledger_id < 0:
+        return f"ledger id {ledger_id} is negative"
+    total = _wrap_int64(ledgers.get(ledger_id, 0) + size_bytes)
+    if total < 0:
+        return f"ledger {ledger_id} would hold a negative size ({total} bytes)"
+    ledgers[ledger_id] = total
+    return None
+
+
+def _wrap_int64(value: int) -> int:
+    return (value + 2**63) % 2**64 - 2**63
+
+
+# --- the scan -----------------------------------------------------------------------------
+
+
+class _Window:
+    """A cached chunk of the source, so the scan reads about a chunk at a time."""
+
+    def __init__(self, src: ByteSource, file_size: int, chunk_bytes: int) -> None:
+        assert chunk_bytes >= ENTRY_HEAD_SIZE, chunk_bytes
+        self._src = src
+        self._file_size = file_size
+        self._chunk_bytes = chunk_bytes
+        self._start = 0
+        self._buf = b""
+
+    def read(self, offset: int, length: int) -> bytes:
+        """Up to ``length`` bytes at ``offset``, fewer at the end of the file."""
+        assert offset >= 0, offset
+        assert length >= 0, length
+        end = min(offset + length, self._file_size)
+        if offset >= end:
+            return b""
+        if not (self._start <= offset and end <= self._start + len(self._buf)):
+            want = min(max(end - offset, self._chunk_bytes), self._file_size - offset)
+            self._buf = self._src.pread(offset, want)
+            self._start = offset
+        rel = offset - self._start
+        return self._buf[rel : rel + end - offset]
+
+
+class _Scanner:
+    """scanEntryLog's walk, one record at a time, with its counters."""
+
+    def __init__(self, src: ByteSource, log_id: EntryLogId, chunk_bytes: int) -> None:
+        self.log_id = log_id
+        self.file_size = src.size()
+        self.window = _Window(src, self.file_size, chunk_bytes)
+        self.pos = LOGFILE_HEADER_SIZE
+        self.end_offset = min(LOGFILE_HEADER_SIZE, self.file_size)
+        self.padding_bytes = 0
+        self.map_records = 0
+        self.skipped_records = 0
+
+    def walk(self) -> Iterator[ScannedRecord | UndersizedRecord]:
+        """Every record BookKeeper's metadata scan processes, in file order."""
+        while self.pos < self.file_size:
+            head = self.window.read(self.pos, ENTRY_HEAD_SIZE)
+            if len(head) < SCAN_HEAD_SIZE:
+                return  # "Short read for entry size": fewer than 12 bytes remain.
+            size = int(_INT32.unpack_from(head, 0)[0])
+            if size <= 0:
+                self.padding_bytes += 1
+                self.pos += 1
+                self.end_offset = self.pos
+                continue
+            record_end = self.pos + RECORD_SIZE_PREFIX + size
+            if record_end > self.file_size:
+                return  # A torn record, skipped or not, ends the scan.
+            found = self._classify(head, size)
+            if found is False:
+                return
+            self.pos = self.end_offset = record_end
+            if found is not None:
+                yield found
+
+    def _classify(
+        self, head: bytes, size: int
+    ) -> ScannedRecord | UndersizedRecord | Literal[False] | None:
+        """The record at ``pos``: an entry, an undersized one, None if skipped, False to stop."""
+        ledger_id = int(_INT64.unpack_from(head, RECORD_SIZE_PREFIX)[0])
+        payload_offset = self.pos + RECORD_SIZE_PREFIX
+        if ledger_id == INVALID_LID:
+            self.map_records += 1
+            return None
+        if ledger_id < 0:
+            self.skipped_records += 1
+            return None
+        if size < MIN_SANE_ENTRY_SIZE:
+            return UndersizedRecord(ledger_id=ledger_id, offset=payload_offset, size=size)
+        if len(head) < ENTRY_HEAD_SIZE:
+            return False  # The file shrank under the scan.
+        entry_id = int(_INT64.unpack_from(head, RECORD_SIZE_PREFIX + 8)[0])
+        return ScannedRecord(ledger_id, entry_id, payload_offset, size)
+
+    def check_invariants(self) -> None:
+        assert self.pos >= LOGFILE_HEADER_SIZE, self.pos
+        assert self.end_offset == min(self.pos, self.file_size), (self.end_offset, self.pos)
+        assert self.end_offset <= self.file_size, (self.end_offset, self.file_size)
+        assert self.padding_bytes <= self.pos - LOGFILE_HEADER_SIZE, self.padding_bytes
+        assert self.map_records >= 0, self.map_records
+        assert self.skipped_records >= 0, self.skipped_records
+
+
+def iter_records(
+    src: ByteSource, log_id: EntryLogId, *, chunk_bytes: int = SCAN_CHUNK_BYTES
+) -> Iterator[ScannedRecord]:
+    """The entries of a log in file order, lazily (map and undersized records left out)."""
+    scanner = _Scanner(src, log_id, chunk_bytes)
+    for found in scanner.walk():
+        if isinstance(found, ScannedRecord):
+            yield found
+    scanner.check_invariants()
+
+
+def scan(src: ByteSource, log_id: EntryLogId, *, chunk_bytes: int = SCAN_CHUNK_BYTES) -> ScanResult:
+    """Walk the whole log as BookKeeper's scanEntryLog does (spec page, "The scan")."""
+    scanner = _Scanner(src, log_id, chunk_bytes)
+    records: list[ScannedRecord] = []
+    undersized: list[UndersizedRecord] = []
+    for found in scanner.walk():
+        if isinstance(found, ScannedRecord):
+            records.append(found)
+        else:
+            undersized.append(found)
+    scanner.check_invariants()
+    result = ScanResult(
+        log_id=log_id,
+        file_size_bytes=scanner.file_size,
+        records=tuple(records),
+        undersized_records=tuple(undersized),
+        map_records=scanner.map_records,
+        skipped_records=scanner.skipped_records,
+        padding_bytes=scanner.padding_bytes,
+        end_offset=scanner.end_offset,
+        torn_tail_bytes=scanner.file_size - scanner.end_offset,
+    )
+    assert result.torn_tail_bytes >= 0, result.torn_tail_bytes
+    assert all(r.offset + r.size <= result.end_offset for r in records[-1:]), result
+    return result
+
+
+# --- metadata -----------------------------------------------------------------------------
+
+
+def extract_metadata(
+    src: ByteSource,
+    log_id: EntryLogId,
+    *,
+    check_magic: bool = True,
+    chunk_bytes: int = SCAN_CHUNK_BYTES,
+) -> MetadataResult:
+    """Per-ledger bytes of a log: from its ledgers map, else from a scan (getEntryLogMetadata).
+
+    With ``check_magic`` (the default) a short or foreign file raises NotAnEntryLog; without
+    it such a file is scanned as BookKeeper would (and usually yields no ledger).
+    """
+    header = read_header(src, log_id) if check_magic else peek_header(src)
+    if header is None:
+        reason = f"the header is unreadable: fewer than {HEADER_FIELDS_SIZE} bytes"
+    else:
+        found = _map_or_reason(src, header)
+        if not isinstance(found, str):
+            metadata = EntryLogMetadata(log_id=log_id, ledgers=found)
+            return MetadataResult(metadata=metadata, source="map", fallback_reason=None)
+        reason = found
+    result = scan(src, log_id, chunk_bytes=chunk_bytes)
+    return MetadataResult(
+        metadata=result.metadata(), source="scan", fallback_reason=reason, scan=result
+    )

@@ -1,0 +1,729 @@
+"""The ledger index: (ledger, entry) -> location, and per ledger its key, fence and last entry.
+
+Implements spec/format/ledger_index.md (the format is ours; BookKeeper keeps the same facts in
+its ``.idx`` files and LedgerCache). Why it exists: a read needs the location of an entry in
+the entry logs, and the add path needs the first master key and the fence flag of a ledger.
+
+Durability contract, which the bookie builds its checkpoint on:
+- ``put_entry``, ``set_master_key`` and ``set_fenced`` change memory only. ``flush`` (the
+  checkpoint step) makes everything changed so far durable at once, as one new segment file
+  written crash-consistently (write ``.tmp``, fsync, rename, fsync the directory). What a
+  crash takes from the index before ``flush`` returns, the journal still holds: the bookie
+  replays it from the mark it captured BEFORE calling ``flush``.
+- ``delete_ledger`` is durable on return: one CRC'd record appended to the deleted-ledgers
+  file and fsynced. Deleted ids stay deleted forever (BookKeeper never reuses a ledger id),
+  so the journal replay and the index rebuild can skip them.
+
+Single-threaded: the bookie holds its own lock around every call. ``put_entry`` and
+``get_location`` are the hot path (two dict operations each, no allocation beyond the dicts').
+
+Not verified here: that a location points at the right bytes (the entry logger checks the
+ledger and entry ids on every read), concurrent writers of one index directory (the bookie's
+directory lock), and a disk that corrupts durable bytes silently (the CRCs catch most of it;
+the result is then a RecoveryError, not a repair).
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import zlib
+from collections.abc import Iterable
+from typing import Final
+
+import attrs
+
+from impl.fs.api import FileSystem, join, parent
+from spec.errors import RecoveryError
+from spec.ids import INT64_MAX, EntryId, LedgerId, Location
+
+# --- constants (spec/format/ledger_index.md, "Constants") -------------------------------------
+
+#: The index directory the bookie uses, under the first ledger directory's ``current``.
+INDEX_DIR_NAME: Final = "bkref-index"
+SEGMENT_MAGIC: Final = b"BKIX"
+SEGMENT_VERSION: Final = 1
+SEGMENT_HEADER_SIZE: Final = 48
+#: Offset of the header's own CRC32 (it covers bytes 0 up to here).
+SEGMENT_HEADER_CRC_POSITION: Final = 44
+SEGMENT_KIND_DELTA: Final = 0
+SEGMENT_KIND_FULL: Final = 1
+LEDGER_HEAD_SIZE: Final = 16
+ENTRY_PAIR_SIZE: Final = 16
+FLAG_HAS_KEY: Final = 1
+FLAG_FENCED: Final = 2
+MASTER_KEY_MAX_BYTES: Final = 1024
+DELETED_RECORD_MAGIC: Final = b"BKDL"
+DELETED_RECORD_SIZE: Final = 16
+#: Merge when a flush would leave more segments than this (full + deltas).
+SEGMENTS_MAX: Final = 16
+#: ... or when the deltas reach the full segment's size and at least this many bytes.
+MERGE_MIN_BYTES: Final = 1024 * 1024
+SEGMENT_SUFFIX: Final = ".seg"
+TMP_SUFFIX: Final = ".tmp"
+DELETED_FILE_NAME: Final = "deleted-ledgers"
+
+_HEADER = struct.Struct(">4sIIIQQQII")
+_LEDGER_HEAD = struct.Struct(">qHHI")
+_DELETED = struct.Struct(">4sqI")
+_SEGMENT_NAME = re.compile(r"([0-9a-f]{16})\.seg")
+_FLAGS_KNOWN = FLAG_HAS_KEY | FLAG_FENCED
+_UINT32_MAX = 2**32 - 1
+assert _HEADER.size == SEGMENT_HEADER_SIZE
+assert _LEDGER_HEAD.size == LEDGER_HEAD_SIZE
+assert _DELETED.size == DELETED_RECORD_SIZE
+assert SEGMENT_HEADER_CRC_POSITION == SEGMENT_HEADER_SIZE - 4
+assert MASTER_KEY_MAX_BYTES <= 0xFFFF
+
+
+# --- value objects ----------------------------------------------------------------------------
+
+
+@attrs.frozen
+class LedgerRecord:
+    """What the index knows of one ledger (for tests, inspect and the model)."""
+
+    key: bytes | None
+    fenced: bool
+    entries: tuple[tuple[EntryId, Location], ...]
+
+
+@attrs.frozen
+class IndexState:
+    """The abstract state of an index: its ledgers (sorted by id) and the deleted ids."""
+
+    ledgers: tuple[tuple[LedgerId, LedgerRecord], ...]
+    deleted: frozenset[LedgerId]
+
+
+@attrs.frozen(hash=False)
+class SegmentBlock:
+    """One ledger block of a segment, decoded."""
+
+    ledger_id: LedgerId
+    key: bytes | None
+    fenced: bool
+    entries: dict[EntryId, Location]
+
+
+@attrs.frozen(hash=False)
+class Segment:
+    """A decoded segment file."""
+
+    kind: int
+    seq: int
+    blocks: tuple[SegmentBlock, ...]
+    entry_count: int
+
+
+# --- the codec (pure) ---------------------------------------------------------------------------
+
+
+def segment_file_name(seq: int) -> str:
+    """``<16 lower-case hex digits>.seg``: fixed width, so name order is sequence order."""
+    assert 1 <= seq <= 2**64 - 1, seq
+    return f"{seq:016x}{SEGMENT_SUFFIX}"
+
+
+def parse_segment_file_name(name: str) -> int | None:
+    """The sequence number of a segment file name, None for any other name."""
+    match = _SEGMENT_NAME.fullmatch(name)
+    return None if match is None else int(match.group(1), 16)
+
+
+def encode_ledger_block(
+    ledger_id: int, key: bytes | None, fenced: bool, entries: Iterable[tuple[int, int]]
+) -> tuple[bytes, int]:
+    """One ledger block and its entry count. ``entries`` as (entry id, location) pairs."""
+    assert 0 <= ledger_id <= INT64_MAX, ledger_id
+    flat = [value for pair in entries for value in pair]
+    count = len(flat) // 2
+    assert count <= _UINT32_MAX, count
+    flags = (FLAG_HAS_KEY if key is not None else 0) | (FLAG_FENCED if fenced else 0)
+    key_bytes = key if key is not None else b""
+    assert len(key_bytes) <= MASTER_KEY_MAX_BYTES, len(key_bytes)
+    assert flags or count, f"ledger {ledger_id}: a block needs a key, a fence or an entry"
+    head = _LEDGER_HEAD.pack(ledger_id, flags, len(key_bytes), count)
+    return head + key_bytes + struct.pack(f">{len(flat)}q", *flat), count
+
+
+def encode_segment(kind: int, seq: int, blocks: Iterable[tuple[bytes, int]]) -> bytes:
+    """A whole segment: header, then the encoded ledger blocks (``encode_ledger_block``)."""
+    assert kind in (SEGMENT_KIND_DELTA, SEGMENT_KIND_FULL), kind
+    assert 1 <= seq <= 2**64 - 1, seq
+    parts: list[bytes] = []
+    entry_count = 0
+    for block, count in blocks:
+        parts.append(block)
+        entry_count += count
+    body = b"".join(parts)
+    assert len(parts) <= _UINT32_MAX, len(parts)
+    head = _HEADER.pack(
+        SEGMENT_MAGIC,
+        SEGMENT_VERSION,
+        kind,
+        len(parts),
+        seq,
+        entry_count,
+        len(body),
+        zlib.crc32(body),
+        0,
+    )[:SEGMENT_HEADER_CRC_POSITION]
+    header = head + struct.pack(">I", zlib.crc32(head))
+    assert len(header) == SEGMENT_HEADER_SIZE
+    return header + body
+
+
+def decode_segment_header(data: bytes) -> tuple[int, int, int, int, int] | str:
+    """(kind, ledger_count, seq, entry_count, body_bytes), or why the header is bad."""
+    if len(data) < SEGMENT_HEADER_SIZE:
+        return f"{len(data)} bytes, fewer than the {SEGMENT_HEADER_SIZE} of a header"
+    magic, version, kind, ledgers, seq, entries, body_bytes, body_crc, header_crc = (
+        _HEADER.unpack_from(data, 0)
+    )
+    if magic != SEGMENT_MAGIC:
+        return f"begins with {magic!r}, not {SEGMENT_MAGIC!r}: not an index segment"
+    if zlib.crc32(data[:SEGMENT_HEADER_CRC_POSITION]) != header_crc:
+        return "the header's CRC32 does not match its bytes"
+    if version != SEGMENT_VERSION:
+        return f"format version {version}, this bkref reads version {SEGMENT_VERSION} only"
+    if kind not in (SEGMENT_KIND_DELTA, SEGMENT_KIND_FULL):
+        return f"unknown segment kind {kind}"
+    if body_bytes != len(data) - SEGMENT_HEADER_SIZE:
+        held = len(data) - SEGMENT_HEADER_SIZE
+        return f"the header says {body_bytes} body bytes, the file holds {held}"
+    if zlib.crc32(memoryview(data)[SEGMENT_HEADER_SIZE:]) != body_crc:
+        return "the body's CRC32 does not match its bytes"
+    return int(kind), int(ledgers), int(seq), int(entries), int(body_bytes)
+
+
+def decode_segment(data: bytes) -> Segment | str:
+    """A whole segment file, checked (spec page, "Reading a segment"), or why it is bad."""
+    header = decode_segment_header(data)
+    if isinstance(header, str):
+        return header
+    kind, ledger_count, seq, entry_count, _ = header
+    blocks: list[SegmentBlock] = []
+    seen: set[int] = set()
+    offset = SEGMENT_HEADER_SIZE
+    for _ in range(ledger_count):
+        found = _decode_block(data, offset)
+        if isinstance(found, str):
+            return f"ledger block at offset {offset}: {found}"
+        block, offset = found
+        if block.ledger_id in seen:
+            return f"ledger {block.ledger_id} has two blocks"
+        seen.add(block.ledger_id)
+        blocks.append(block)
+    if offset != len(data):
+        return f"{len(data) - offset} bytes after the last of its {ledger_count} ledger blocks"
+    total = sum(len(block.entries) for block in blocks)
+    if total != entry_count:
+        return f"the header counts {entry_count} entries, the blocks hold {total}"
+    return Segment(kind=kind, seq=seq, blocks=tuple(blocks), entry_count=entry_count)
+
+
+def _decode_block(data: bytes, offset: int) -> tuple[SegmentBlock, int] | str:
+    if offset + LEDGER_HEAD_SIZE > len(data):
+        return "cut by the end of the file"
+    ledger_id, flags, key_len, count = _LEDGER_HEAD.unpack_from(data, offset)
+    if ledger_id < 0:
+        return f"negative ledger id {ledger_id}"
+    if flags & ~_FLAGS_KNOWN:
+        return f"unknown flag bits {flags:#x}"
+    if key_len and not flags & FLAG_HAS_KEY:
+        return f"a {key_len}-byte key without the has-key flag"
+    if key_len > MASTER_KEY_MAX_BYTES:
+        return f"a {key_len}-byte key, above {MASTER_KEY_MAX_BYTES}"
+    if not flags and not count:
+        return f"ledger {ledger_id} has no key, no fence and no entry"
+    start = offset + LEDGER_HEAD_SIZE
+    end = start + key_len + ENTRY_PAIR_SIZE * count
+    if end > len(data):
+        return f"ledger {ledger_id}: {count} entries run past the end of the file"
+    key = data[start : start + key_len] if flags & FLAG_HAS_KEY else None
+    values = struct.unpack_from(f">{2 * count}q", data, start + key_len)
+    if values and min(values) < 0:
+        return f"ledger {ledger_id}: a negative entry id or location"
+    entries = dict(zip(values[0::2], values[1::2], strict=True))
+    if len(entries) != count:
+        return f"ledger {ledger_id}: an entry id appears twice"
+    block = SegmentBlock(LedgerId(ledger_id), key, bool(flags & FLAG_FENCED), entries)
+    return block, end
+
+
+def encode_deleted_record(ledger_id: int) -> bytes:
+    """One 16-byte record of the deleted-ledgers file: magic, ledger id, CRC32 of both."""
+    assert 0 <= ledger_id <= INT64_MAX, ledger_id
+    head = _DELETED.pack(DELETED_RECORD_MAGIC, ledger_id, 0)[:12]
+    return head + struct.pack(">I", zlib.crc32(head))
+
+
+def decode_deleted_file(data: bytes) -> tuple[list[LedgerId], int] | str:
+    """The deleted ledgers and the length of the intact prefix, or why the file is corrupt.
+
+    A record that fails its checks ends the intact prefix; it and whatever follows are the
+    remains of an unacknowledged append (spec page, "Crash states"), unless an intact record
+    follows: then the file was damaged after the fact, and that is an error.
+    """
+    ledgers: list[LedgerId] = []
+    good_bytes: int | None = None
+    for offset in range(0, len(data) - DELETED_RECORD_SIZE + 1, DELETED_RECORD_SIZE):
+        magic, ledger_id, crc = _DELETED.unpack_from(data, offset)
+        intact = (
+            magic == DELETED_RECORD_MAGIC
+            and ledger_id >= 0
+            and zlib.crc32(data[offset : offset + 12]) == crc
+        )
+        if intact and good_bytes is not None:
+            return (
+                f"the record at offset {good_bytes} is damaged but the intact record at "
+                f"offset {offset} follows it: the file was corrupted, not torn by a crash"
+            )
+        if intact:
+            ledgers.append(LedgerId(ledger_id))
+        elif good_bytes is None:
+            good_bytes = offset
+    if good_bytes is None:
+        good_bytes = len(ledgers) * DELETED_RECORD_SIZE
+    return ledgers, good_bytes
+
+
+# --- the index ----------------------------------------------------------------------------------
+
+
+class _Ledger:
+    """Per-ledger state. ``dirty`` holds the entries put since the last flush."""
+
+    __slots__ = ("dirty", "entries", "fenced", "key", "last")
+
+    def __init__(self) -> None:
+        self.entries: dict[EntryId, Location] = {}
+        self.dirty: dict[EntryId, Location] = {}
+        self.last: int = -1
+        self.key: bytes | None = None
+        self.fenced = False
+
+
+def _recovery_error(path: str, what: str) -> RecoveryError:
+    return RecoveryError(
+        f"ledger index {path}: {what}. Segments are renamed into place only once durable, so "
+        "this is damage, not a crash leftover. Restore the index directory from a backup, or "
+        "move it aside to rebuild the index from the entry logs at the next start (master "
+        "keys and fence flags no longer in the journal are then lost)."
+    )
+
+
+class LedgerIndex:
+    """The index of one bookie (spec/format/ledger_index.md). Build it with ``load``."""
+
+    def __init__(self, fs: FileSystem, index_dir: str, segments_max: int = SEGMENTS_MAX) -> None:
+        if segments_max < 1:
+            raise ValueError(f"segments_max must be >= 1, got {segments_max}")
+        self._fs = fs
+        self._dir = index_dir
+        self._segments_max = segments_max
+        self._ledgers: dict[LedgerId, _Ledger] = {}
+        self._dirty: dict[LedgerId, _Ledger] = {}
+        self._deleted: set[LedgerId] = set()
+        #: Bytes of the intact prefix of the deleted-ledgers file (the next record goes there).
+        self._deleted_bytes = 0
+        #: The segments a load would read now: seq -> size in bytes; the lowest is full.
+        self._live: dict[int, int] = {}
+        self._base_seq = 0
+        self._last_seq = 0
+        #: Names superseded by a merge, or leftover ``.tmp`` files, to unlink at a flush.
+        self._obsolete: list[str] = []
+        self._dir_durable = False
+        #: Whether the deleted-ledgers file's name is known durable (found at load, or its
+        #: directory fsynced since this process wrote it).
+        self._deleted_name_durable = False
+        self._persisted = False
+
+    # --- loading ------------------------------------------------------------------------
+
+    @classmethod
+    def load(
+        cls, fs: FileSystem, index_dir: str, *, segments_max: int = SEGMENTS_MAX
+    ) -> LedgerIndex:
+        """The index persisted in ``index_dir`` (which need not exist yet).
+
+        Raises RecoveryError when a segment or the deleted-ledgers file is damaged. Makes
+        durable what it found (an fsync of the deleted-ledgers file and of the directory), so
+        nothing this process acts on can vanish in a later crash.
+        """
+        index = cls(fs, index_dir, segments_max)
+        if not fs.exists(index_dir):
+            return index
+        names = fs.listdir(index_dir)
+        if DELETED_FILE_NAME in names:
+            index._load_deleted()
+        chain = index._read_chain(names)
+        for segment, size_bytes in chain:
+            index._apply(segment)
+            index._live[segment.seq] = size_bytes
+        if chain:
+            index._base_seq = chain[0][0].seq
+            index._last_seq = chain[-1][0].seq
+        index._persisted = bool(chain)
+        index._obsolete = [name for name in names if index._is_leftover(name)]
+        index._make_found_durable(DELETED_FILE_NAME in names)
+        return index
+
+    def _is_leftover(self, name: str) -> bool:
+        """A ``.tmp`` file, or a segment older than the full one a load starts from."""
+        seq = parse_segment_file_name(name)
+        return name.endswith(TMP_SUFFIX) or (seq is not None and seq < self._base_seq)
+
+    def _load_deleted(self) -> None:
+        path = join(self._dir, DELETED_FILE_NAME)
+        handle = self._fs.open(path, read_only=True)
+        try:
+            decoded = decode_deleted_file(handle.pread(0, handle.size()))
+        finally:
+            handle.close()
+        if isinstance(decoded, str):
+            raise RecoveryError(
+                f"deleted-ledgers file {path}: {decoded}. Do not delete it (deleted ledgers "
+                "would come back): restore it from a backup, or repair it by hand (16-byte "
+                "records: 'BKDL', int64 ledger id, CRC32 of both)."
+            )
+        ledgers, self._deleted_bytes = decoded
+        self._deleted.update(ledgers)
+
+    def _read_chain(self, names: list[str]) -> list[tuple[Segment, int]]:
+        """The newest full segment and the deltas after it, in sequence order."""
+        seqs = {seq for seq in map(parse_segment_file_name, names) if seq is not None}
+        chain: list[tuple[Segment, int]] = []
+        seq = max(seqs, default=0)
+        while seq:
+            path = join(self._dir, segment_file_name(seq))
+            if seq not in seqs:
+                raise _recovery_error(
+                    path, f"is missing, yet segment {seq + 1:016x} is there and builds on it"
+                )
+            segment, size_bytes = self._read_segment(path, seq)
+            chain.append((segment, size_bytes))
+            if segment.kind == SEGMENT_KIND_DELTA and seq == 1:
+                raise _recovery_error(path, "is a delta, yet no full segment comes before it")
+            seq = 0 if segment.kind == SEGMENT_KIND_FULL else seq - 1
+        chain.reverse()
+        assert not chain or chain[0][0].kind == SEGMENT_KIND_FULL
+        return chain
+
+    def _read_segment(self, path: str, seq: int) -> tuple[Segment, int]:
+        handle = self._fs.open(path, read_only=True)
+        try:
+            data = handle.pread(0, handle.size())
+        finally:
+            handle.close()
+        segment = decode_segment(data)
+        if isinstance(segment, str):
+            raise _recovery_error(path, segment)
+        if segment.seq != seq:
+            raise _recovery_error(path, f"its header says sequence {segment.seq:016x}")
+        return segment, len(data)
+
+    def _apply(self, segment: Segment) -> None:
+        for block in segment.blocks:
+            if block.ledger_id in self._deleted:
+                continue
+            ledger = self._ledgers.get(block.ledger_id)
+            if ledger is None:
+                ledger = self._ledgers[block.ledger_id] = _Ledger()
+            if block.key is not None:
+                if ledger.key is not None and ledger.key != block.key:
+                    raise _recovery_error(
+                        join(self._dir, segment_file_name(segment.seq)),
+                        f"ledger {block.ledger_id} has another master key than before",
+                    )
+                ledger.key = block.key
+            ledger.fenced = ledger.fenced or block.fenced
+            if block.entries:
+                ledger.entries.update(block.entries)
+                ledger.last = max(ledger.last, max(block.entries))
+
+    def _make_found_durable(self, has_deleted_file: bool) -> None:
+        """A name or byte seen here may be one a killed process wrote but never synced."""
+        if has_deleted_file:
+            handle = self._fs.open(join(self._dir, DELETED_FILE_NAME))
+            try:
+                handle.fsync()
+            finally:
+                handle.close()
+        self._fs.fsync_dir(self._dir)
+        self._fs.fsync_dir(parent(self._dir))
+        self._dir_durable = True
+        self._deleted_name_durable = has_deleted_file
+
+    # --- the hot path ---------------------------------------------------------------------
+
+    def put_entry(self, ledger_id: LedgerId, entry_id: EntryId, location: Location) -> None:
+        """Record where an entry is. A later put of the same entry replaces the location."""
+        assert entry_id >= 0, entry_id
+        assert location >= 0, location
+        ledger = self._ledgers.get(ledger_id)
+        if ledger is None:
+            ledger = self._new_ledger(ledger_id)
+        ledger.entries[entry_id] = location
+        ledger.dirty[entry_id] = location
+        if entry_id > ledger.last:
+            ledger.last = entry_id
+        self._dirty[ledger_id] = ledger
+
+    def get_location(self, ledger_id: LedgerId, entry_id: EntryId) -> Location | None:
+        """The location of an entry, None if the index has none."""
+        ledger = self._ledgers.get(ledger_id)
+        if ledger is None:
+            return None
+        return ledger.entries.get(entry_id)
+
+    def _new_ledger(self, ledger_id: LedgerId) -> _Ledger:
+        assert 0 <= ledger_id <= INT64_MAX, ledger_id
+        assert ledger_id not in self._deleted, f"ledger {ledger_id} is deleted: check first"
+        ledger = self._ledgers[ledger_id] = _Ledger()
+        return ledger
+
+    # --- per-ledger facts -------------------------------------------------------------------
+
+    def last_entry(self, ledger_id: LedgerId) -> EntryId | None:
+        """The largest entry id the index holds for the ledger, None if it holds none."""
+        ledger = self._ledgers.get(ledger_id)
+        if ledger is None or ledger.last < 0:
+            return None
+        return EntryId(ledger.last)
+
+    def has_ledger(self, ledger_id: LedgerId) -> bool:
+        """Whether the ledger has a key, a fence or an entry (and is not deleted)."""
+        return ledger_id in self._ledgers
+
+    def ledgers(self) -> list[LedgerId]:
+        """Every ledger the index knows, in id order."""
+        return sorted(self._ledgers)
+
+    def entries(self, ledger_id: LedgerId) -> list[tuple[EntryId, Location]]:
+        """The ledger's (entry id, location) pairs in entry id order."""
+        ledger = self._ledgers.get(ledger_id)
+        return [] if ledger is None else sorted(ledger.entries.items())
+
+    def set_master_key(self, ledger_id: LedgerId, key: bytes) -> None:
+        """Set the ledger's key if it has none. The first key sticks: the caller compares
+        (``master_key``) and refuses a different one; passing one here is a bug."""
+        assert len(key) <= MASTER_KEY_MAX_BYTES, len(key)
+        ledger = self._ledgers.get(ledger_id)
+        if ledger is None:
+            ledger = self._new_ledger(ledger_id)
+        if ledger.key is None:
+            ledger.key = bytes(key)
+            self._dirty[ledger_id] = ledger
+        assert ledger.key == key, f"ledger {ledger_id}: the key differs from the first one"
+
+    def master_key(self, ledger_id: LedgerId) -> bytes | None:
+        ledger = self._ledgers.get(ledger_id)
+        return None if ledger is None else ledger.key
+
+    def set_fenced(self, ledger_id: LedgerId) -> None:
+        """Fence the ledger (in memory; the journal's fence record is what makes it durable
+        before the next flush)."""
+        ledger = self._ledgers.get(ledger_id)
+        if ledger is None:
+            ledger = self._new_ledger(ledger_id)
+        if not ledger.fenced:
+            ledger.fenced = True
+            self._dirty[ledger_id] = ledger
+
+    def is_fenced(self, ledger_id: LedgerId) -> bool:
+        ledger = self._ledgers.get(ledger_id)
+        return ledger is not None and ledger.fenced
+
+    def is_deleted(self, ledger_id: LedgerId) -> bool:
+        return ledger_id in self._deleted
+
+    def writable_key(self, ledger_id: LedgerId) -> bytes | None:
+        """The ledger's key when an add may go in with that key: the ledger has a key, is
+        not fenced and (being indexed) not deleted. None otherwise: the caller then asks
+        ``is_deleted``, ``master_key`` and ``is_fenced`` to learn why. One dict lookup for
+        the add path's common case."""
+        ledger = self._ledgers.get(ledger_id)
+        if ledger is None or ledger.fenced:
+            return None
+        return ledger.key
+
+    def deleted_ledgers(self) -> frozenset[LedgerId]:
+        return frozenset(self._deleted)
+
+    # --- deletion -------------------------------------------------------------------------
+
+    def delete_ledger(self, ledger_id: LedgerId) -> None:
+        """Delete the ledger, durably before returning: its entries, key and fence vanish and
+        its id is refused forever. Deleting a deleted ledger does nothing. On an FsError
+        nothing changed in memory (the deletion may or may not survive a crash)."""
+        assert 0 <= ledger_id <= INT64_MAX, ledger_id
+        if ledger_id in self._deleted:
+            return
+        self._append_deleted(ledger_id)
+        self._deleted.add(ledger_id)
+        self._ledgers.pop(ledger_id, None)
+        self._dirty.pop(ledger_id, None)
+
+    def _append_deleted(self, ledger_id: LedgerId) -> None:
+        """Write the record at the end of the intact prefix (over any torn remains), fsync
+        the file, and the directory until the file's name is known durable."""
+        self._ensure_dir()
+        path = join(self._dir, DELETED_FILE_NAME)
+        record = encode_deleted_record(ledger_id)
+        handle = self._fs.open(path, create=True)
+        try:
+            if handle.size() != self._deleted_bytes:
+                handle.truncate(self._deleted_bytes)
+            handle.pwrite(self._deleted_bytes, record)
+            handle.fsync()
+            assert handle.pread(self._deleted_bytes, DELETED_RECORD_SIZE) == record
+        finally:
+            handle.close()
+        if not self._deleted_name_durable:
+            self._fs.fsync_dir(self._dir)
+            self._deleted_name_durable = True
+        self._deleted_bytes += DELETED_RECORD_SIZE
+
+    def _ensure_dir(self) -> None:
+        """Create the index directory and make its name durable, once per process."""
+        if self._dir_durable:
+            return
+        self._fs.mkdir(self._dir)
+        self._fs.fsync_dir(parent(self._dir))
+        self._dir_durable = True
+
+    # --- flush (the checkpoint step) ----------------------------------------------------------
+
+    def flush(self) -> None:
+        """Make every put, key and fence so far durable: one new segment, written to a
+        ``.tmp`` name, fsynced, renamed into place, directory fsynced. Writes a delta of what
+        changed; a merged full segment when the deltas grow past ``segments_max`` files or
+        the full segment's size. On an FsError nothing is lost: the changes stay pending."""
+        if not self._dirty and self._live:
+            return
+        self._ensure_dir()
+        seq = self._last_seq + 1
+        kind = SEGMENT_KIND_DELTA
+        data = b""
+        if self._live:
+            data = encode_segment(kind, seq, self._blocks(self._dirty.items(), delta=True))
+        if self._should_merge(len(data)):
+            kind = SEGMENT_KIND_FULL
+            data = encode_segment(kind, seq, self._blocks(sorted(self._ledgers.items())))
+        self._write_segment(seq, data)
+        self._commit(seq, kind, len(data))
+        self._remove_obsolete()
+
+    def _blocks(
+        self, ledgers: Iterable[tuple[LedgerId, _Ledger]], *, delta: bool = False
+    ) -> Iterable[tuple[bytes, int]]:
+        for ledger_id, ledger in ledgers:
+            entries = ledger.dirty if delta else ledger.entries
+            yield encode_ledger_block(ledger_id, ledger.key, ledger.fenced, sorted(entries.items()))
+
+    def _should_merge(self, delta_bytes: int) -> bool:
+        """Merge when there is no full segment yet, when one more file would exceed
+        ``segments_max``, or when the deltas reach the full segment's size (so merging
+        costs at most twice the bytes the deltas cost: amortised, a flush is O(changes))."""
+        if not self._live:
+            return True
+        if len(self._live) + 1 > self._segments_max:
+            return True
+        full_bytes = self._live[self._base_seq]
+        deltas_bytes = sum(self._live.values()) - full_bytes + delta_bytes
+        return deltas_bytes >= max(full_bytes, MERGE_MIN_BYTES)
+
+    def _write_segment(self, seq: int, data: bytes) -> None:
+        final = join(self._dir, segment_file_name(seq))
+        tmp = final + TMP_SUFFIX
+        handle = self._fs.open(tmp, create=True)
+        try:
+            handle.truncate(0)
+            handle.pwrite(0, data)
+            handle.fsync()
+            assert handle.size() == len(data), (handle.size(), len(data))
+            assert handle.pread(0, SEGMENT_HEADER_SIZE) == data[:SEGMENT_HEADER_SIZE]
+        finally:
+            handle.close()
+        self._fs.rename(tmp, final)
+        self._fs.fsync_dir(self._dir)
+
+    def _commit(self, seq: int, kind: int, size_bytes: int) -> None:
+        if kind == SEGMENT_KIND_FULL:
+            self._obsolete.extend(segment_file_name(old) for old in self._live)
+            self._live = {}
+            self._base_seq = seq
+        self._live[seq] = size_bytes
+        self._last_seq = seq
+        for ledger in self._dirty.values():
+            ledger.dirty = {}
+        self._dirty.clear()
+
+    def _remove_obsolete(self) -> None:
+        """Unlink superseded segments and ``.tmp`` leftovers. No directory fsync: a load
+        ignores them whether or not a crash brings them back (spec page, "Crash states")."""
+        while self._obsolete:
+            path = join(self._dir, self._obsolete[-1])
+            if self._fs.exists(path):
+                self._fs.unlink(path)
+            self._obsolete.pop()
+
+    # --- description --------------------------------------------------------------------------
+
+    @property
+    def persisted(self) -> bool:
+        """Whether ``load`` found a segment on disk. When it did not, the bookie rebuilds the
+        index from the entry logs (impl/index/rebuild.py)."""
+        return self._persisted
+
+    @property
+    def index_dir(self) -> str:
+        return self._dir
+
+    def segment_seqs(self) -> list[int]:
+        """The segments a load would read now, in order (the first is full)."""
+        return sorted(self._live)
+
+    def state(self) -> IndexState:
+        """The abstract state: what a load after a clean flush must give back."""
+        ledgers = tuple(
+            (
+                ledger_id,
+                LedgerRecord(ledger.key, ledger.fenced, tuple(sorted(ledger.entries.items()))),
+            )
+            for ledger_id, ledger in sorted(self._ledgers.items())
+        )
+        return IndexState(ledgers=ledgers, deleted=frozenset(self._deleted))
+
+    def check_invariants(self) -> None:
+        """Assert every internal relation. O(size of the index): meant for tests."""
+        assert not self._ledgers.keys() & self._deleted, "a deleted ledger is still indexed"
+        for ledger_id, ledger in self._ledgers.items():
+            _check_ledger(ledger_id, ledger)
+            assert (ledger_id in self._dirty) == (self._dirty.get(ledger_id) is ledger)
+            if ledger.dirty:
+                assert self._dirty.get(ledger_id) is ledger, ledger_id
+        for ledger_id, ledger in self._dirty.items():
+            assert self._ledgers.get(ledger_id) is ledger, ledger_id
+        assert self._deleted_bytes >= len(self._deleted) * DELETED_RECORD_SIZE
+        assert self._deleted_bytes % DELETED_RECORD_SIZE == 0, self._deleted_bytes
+        if self._live:
+            assert min(self._live) == self._base_seq, (self._live, self._base_seq)
+            assert max(self._live) == self._last_seq, (self._live, self._last_seq)
+            assert sorted(self._live) == list(range(self._base_seq, self._last_seq + 1))
+        else:
+            assert self._base_seq == 0, self._base_seq
+        assert not self._persisted or self._live, "persisted without a segment"
+
+
+def _check_ledger(ledger_id: LedgerId, ledger: _Ledger) -> None:
+    assert 0 <= ledger_id <= INT64_MAX, ledger_id
+    assert ledger.key is not None or ledger.fenced or ledger.entries, f"empty ledger {ledger_id}"
+    assert ledger.key is None or len(ledger.key) <= MASTER_KEY_MAX_BYTES, ledger_id
+    assert ledger.last == max(ledger.entries, default=-1), (ledger_id, ledger.last)
+    for entry_id, location in ledger.dirty.items():
+        assert ledger.entries.get(entry_id) == location, (ledger_id, entry_id)
+    assert all(entry_id >= 0 for entry_id in ledger.entries), ledger_id
+    assert all(location >= 0 for location in ledger.entries.values()), ledger_id

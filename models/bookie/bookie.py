@@ -1,0 +1,819 @@
+"""The bookie model: what a bookie may answer at each step, and what a crash may leave.
+
+Spec pages: spec/operations.py (the steps), spec/state.py (the abstract state compared after
+every step), spec/adapter.md (the answers), docs/design.md "Data flow", spec/properties.md.
+
+The model is built from three sub-models, each named after the implementation's module for
+the same concept: models/index/ledger_index.py (keys, fences, entries, deletions),
+models/entrylog/manager.py (entry logs, rotation, leastUnflushedLogId) and
+models/journal/last_mark.py (the journal's durable mark and lastMark). Its state splits into what is
+*persistent* (facts marked durable: they must survive any crash) and what is *volatile*
+(pending facts, the active log's unflushed bytes, the queued journal records).
+
+The request handlers carry the Bookie's method names, in the Bookie's order (``_add_entry``,
+``_fence``, ``_read_entry``, ``_delete_ledger``, ``_checkpoint``), so the two read side by
+side. How it is used (proofs/harness/refinement.py): after the implementation ran a step,
+:meth:`step` gets the step and what the implementation answered; if that answer is not one the model
+allows, it raises :class:`Divergence`. Then :meth:`compare` gets the implementation's abstract
+state and checks it. Where the model allows more than one outcome (an unacknowledged add may
+or may not survive a crash; a failed disk may or may not have kept a write), the observation
+decides, and the model holds the implementation to that choice from then on: nondeterminism
+is resolved by observation.
+
+Choices a correct bookie may make differently, and so the model allows both: a read may or
+may not see an add that is not yet acknowledged; while a fault is active (a full disk, a
+failed fsync, until the next restart) any step may fail with io_error, and an add may fail
+with no_space while the disk is full.
+
+Not modelled: write_close, explicit LAC, garbage collection and compaction, several journal
+directories, entry log per ledger, preallocation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import attrs
+
+from models.entrylog.manager import EntryLogsModel, LogConstraints, record_bytes
+from models.index.ledger_index import UNSURE, LedgersModel, Sure
+from models.journal.last_mark import CheckpointModel
+from spec.operations import (
+    Add,
+    Checkpoint,
+    Completion,
+    Crash,
+    Delete,
+    DiskFull,
+    DiskWritable,
+    FailFsync,
+    Fence,
+    JournalForce,
+    Operation,
+    Read,
+    Restart,
+    Result,
+    Rotate,
+    Shutdown,
+)
+from spec.state import AbstractState, Mark
+
+#: BookKeeper's default logSizeLimit (1 GiB).
+DEFAULT_LOG_SIZE_LIMIT_BYTES = 1024 * 1024 * 1024
+
+
+class Divergence(Exception):
+    """The implementation did something the model does not allow."""
+
+    def __init__(self, step: int, message: str) -> None:
+        super().__init__(f"step {step}: {message}")
+        self.step = step
+        self.message = message
+
+
+class ModelUsageError(Exception):
+    """A scenario the model cannot run (a request while the bookie is down, ...): a bug of
+    the scenario, not of the implementation."""
+
+
+@attrs.frozen
+class ModelConfig:
+    """The configuration the model needs (BookKeeper key in brackets)."""
+
+    log_size_limit_bytes: int = DEFAULT_LOG_SIZE_LIMIT_BYTES  # logSizeLimit
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, str]) -> ModelConfig:
+        """From BookKeeper-named settings (a trace header's ``config``)."""
+        raw = settings.get("logSizeLimit")
+        if raw is None:
+            return cls()
+        try:
+            return cls(log_size_limit_bytes=int(raw))
+        except ValueError:
+            raise ModelUsageError(f"logSizeLimit must be an integer, got {raw!r}") from None
+
+
+@attrs.frozen
+class CrashOutcomes:
+    """The acceptable observations after a crash, as constraints on the recovered bookie:
+    entries that must read back (acknowledged) and that may (pending at the crash), likewise
+    fences, ledgers (keys) and deletions; the entry logs (LogConstraints); and lastMark no
+    less than ``min_last_mark``."""
+
+    must_entries: tuple[tuple[int, int, bytes], ...]
+    may_entries: tuple[tuple[int, int, bytes], ...]
+    must_fenced: frozenset[int]
+    may_fenced: frozenset[int]
+    must_ledgers: frozenset[int]
+    may_ledgers: frozenset[int]
+    must_deleted: frozenset[int]
+    may_deleted: frozenset[int]
+    logs: LogConstraints
+    min_last_mark: Mark | None
+
+    def describe(self) -> list[str]:
+        def ids(pairs: Sequence[tuple[int, int, bytes]]) -> str:
+            return ", ".join(f"{led}:{ent}" for led, ent, _ in pairs) or "none"
+
+        lines = [
+            f"must survive (acknowledged): entries {ids(self.must_entries)}",
+            f"may or may not survive (not acknowledged): entries {ids(self.may_entries)}",
+        ]
+        if self.must_fenced or self.may_fenced:
+            lines.append(
+                f"fences that must survive: {_ids(self.must_fenced)}; "
+                f"that may: {_ids(self.may_fenced)}"
+            )
+        if self.may_ledgers:
+            lines.append(
+                f"ledgers that may vanish with their first, unacknowledged add: "
+                f"{_ids(self.may_ledgers)}"
+            )
+        if self.min_last_mark is not None:
+            lines.append(f"recovery must leave lastMark at or after {self.min_last_mark}")
+        return lines
+
+
+@attrs.frozen
+class _Pending:
+    kind: str  # "add" or "fence"
+    ledger: int
+    entry: int
+
+
+class BookieModel:
+    """See the module docstring."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        self.config = config
+        self.ledgers = LedgersModel()
+        self.logs = EntryLogsModel(config.log_size_limit_bytes)
+        self.marks = CheckpointModel()
+        self.pending: dict[int, _Pending] = {}
+        #: "up", "crashed" (or died mid-step), "stopped" (clean shutdown).
+        self.status = "up"
+        #: A fault (full disk, failed fsync) happened in this run.
+        self.faulted = False
+        self.disk_full = False
+        #: The step that a crash interrupted, until the crash step itself.
+        self.interrupted: Operation | None = None
+        self.outcomes: CrashOutcomes | None = None
+        #: The next compare is the first after a restart (or the first ever).
+        self.fresh_run = True
+        self._forced = False
+
+    @property
+    def up(self) -> bool:
+        return self.status == "up"
+
+    # --- one step -------------------------------------------------------------------------
+
+    def step(
+        self, index: int, op: Operation, result: Result, completed: Sequence[Completion]
+    ) -> list[str]:
+        """Check and apply one step the implementation ran; return what it means, in words.
+        Raises Divergence when the answer (or a completion) is not allowed."""
+        if isinstance(op, Crash):
+            return self._crash(op)
+        if self.interrupted is not None:
+            raise ModelUsageError(
+                f"step {index}: a step interrupted by a crash must be followed by the crash"
+            )
+        if isinstance(op, Restart):
+            return self._restart(index, result)
+        if not self.up:
+            raise ModelUsageError(
+                f"step {index}: {op.name} while the bookie is down: restart it first"
+            )
+        self._forced = False
+        if result.crashed:
+            notes = self._completions(index, op, completed, lenient=True)
+            self.interrupted = op
+            return notes + self._interrupted(op)
+        notes = self._request(index, op, result)
+        notes += self._completions(index, op, completed, lenient=self.faulted)
+        if isinstance(op, Shutdown):
+            notes += self._stop(clean=result.error is None and not self.faulted)
+        return notes
+
+    def _request(self, index: int, op: Operation, result: Result) -> list[str]:
+        if isinstance(op, Add):
+            return self._add_entry(index, op, result)
+        if isinstance(op, Read):
+            return self._read_entry(index, op, result)
+        if isinstance(op, Fence):
+            return self._fence(index, op, result)
+        if isinstance(op, Delete):
+            return self._delete_ledger(index, op, result)
+        if isinstance(op, (DiskFull, DiskWritable, FailFsync)):
+            self._expect(index, op, result, {None})
+            return self._fault(op)
+        if isinstance(op, Shutdown):
+            self._expect(
+                index, op, result, {None, "io_error", "no_space"} if self.faulted else {None}
+            )
+            return []  # applied after its completions (it forces the journal)
+        assert isinstance(op, (Checkpoint, Rotate, JournalForce)), op
+        errors: set[str | None] = {None}
+        if self.faulted and not isinstance(op, JournalForce):
+            errors |= {"io_error", "no_space"}
+        elif self.faulted:
+            errors.add("io_error")
+        self._expect(index, op, result, errors)
+        if result.error is not None:
+            return [f"{op.name} failed ({result.error}): the fault is in effect"]
+        if isinstance(op, Checkpoint):
+            return self._checkpoint()
+        if isinstance(op, Rotate):
+            if not self.logs.relaxed:
+                log_id = self.logs.rotate()
+                return [f"the active entry log was sealed; entry log {log_id} is now active"]
+            return []
+        return []  # the journal force: its completions say what it did
+
+    def _expect(self, index: int, op: Operation, result: Result, errors: set[str | None]) -> None:
+        if result.pending or result.data is not None or result.error not in errors:
+            allowed = ", ".join(sorted("ok" if e is None else e for e in errors))
+            raise Divergence(index, f"{op.name} answered {result.describe()}; allowed: {allowed}")
+
+    # --- requests ------------------------------------------------------------------------
+
+    def _add_entry(self, index: int, op: Add, result: Result) -> list[str]:
+        refusal = self.ledgers.refusal(op.ledger, op.key, add=True)
+        ledger = self.ledgers.ledgers.get(op.ledger)
+        # A fence whose ack failed may or may not be in effect: either answer is allowed.
+        maybe_fenced = refusal == "fenced" and ledger is not None and ledger.fence in UNSURE
+        allowed = {"pending"} if refusal is None or maybe_fenced else set()
+        if refusal is not None:
+            allowed.add(refusal)
+        if self.disk_full:
+            allowed.add("no_space")
+        if self.faulted:
+            allowed.add("io_error")
+        observed = _answer(result)
+        _check_answer(index, f"add {op.ledger}:{op.entry}", observed, allowed, result.describe())
+        if maybe_fenced and observed == "pending":
+            refusal = None  # the failed fence is not in effect now (a crash may tell more)
+        if observed == "pending" or (observed == "io_error" and refusal is None):
+            self._refuse_reuse(index, op)
+        if observed == "pending":
+            return self._accept_add(index, op)
+        if observed == "io_error" and refusal is None:
+            # The bookie may have written and indexed the entry before its journal failed.
+            self.ledgers.add_entry(op.ledger, op.entry, op.key, op.data)
+            self.ledgers.fail_add(op.ledger, op.entry)
+            return [
+                f"add {op.ledger}:{op.entry} failed with io_error: it may or may not have been kept"
+            ]
+        return [f"add {op.ledger}:{op.entry} refused: {observed}; nothing was written"]
+
+    def _refuse_reuse(self, index: int, op: Add) -> None:
+        ledger = self.ledgers.ledgers.get(op.ledger)
+        if ledger is not None and op.entry in ledger.entries:
+            raise ModelUsageError(
+                f"step {index}: entry {op.ledger}:{op.entry} is added a second time; the "
+                "model does not cover overwriting an entry (give every add a new entry id)"
+            )
+
+    def _accept_add(self, index: int, op: Add) -> list[str]:
+        new_key = op.ledger not in self.ledgers.ledgers
+        self.ledgers.add_entry(op.ledger, op.entry, op.key, op.data)
+        self.pending[index] = _Pending("add", op.ledger, op.entry)
+        self.marks.appended(2 if new_key else 1)
+        where = ""
+        if not self.logs.relaxed:
+            log_id = self.logs.add_entry(op.ledger, len(op.data))
+            where = f" in entry log {log_id}"
+        key = " Its key record goes first: the ledger is new." if new_key else ""
+        return [
+            f"add {op.ledger}:{op.entry} accepted: written{where} (not fsynced) and "
+            f"indexed, and queued for the journal. Not durable yet: a crash now may lose "
+            f"it, and the client has no ack.{key}"
+        ]
+
+    def _fence(self, index: int, op: Fence, result: Result) -> list[str]:
+        refusal = self.ledgers.refusal(op.ledger, op.key, add=False)
+        ledger = self.ledgers.ledgers.get(op.ledger)
+        allowed: set[str] = {refusal} if refusal is not None else {"pending"}
+        if refusal is None and ledger is not None and ledger.fence is Sure.DURABLE:
+            allowed = {"ok", "pending"}
+        if self.faulted:
+            allowed.add("io_error")
+        observed = _answer(result)
+        _check_answer(index, f"fence {op.ledger}", observed, allowed, result.describe())
+        if observed == "pending" and (ledger is None or ledger.fence is not Sure.DURABLE):
+            new_key = ledger is None
+            self.ledgers.fence(op.ledger, op.key)
+            self.marks.appended(2 if new_key else 1)
+        if observed == "pending":
+            self.pending[index] = _Pending("fence", op.ledger, -1)
+            return [
+                f"fence {op.ledger} accepted: adds to it are refused from now on; the "
+                "fence record is queued for the journal (not durable yet)"
+            ]
+        if observed == "io_error" and refusal is None:
+            new_key = op.ledger not in self.ledgers.ledgers
+            self.ledgers.fence(op.ledger, op.key)
+            self.ledgers.fail_fence(op.ledger)
+            if new_key:
+                self.ledgers.ledgers[op.ledger].key_sure = Sure.FAILED
+        return []
+
+    def _read_entry(self, index: int, op: Read, result: Result) -> list[str]:
+        error, data, sure = self.ledgers.read(op.ledger, op.entry)
+        allowed: set[str] = set()
+        if error is not None:
+            allowed.add(error)
+        else:
+            allowed.add("data")
+            if sure is not Sure.DURABLE:
+                allowed.add("no_entry")
+                ledger = self.ledgers.ledgers[op.ledger]
+                if ledger.key_sure is not Sure.DURABLE:
+                    allowed.add("no_ledger")
+        if self.faulted:
+            allowed.add("io_error")
+        observed = _answer(result)
+        if observed == "data" and result.data != data:
+            observed, shown = "other bytes", "other bytes"
+        else:
+            shown = result.describe()
+        _check_answer(index, f"read {op.ledger}:{op.entry}", observed, allowed, shown)
+        if sure is Sure.MAYBE and observed in ("data", "no_entry"):
+            self.ledgers.resolve_entry(op.ledger, op.entry, present=observed == "data")
+            fate = "survived" if observed == "data" else "was lost"
+            return [
+                f"entry {op.ledger}:{op.entry}, not acknowledged before the crash, {fate}; "
+                "the model holds the bookie to that from now on"
+            ]
+        return []
+
+    def _delete_ledger(self, index: int, op: Delete, result: Result) -> list[str]:
+        allowed: set[str | None] = {None, "io_error"} if self.faulted else {None}
+        self._expect(index, op, result, allowed)
+        if result.error is None:
+            self.ledgers.delete(op.ledger, Sure.DURABLE)
+            return [f"ledger {op.ledger} deleted: durable now, its entries unreadable forever"]
+        self.ledgers.delete(op.ledger, Sure.MAYBE)
+        return [f"delete of ledger {op.ledger} failed: it may or may not be deleted"]
+
+    def _checkpoint(self) -> list[str]:
+        covered = self.marks.journal_only
+        if not self.logs.relaxed:
+            self.logs.checkpoint()
+        self.marks.checkpointed()
+        return [
+            f"checkpoint: entry logs fsynced, index flushed, lastMark persisted at the "
+            f"journal's durable mark. {covered} add(s)/fence(s) acknowledged since the last "
+            "checkpoint no longer need the journal; journals before lastMark may go"
+        ]
+
+    # --- completions ---------------------------------------------------------------------
+
+    def _completions(
+        self, index: int, op: Operation, completed: Sequence[Completion], *, lenient: bool
+    ) -> list[str]:
+        """Acks that completed during a step. Normally exactly the forcing steps (a journal
+        force, a shutdown) complete every pending ack, all ok; after a fault, or in a step a
+        crash interrupted, any of them may complete (with io_error only after a fault)."""
+        seen = [done.step for done in completed]
+        if len(set(seen)) != len(seen):
+            raise Divergence(index, f"an ack completed twice: {seen}")
+        unknown = [step for step in seen if step not in self.pending]
+        if unknown:
+            raise Divergence(index, f"acks of steps {unknown}, which were not pending")
+        errors = [done.error for done in completed if done.error is not None]
+        forces = isinstance(op, (JournalForce, Shutdown))
+        if not lenient:
+            expected = sorted(self.pending) if forces else []
+            if sorted(seen) != expected or errors:
+                raise Divergence(
+                    index,
+                    f"{op.name} completed acks {sorted(seen)} (errors: "
+                    f"{errors}); expected exactly {expected}, all ok",
+                )
+            self._forced = forces and self.marks.queued > 0
+        elif errors and not self.faulted:
+            raise Divergence(index, f"acks failed ({errors}) though no fault was injected")
+        acked = 0
+        for done in completed:
+            pending = self.pending.pop(done.step)
+            ledger = self.ledgers.ledgers.get(pending.ledger)
+            if ledger is None:
+                continue  # deleted since: the deletion wins
+            if done.error is None:
+                acked += 1
+                if pending.kind == "add":
+                    self.ledgers.acknowledge_add(pending.ledger, pending.entry)
+                else:
+                    self.ledgers.acknowledge_fence(pending.ledger)
+            elif pending.kind == "add":
+                self.ledgers.fail_add(pending.ledger, pending.entry)
+            else:
+                self.ledgers.fail_fence(pending.ledger)
+        if forces or completed:
+            self.marks.forced(acked)
+        if acked:
+            return [
+                f"the journal fsync made {acked} add(s)/fence(s) durable and they are "
+                "acknowledged now; a crash can no longer lose them (replay from lastMark "
+                "brings them back)"
+            ]
+        return []
+
+    def _stop(self, *, clean: bool) -> list[str]:
+        if clean:
+            self.logs.checkpoint()
+            self.marks.checkpointed()
+        self._die(clean=clean)
+        return [
+            "clean shutdown: journal forced, checkpoint taken; a restart replays nothing"
+            if clean
+            else "shutdown after a fault: what was not acknowledged may be lost"
+        ]
+
+    # --- the environment -----------------------------------------------------------------
+
+    def _fault(self, op: Operation) -> list[str]:
+        if isinstance(op, DiskWritable):
+            self.disk_full = False
+            return ["the ledger directories have room again"]
+        self.faulted = True
+        self.logs.relaxed = True
+        if isinstance(op, DiskFull):
+            self.disk_full = True
+            return [
+                "the ledger directories are full: adds may fail with no_space, and "
+                "nothing acknowledged may be lost"
+            ]
+        return [
+            "the next fsync will fail with EIO, and the data it should have made durable "
+            "is gone: the bookie must not acknowledge anything that relied on it"
+        ]
+
+    def _interrupted(self, op: Operation) -> list[str]:
+        """The crash came in the middle of ``op``: every effect it may have had is possible.
+        (An add may have gone to the active log or to a new one: the crash constraints allow
+        new logs, so only the active log's upper bound grows.)"""
+        if isinstance(op, Add) and self.ledgers.refusal(op.ledger, op.key, add=True) is None:
+            self.ledgers.add_entry(op.ledger, op.entry, op.key, op.data)
+            current = self.logs.current
+            if current is not None and current in self.logs.logs:
+                log = self.logs.logs[current]
+                written = log.written.get(op.ledger, 0)
+                log.written[op.ledger] = written + record_bytes(len(op.data))
+        elif isinstance(op, Fence) and self.ledgers.refusal(op.ledger, op.key, add=False) is None:
+            self.ledgers.fence(op.ledger, op.key)
+        elif isinstance(op, Delete):
+            self.ledgers.delete(op.ledger, Sure.MAYBE)
+        return [
+            f"the machine died in the middle of {op.name}: any part of it may have reached the disk"
+        ]
+
+    def _crash(self, op: Crash) -> list[str]:
+        if self.status == "stopped":
+            raise ModelUsageError("a crash after a clean shutdown: restart first")
+        if self.status == "crashed" and self.interrupted is None:
+            # A crash while down only means something when recovery was interrupted.
+            raise ModelUsageError("a crash while the bookie is down: restart first")
+        self.interrupted = None
+        if self.status == "up":
+            self.ledgers.crash()
+            self.outcomes = self.crash_outcomes()
+            self._die(clean=False)
+        return [
+            f"crash ({op.plan.describe()}). Possible after recovery:",
+            *(self.outcomes.describe() if self.outcomes else []),
+        ]
+
+    def _die(self, *, clean: bool) -> None:
+        self.ledgers.crash()
+        self.pending.clear()
+        self.marks.stopped(clean=clean)
+        self.status = "stopped" if clean else "crashed"
+        if clean:
+            self.outcomes = self.crash_outcomes()
+
+    def _restart(self, index: int, result: Result) -> list[str]:
+        if self.up:
+            raise ModelUsageError(f"step {index}: restart while the bookie is up")
+        if result.error is not None or result.pending or result.data is not None:
+            raise Divergence(index, f"recovery failed: {result.describe()}")
+        if result.crashed:
+            self.interrupted = Restart()
+            return [
+                "the machine died during recovery; recovery must cope with its own half-done work"
+            ]
+        if self.marks.clean_stop and result.replayed not in (None, 0):
+            raise Divergence(
+                index,
+                f"a restart after a clean shutdown replayed "
+                f"{result.replayed} journal records; expected none",
+            )
+        self.status = "up"
+        self.faulted = False
+        self.disk_full = False
+        self.fresh_run = True
+        self.logs.restarted()
+        self.marks.checkpointed()  # recovery ends with a checkpoint
+        count = result.replayed
+        replayed = "" if count is None else f" ({count} record{'' if count == 1 else 's'} replayed)"
+        return [
+            f"restart: recovery read lastMark and replayed the journal after it{replayed}; "
+            "the recovered state is checked against what the crash could leave"
+        ]
+
+    # --- crash outcomes ------------------------------------------------------------------
+
+    def crash_outcomes(self) -> CrashOutcomes:
+        """What may be observed after a crash now (see CrashOutcomes)."""
+        must: list[tuple[int, int, bytes]] = []
+        may: list[tuple[int, int, bytes]] = []
+        must_fenced: set[int] = set()
+        may_fenced: set[int] = set()
+        must_ledgers: set[int] = set()
+        may_ledgers: set[int] = set()
+        for ledger in sorted(self.ledgers.ledgers.values(), key=lambda led: led.ledger_id):
+            for entry_id, (data, sure) in sorted(ledger.entries.items()):
+                (must if sure is Sure.DURABLE else may).append((ledger.ledger_id, entry_id, data))
+            if ledger.fence is Sure.DURABLE:
+                must_fenced.add(ledger.ledger_id)
+            elif ledger.fence is not None:
+                may_fenced.add(ledger.ledger_id)
+            target = must_ledgers if ledger.key_sure is Sure.DURABLE else may_ledgers
+            target.add(ledger.ledger_id)
+        deleted = self.ledgers.deleted
+        return CrashOutcomes(
+            must_entries=tuple(must),
+            may_entries=tuple(may),
+            must_fenced=frozenset(must_fenced),
+            may_fenced=frozenset(may_fenced),
+            must_ledgers=frozenset(must_ledgers),
+            may_ledgers=frozenset(may_ledgers),
+            must_deleted=frozenset(k for k, s in deleted.items() if s is Sure.DURABLE),
+            may_deleted=frozenset(k for k, s in deleted.items() if s is Sure.MAYBE),
+            logs=self.logs.crash_constraints(),
+            min_last_mark=self.marks.journal_mark or self.marks.last_mark,
+        )
+
+    def uncertain_entries(self) -> list[tuple[int, int]]:
+        """Entries whose survival is not yet known: a harness reads them after a restart."""
+        return self.ledgers.marked_entries(Sure.MAYBE)
+
+    def durable_entries(self) -> list[tuple[int, int]]:
+        """Entries that must read back: a harness reads them after a restart, so that no
+        acknowledged entry can go missing unseen."""
+        return self.ledgers.marked_entries(Sure.DURABLE)
+
+    # --- the abstract state --------------------------------------------------------------
+
+    def compare(self, index: int, observed: AbstractState, step: str) -> list[str]:
+        """Check the implementation's abstract state after step ``index`` (named ``step``),
+        resolving what the model left open; raises Divergence."""
+        notes = self._compare_deleted(index, observed)
+        notes += self._compare_ledgers(index, observed)
+        if self.fresh_run or self.logs.relaxed:
+            _check_least_unflushed(index, observed)
+        if self.fresh_run:
+            self._check_logs_after_stop(index, observed)
+            self.logs.adopt(
+                observed.entry_logs, observed.current_log_id, observed.least_unflushed_log_id
+            )
+        elif self.logs.relaxed:
+            self._check_logs_relaxed(index, observed)
+            self.logs.adopt(
+                observed.entry_logs, observed.current_log_id, observed.least_unflushed_log_id
+            )
+        else:
+            self._compare_logs(index, observed)
+        problems = self.marks.check(
+            step,
+            last_mark=observed.last_mark,
+            journal_mark=observed.journal_mark,
+            strict=not self.faulted and not self.fresh_run,
+            forced=self._forced,
+        )
+        if problems:
+            raise Divergence(index, "; ".join(problems))
+        self.fresh_run = False
+        return notes
+
+    def _compare_deleted(self, index: int, observed: AbstractState) -> list[str]:
+        seen = set(observed.deleted_ledgers)
+        notes: list[str] = []
+        for ledger_id, sure in list(self.ledgers.deleted.items()):
+            if sure is Sure.DURABLE and ledger_id not in seen:
+                raise Divergence(
+                    index, f"ledger {ledger_id} was deleted but is not any more (a resurrection)"
+                )
+            if sure is Sure.MAYBE:
+                self.ledgers.resolve_deleted(ledger_id, ledger_id in seen)
+                notes.append(
+                    f"the interrupted delete of ledger {ledger_id} "
+                    f"{'took' if ledger_id in seen else 'did not take'} effect"
+                )
+        extra = seen - set(self.ledgers.deleted)
+        if extra:
+            raise Divergence(index, f"ledgers {sorted(extra)} are deleted; nobody deleted them")
+        return notes
+
+    def _compare_ledgers(self, index: int, observed: AbstractState) -> list[str]:
+        views = {view.ledger_id: view for view in observed.ledgers}
+        extra = set(views) - set(self.ledgers.ledgers)
+        if extra:
+            raise Divergence(index, f"ledgers {sorted(extra)} exist; nobody wrote them")
+        notes: list[str] = []
+        for ledger_id, ledger in list(self.ledgers.ledgers.items()):
+            view = views.get(ledger_id)
+            if view is None:
+                if ledger.key_sure not in UNSURE:
+                    raise Divergence(index, f"ledger {ledger_id} is missing")
+                del self.ledgers.ledgers[ledger_id]
+                notes.append(f"ledger {ledger_id}, never acknowledged, is gone")
+                continue
+            if ledger.key_sure is Sure.MAYBE:
+                ledger.key_sure = Sure.DURABLE  # recovered: recovery made it durable
+            notes += self._compare_fence(index, ledger_id, ledger.fence, view.fenced)
+            notes += self._compare_last_entry(index, ledger_id, view.last_entry)
+        return notes
+
+    def _compare_fence(
+        self, index: int, ledger_id: int, fence: Sure | None, fenced: bool
+    ) -> list[str]:
+        if fence is Sure.MAYBE:
+            self.ledgers.ledgers[ledger_id].fence = Sure.DURABLE if fenced else None
+            return [
+                f"the unacknowledged fence of ledger {ledger_id} "
+                f"{'survived' if fenced else 'was lost'}"
+            ]
+        if fence is Sure.FAILED:
+            return []  # a fence whose ack failed may or may not be in effect
+        if fenced != (fence is not None):
+            want = "fenced" if fence is not None else "not fenced"
+            raise Divergence(index, f"ledger {ledger_id} should be {want}")
+        return []
+
+    def _compare_last_entry(self, index: int, ledger_id: int, last: int | None) -> list[str]:
+        entries = self.ledgers.ledgers[ledger_id].entries
+        must = [e for e, (_, sure) in entries.items() if sure not in UNSURE]
+        may = [e for e, (_, sure) in entries.items() if sure in UNSURE]
+        floor = max(must) if must else None
+        if last is None:
+            fits = floor is None
+        else:
+            fits = (floor is None or last >= floor) and last in entries
+        if not fits:
+            raise Divergence(
+                index,
+                f"ledger {ledger_id}'s last entry is {last}; the model has "
+                f"entries {sorted(must)} for sure and maybe {sorted(may)}",
+            )
+        notes: list[str] = []
+        for entry_id in may:
+            if entries[entry_id][1] is not Sure.MAYBE:
+                continue  # failed, not crashed: what the bookie holds now proves nothing
+            if last is not None and entry_id == last:
+                self.ledgers.resolve_entry(ledger_id, entry_id, present=True)
+                notes.append(f"entry {ledger_id}:{entry_id}, not acknowledged, survived")
+            elif last is None or entry_id > last:
+                self.ledgers.resolve_entry(ledger_id, entry_id, present=False)
+                notes.append(f"entry {ledger_id}:{entry_id}, not acknowledged, was lost")
+        return notes
+
+    def _compare_logs(self, index: int, observed: AbstractState) -> None:
+        logs = self.logs
+        if logs.provisional is not None:
+            seen = observed.current_log_id
+            if seen is None or seen < logs.provisional:
+                raise Divergence(
+                    index,
+                    f"the new entry log has id {seen}; ids of earlier logs "
+                    f"go up to {logs.provisional - 1} and are never reused",
+                )
+            logs.resolve_provisional(seen)
+        expected = tuple(log.view() for _, log in sorted(logs.logs.items()))
+        if observed.entry_logs != expected:
+            raise Divergence(
+                index,
+                f"entry logs are {_logs(observed.entry_logs)}; the model has {_logs(expected)}",
+            )
+        if observed.current_log_id != logs.current:
+            raise Divergence(
+                index,
+                f"the active entry log is {observed.current_log_id}; the model has {logs.current}",
+            )
+        if observed.least_unflushed_log_id != logs.least_unflushed:
+            raise Divergence(
+                index,
+                f"leastUnflushedLogId is {observed.least_unflushed_log_id};"
+                f" the model has {logs.least_unflushed}",
+            )
+
+    def _check_logs_relaxed(self, index: int, observed: AbstractState) -> None:
+        """While a fault is active: logs never vanish, their bytes never shrink, new ids
+        are new, leastUnflushedLogId never moves back."""
+        seen = {view.log_id: view for view in observed.entry_logs}
+        for log_id, log in self.logs.logs.items():
+            view = seen.get(log_id)
+            if view is None:
+                raise Divergence(index, f"entry log {log_id} vanished")
+            have = dict(view.ledger_bytes)
+            for ledger, size in log.written.items():
+                if have.get(ledger, 0) < size:
+                    raise Divergence(index, f"entry log {log_id} lost bytes of ledger {ledger}")
+        if observed.least_unflushed_log_id < self.logs.least_unflushed:
+            raise Divergence(
+                index,
+                "leastUnflushedLogId moved backwards: "
+                f"{self.logs.least_unflushed} -> "
+                f"{observed.least_unflushed_log_id}",
+            )
+
+    def _check_logs_after_stop(self, index: int, observed: AbstractState) -> None:
+        outcomes = self.outcomes
+        if outcomes is None:
+            return  # the first run: nothing came before
+        constraints = outcomes.logs
+        seen = {view.log_id: view for view in observed.entry_logs}
+        listed = set()
+        for log_id, durable, written in constraints.logs:
+            listed.add(log_id)
+            view = seen.get(log_id)
+            if view is None:
+                raise Divergence(index, f"entry log {log_id} vanished in the crash")
+            have, low, high = dict(view.ledger_bytes), dict(durable), dict(written)
+            # A log fsynced whole must read back exactly. One with unsynced bytes may come
+            # back with holes of zeros (a torn or reordered crash), and BookKeeper's scan
+            # reads past a hole into garbage records (spec/format/entry_log.md): for it only
+            # the fsynced bytes are a bound.
+            whole = low == high
+            for ledger in set(have) | set(low):
+                count = have.get(ledger, 0)
+                if count < low.get(ledger, 0) or (whole and count != high.get(ledger, 0)):
+                    raise Divergence(
+                        index,
+                        f"entry log {log_id} holds {count} bytes of ledger {ledger}; "
+                        f"{low.get(ledger, 0)} were fsynced"
+                        + (" and nothing more was written" if whole else " (at least those)"),
+                    )
+        for log_id in set(seen) - listed:
+            if log_id <= constraints.max_known_id:
+                raise Divergence(index, f"entry log {log_id} appeared; its id was used before")
+        current = observed.current_log_id
+        if current is not None and current <= constraints.max_known_id:
+            raise Divergence(
+                index, f"the active log after recovery is {current}, an id used before the crash"
+            )
+
+    def check_invariants(self) -> None:
+        self.ledgers.check_invariants()
+        self.logs.check_invariants()
+        self.marks.check_invariants()
+        assert self.status in ("up", "crashed", "stopped"), self.status
+        if not self.up:
+            assert not self.pending
+        for pending in self.pending.values():
+            ledger = self.ledgers.ledgers.get(pending.ledger)
+            if pending.kind == "add" and ledger is not None:
+                assert pending.entry in ledger.entries
+        assert self.interrupted is None or self.up or isinstance(self.interrupted, Restart)
+
+
+def _answer(result: Result) -> str:
+    """A step's answer as one word: pending, data, ok, or the error code."""
+    if result.pending:
+        return "pending"
+    if result.error is not None:
+        return result.error
+    return "data" if result.data is not None else "ok"
+
+
+def _check_answer(index: int, what: str, observed: str, allowed: set[str], shown: str) -> None:
+    """Raise Divergence unless ``observed`` is one of the ``allowed`` answers."""
+    if observed not in allowed:
+        raise Divergence(index, f"{what} answered {shown}; allowed: {', '.join(sorted(allowed))}")
+
+
+def _check_least_unflushed(index: int, observed: AbstractState) -> None:
+    """What leastUnflushedLogId means, whatever the model predicted: no log below it is
+    still unflushed (active or rotated), or a checkpoint would count it as durable."""
+    least = observed.least_unflushed_log_id
+    below = [
+        view.log_id
+        for view in observed.entry_logs
+        if view.state in ("active", "rotated") and view.log_id < least
+    ]
+    if below:
+        raise Divergence(
+            index,
+            f"leastUnflushedLogId is {least}, but entry logs {below} below it are not flushed",
+        )
+
+
+def _ids(ids: frozenset[int]) -> str:
+    return ", ".join(str(i) for i in sorted(ids)) or "none"
+
+
+def _logs(views: Sequence[object]) -> str:
+    return "[" + "; ".join(str(view) for view in views) + "]"

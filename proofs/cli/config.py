@@ -1,0 +1,142 @@
+"""``bkref config``: print the effective configuration, validated, with where each value came
+from (default, file:line or --set) and the BookKeeper keys that were given but are ignored.
+
+Why: a BookKeeper operator points bkref at their own ``bk_server.conf`` and sees at once what
+bkref will use, what it ignores, and which value is wrong. The shared options ``--conf`` and
+``--set`` live here (add_config_arguments, config_from_args) so every command that needs a
+configuration takes them the same way. Keys, defaults and parsing: impl/config/config.py and
+docs/configuration.md.
+
+Exit status: 0 when the configuration is valid, 2 when it is not (missing or unreadable file,
+bad value, unknown key), with one line on stderr. Warnings (BookKeeper accepts the setting but
+it is probably not meant) go to stderr and do not change the exit status.
+
+The file is decoded as ISO-8859-1, as Commons Configuration reads .properties files, so any
+byte sequence reads; non-ASCII text belongs in ``\\uXXXX`` escapes, as in BookKeeper.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from impl.config.config import KEYS_BY_NAME, ServerConfig, load_config, render_value
+from spec.errors import ConfigError
+
+#: Exit status for a configuration that cannot be used (as argparse uses for bad arguments).
+EXIT_BAD_CONFIG = 2
+#: Encoding of .properties files in Commons Configuration (PropertiesConfiguration).
+PROPERTIES_ENCODING = "iso-8859-1"
+
+
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--conf FILE`` and ``--set key=value`` (repeatable) to a command's parser."""
+    parser.add_argument(
+        "--conf",
+        metavar="FILE",
+        help="a bk_server.conf-style file (BookKeeper key names); default: BookKeeper's defaults",
+    )
+    parser.add_argument(
+        "--set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="override one key after the file (repeatable; the last --set of a key wins)",
+    )
+
+
+def read_conf_file(path: str) -> str:
+    """The text of a configuration file. Raises ConfigError saying why it cannot be read."""
+    try:
+        return Path(path).read_bytes().decode(PROPERTIES_ENCODING)
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{path}: no such configuration file; check the --conf path") from exc
+    except IsADirectoryError as exc:
+        raise ConfigError(f"{path}: is a directory; --conf takes a bk_server.conf file") from exc
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ConfigError(f"{path}: cannot read the configuration file: {reason}") from exc
+
+
+def config_from_args(args: argparse.Namespace) -> ServerConfig:
+    """The configuration named by ``--conf`` and ``--set``. Raises ConfigError."""
+    conf: str | None = args.conf
+    overrides: list[str] = args.set
+    text = None if conf is None else read_conf_file(conf)
+    return load_config(text, conf or "", overrides)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    add_config_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.epilog = (
+        "Exit status: 0 when the configuration is valid, 2 when it is not (missing file, bad "
+        "value, unknown key). Keys BookKeeper knows but bkref does not use are accepted and "
+        "listed as ignored."
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = config_from_args(args)
+    except ConfigError as exc:
+        print(f"bkref config: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+    for warning in config.warnings:
+        print(f"bkref config: warning: {warning}", file=sys.stderr)
+    print(to_json(config) if args.json else to_table(config))
+    return 0
+
+
+def to_table(config: ServerConfig) -> str:
+    """Aligned ``key  value  source`` lines, then the ignored keys."""
+    rows = [(s.key, render_value(s.value), str(s.source)) for s in config.settings]
+    lines = [f"# effective configuration: {len(rows)} keys bkref uses"]
+    lines += _aligned(rows)
+    lines.append("")
+    if config.ignored:
+        ignored = [
+            (i.key, render_value(i.items), f"{i.source} ({i.known_from})") for i in config.ignored
+        ]
+        lines.append(f"# ignored: {len(ignored)} BookKeeper keys given that bkref does not use")
+        lines += _aligned(ignored)
+    else:
+        lines.append("# ignored: none")
+    return "\n".join(lines)
+
+
+def _aligned(rows: list[tuple[str, str, str]]) -> list[str]:
+    key_width = max(len(row[0]) for row in rows)
+    value_width = min(max(len(row[1]) for row in rows), 40)
+    return [
+        f"{key:<{key_width}}  {value:<{value_width}}  {source}".rstrip()
+        for key, value, source in rows
+    ]
+
+
+def to_json(config: ServerConfig) -> str:
+    """The configuration as one JSON object: values (typed), ignored keys, warnings."""
+    document = {
+        "values": [
+            {
+                "key": s.key,
+                "value": list(s.value) if isinstance(s.value, tuple) else s.value,
+                "unit": KEYS_BY_NAME[s.key].unit,
+                "source": str(s.source),
+            }
+            for s in config.settings
+        ],
+        "ignored": [
+            {
+                "key": i.key,
+                "value": render_value(i.items),
+                "source": str(i.source),
+                "known_from": i.known_from,
+            }
+            for i in config.ignored
+        ],
+        "warnings": list(config.warnings),
+    }
+    return json.dumps(document, indent=2)

@@ -1,0 +1,454 @@
+"""The refinement harness: run one scenario against an implementation and the model, step by
+step, and stop at the first difference.
+
+For every step the harness
+
+1. runs it on the system under test (SUT) and records what it answered and which earlier
+   adds and fences got their ack during it;
+2. hands step and answers to the model (models/bookie/bookie.py), which raises Divergence when the
+   answer is not one it allows, and otherwise commits to it (nondeterminism is resolved by
+   observation: an unacknowledged add that survived a crash must stay from then on);
+3. compares the SUT's abstract state (its abstraction function: ``inspect``) with the model's;
+4. checks the properties of spec/properties.md over the whole history so far (spec/properties.py);
+5. checks the invariants of the model and of the SUT.
+
+After every restart the harness reads back each entry whose survival the crash left open,
+so the model learns what survived, and each entry that must have survived (the reads are
+ordinary steps of the trace).
+
+The SUT is reached through :class:`SystemUnderTest`, narrow on purpose: ``run`` one
+operation, ``inspect`` the abstract state. :class:`InProcessBookie` is bkref's own Bookie on
+the simulated disk (models/fs/simdisk.py), which can also crash in the middle of a step; a
+bookie in another process, speaking spec/adapter.md, fits the same protocol (without
+crashes in the middle of a step).
+
+The verdict is a :class:`RefinementFailure` carrying the trace up to the failing step
+(spec/trace.md): ``bkref check-trace`` replays it against the model, ``bkref explain`` tells
+it in words.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import tempfile
+import traceback
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
+
+import attrs
+
+from impl.bookie.bookie import Ack, Bookie, BookieState
+from impl.clock import ManualClock
+from impl.config.config import ServerConfig, load_config
+from models.bookie.bookie import BookieModel, Divergence, ModelConfig
+from proofs.crash.bookie_check import JOURNAL_DIR, LEDGER_DIRS, fresh_disk
+from spec.errors import BookieError
+from spec.ids import EntryId, LedgerId
+from spec.operations import (
+    CRASHED,
+    OK,
+    PENDING,
+    Add,
+    Checkpoint,
+    Completion,
+    Crash,
+    Delete,
+    DiskFull,
+    DiskWritable,
+    FailFsync,
+    Fence,
+    JournalForce,
+    Operation,
+    Read,
+    Restart,
+    Result,
+    Rotate,
+    Shutdown,
+    failed,
+)
+from spec.properties import PropertyMonitor
+from spec.state import AbstractState, LedgerView, LogView
+from spec.trace import Step, Trace, TraceHeader, write_trace
+
+#: The configuration of the refinement runs: tiny entry logs so they rotate every few adds,
+#: no group-commit wait (the scenario decides when the journal is forced).
+SMALL_SETTINGS: Mapping[str, str] = {
+    "journalDirectories": JOURNAL_DIR,
+    "ledgerDirectories": ",".join(LEDGER_DIRS),
+    "logSizeLimit": "1400",
+    "writeBufferSizeBytes": "256",
+    "journalMaxGroupWaitMSec": "0",
+}
+
+
+#: The simulated disk checks its own invariants every this many steps (and while the bookie
+#: is down): its check reads every byte on the disk.
+DISK_CHECK_EVERY = 16
+
+
+class SystemUnderTest(Protocol):
+    """What the harness needs of an implementation."""
+
+    def run(
+        self, index: int, op: Operation, crash_after_ops: int | None
+    ) -> tuple[Result, tuple[Completion, ...]]:
+        """Run step ``index``; return its answer and the acks completed meanwhile.
+        ``crash_after_ops``: let the step issue that many durable-state operations, then
+        die (the answer is then ``crashed``); None runs it whole."""
+        ...
+
+    def inspect(self) -> AbstractState | None:
+        """The abstract state, or None while the bookie is down."""
+        ...
+
+    def check_invariants(self) -> None: ...
+
+
+class RefinementFailure(AssertionError):
+    """The implementation and the model (or a property) disagree. ``trace`` holds every step
+    up to and including the failing one.
+
+    Printed, it shows the message, the last steps of the trace, and where the whole trace was
+    saved (``$BKREF_TRACE_DIR``, or ``bkref-traces`` in the temporary directory) so that it
+    can be replayed with ``bkref check-trace`` and told with ``bkref explain``."""
+
+    #: Trace lines shown in the message (the saved file has them all).
+    SHOWN_LINES = 30
+
+    def __init__(self, message: str, trace: Trace) -> None:
+        super().__init__(message)
+        self.message = message
+        self.trace = trace
+        self._saved: str | None = None
+
+    def save(self) -> str:
+        """Write the trace to a file named after its content; return the path."""
+        if self._saved is None:
+            text = write_trace(self.trace)
+            directory = os.environ.get("BKREF_TRACE_DIR") or os.path.join(
+                tempfile.gettempdir(), "bkref-traces"
+            )
+            os.makedirs(directory, exist_ok=True)
+            digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+            path = os.path.join(directory, f"refinement-{digest}.jsonl")
+            with open(path, "w", encoding="utf-8") as out:
+                out.write(text)
+            self._saved = path
+        return self._saved
+
+    def __str__(self) -> str:
+        lines = write_trace(self.trace).splitlines()
+        shown = lines[-self.SHOWN_LINES :]
+        cut = "" if len(shown) == len(lines) else f"(the last {len(shown)} lines)\n"
+        path = self.save()
+        return (
+            f"{self.message}\n\ntrace {cut}" + "\n".join(shown) + f"\n\nwhole trace: {path}\n"
+            f"replay: bkref check-trace {path}\nexplain: bkref explain {path}"
+        )
+
+
+# --- bkref's own bookie on the simulated disk ----------------------------------------------
+
+
+class _CrashNow(BaseException):
+    """The machine dies here. A BaseException, so that no cleanup handler of the bookie
+    (``except Exception``) can swallow it and carry on writing after the crash."""
+
+
+def abstract_state(state: BookieState) -> AbstractState:
+    """The abstraction function: the Bookie's ``inspect`` in the shared vocabulary."""
+    return AbstractState(
+        entry_logs=tuple(
+            LogView(info.log_id, info.state, tuple((int(k), v) for k, v in info.ledger_bytes))
+            for info in state.entry_logs
+        ),
+        least_unflushed_log_id=state.least_unflushed_log_id,
+        last_mark=(state.last_mark.journal_id, state.last_mark.offset),
+        journal_mark=(state.journal_mark.journal_id, state.journal_mark.offset),
+        current_log_id=state.current_log_id,
+        ledgers=tuple(
+            LedgerView(info.ledger_id, info.last_entry, info.fenced) for info in state.ledgers
+        ),
+        deleted_ledgers=tuple(state.deleted_ledgers),
+    )
+
+
+class InProcessBookie:
+    """bkref's Bookie on a SimDisk, driven one explicit step at a time (no threads)."""
+
+    def __init__(
+        self,
+        settings: Mapping[str, str],
+        *,
+        seed: int = 0,
+        opener: Callable[..., Bookie] = Bookie.open,
+    ) -> None:
+        self.disk = fresh_disk()
+        self.config: ServerConfig = load_config(
+            None, "refinement", [f"{key}={value}" for key, value in settings.items()]
+        )
+        self._seed = seed
+        self._opener = opener
+        self._acks: dict[int, Ack] = {}
+        self._crash_budget: int | None = None
+        #: The steps whose acks were done when the machine died: code that runs after the
+        #: crash point (cleanup handlers) completes nothing a client could see.
+        self._done_at_crash: set[int] | None = None
+        self._steps_since_disk_check = 0
+        self.bookie: Bookie | None = self._open()
+
+    def _open(self) -> Bookie:
+        return self._opener(
+            self.disk, self.config, clock=ManualClock(), rng=random.Random(self._seed)
+        )
+
+    # --- SystemUnderTest ----------------------------------------------------------------
+
+    def run(
+        self, index: int, op: Operation, crash_after_ops: int | None
+    ) -> tuple[Result, tuple[Completion, ...]]:
+        if crash_after_ops is not None:
+            self._arm(crash_after_ops)
+        try:
+            result = self._dispatch(index, op)
+        except _CrashNow:
+            result = CRASHED
+        finally:
+            if crash_after_ops is not None and self.disk.on_operation is not None:
+                self.disk.on_operation = None
+                self._crash_budget = None
+        completed = self._completions(self._done_at_crash if result.crashed else None)
+        if result.crashed:
+            self.bookie = None
+            self._acks.clear()
+        self._done_at_crash = None
+        return result, completed
+
+    def inspect(self) -> AbstractState | None:
+        if self.bookie is None:
+            return None
+        return abstract_state(self.bookie.inspect())
+
+    def check_invariants(self) -> None:
+        """The bookie's invariants after every step; the simulated disk's (which cost time
+        in proportion to every byte on it) every DISK_CHECK_EVERY steps and around crashes."""
+        if self.bookie is not None:
+            self.bookie.check_invariants()
+        self._steps_since_disk_check += 1
+        if self._steps_since_disk_check >= DISK_CHECK_EVERY or self.bookie is None:
+            self.disk.check_invariants()
+            self._steps_since_disk_check = 0
+
+    # --- the steps ----------------------------------------------------------------------
+
+    def _arm(self, after_ops: int) -> None:
+        self._crash_budget = after_ops
+
+        def hook(_kind: str) -> None:
+            assert self._crash_budget is not None
+            if self._crash_budget <= 0:
+                if self._done_at_crash is None:
+                    self._done_at_crash = {s for s, ack in self._acks.items() if ack.done}
+                raise _CrashNow  # and again for every later operation: the machine is dead
+            self._crash_budget -= 1
+
+        self.disk.on_operation = hook
+
+    def _dispatch(self, index: int, op: Operation) -> Result:
+        if isinstance(op, Crash):
+            self.disk.on_operation = None
+            self.disk.crash(op.plan)
+            self.disk.clear_failures()
+            self.bookie = None
+            self._acks.clear()
+            return OK
+        if isinstance(op, Restart):
+            # A restart comes up on a healthy disk with room: the faults were of the last run.
+            self.disk.clear_failures()
+            for directory in LEDGER_DIRS:
+                self.disk.set_capacity(directory, None)
+            self.bookie = self._open()
+            return attrs.evolve(OK, replayed=self.bookie.recovery.records_replayed)
+        bookie = self.bookie
+        assert bookie is not None, f"{op.name} while the bookie is down"
+        try:
+            return self._request(bookie, index, op)
+        except BookieError as exc:
+            return failed(exc.code)
+
+    def _request(self, bookie: Bookie, index: int, op: Operation) -> Result:
+        if isinstance(op, Add):
+            ack = bookie.add_entry(LedgerId(op.ledger), EntryId(op.entry), op.key, op.data)
+            return self._track(index, ack)
+        if isinstance(op, Fence):
+            return self._track(index, bookie.fence(LedgerId(op.ledger), op.key))
+        if isinstance(op, Read):
+            return Result(data=bookie.read_entry(LedgerId(op.ledger), EntryId(op.entry)))
+        if isinstance(op, Delete):
+            bookie.delete_ledger(LedgerId(op.ledger))
+            return OK
+        if isinstance(op, Shutdown):
+            try:
+                bookie.shutdown()
+            finally:
+                self.bookie = None
+            return OK
+        if isinstance(op, (DiskFull, DiskWritable, FailFsync)):
+            self._environment(bookie, op)
+            return OK
+        return self._background(bookie, op)
+
+    def _background(self, bookie: Bookie, op: Operation) -> Result:
+        """A background step; its typed failures become the answer (in _dispatch)."""
+        if isinstance(op, Checkpoint):
+            bookie.checkpoint()
+        elif isinstance(op, JournalForce):
+            bookie.journal_force()
+        else:
+            assert isinstance(op, Rotate), op
+            bookie.rotate_log()
+        return OK
+
+    def _environment(self, bookie: Bookie, op: DiskFull | DiskWritable | FailFsync) -> None:
+        if isinstance(op, FailFsync):
+            self.disk.fail_next("fsync")
+            return
+        for directory in LEDGER_DIRS:
+            if isinstance(op, DiskFull):
+                used = sum(
+                    len(data)
+                    for path, data in self.disk.current_snapshot().items()
+                    if path.startswith(directory + "/")
+                )
+                self.disk.set_capacity(directory, used)
+            else:
+                self.disk.set_capacity(directory, None)
+        bookie.check_dirs()  # the disk checker notices
+
+    def _track(self, index: int, ack: Ack) -> Result:
+        if ack.done:
+            error = ack.error
+            return OK if error is None else failed(error.code)
+        self._acks[index] = ack
+        return PENDING
+
+    def _completions(self, only: set[int] | None) -> tuple[Completion, ...]:
+        done = [
+            (step, ack)
+            for step, ack in sorted(self._acks.items())
+            if ack.done and (only is None or step in only)
+        ]
+        for step, _ in done:
+            del self._acks[step]
+        return tuple(
+            Completion(step, None if ack.error is None else ack.error.code) for step, ack in done
+        )
+
+
+# --- the harness ---------------------------------------------------------------------------
+
+
+class Refinement:
+    """One scenario: the SUT, the model, the property monitor and the trace so far."""
+
+    def __init__(
+        self,
+        sut: SystemUnderTest,
+        settings: Mapping[str, str],
+        *,
+        source: str = "bkref in-process Bookie on the simulated disk",
+        probe_after_restart: bool = True,
+        probe_durable: bool = True,
+    ) -> None:
+        self.sut = sut
+        self.model = BookieModel(ModelConfig.from_settings(settings))
+        self.monitor = PropertyMonitor()
+        self.header = TraceHeader(config=tuple(sorted(settings.items())), source=source)
+        self.steps: list[Step] = []
+        self.probe_after_restart = probe_after_restart
+        #: Also read back every entry that must have survived (off for short teaching
+        #: traces that read back by hand).
+        self.probe_durable = probe_durable
+        self.notes: list[list[str]] = []
+        self._check_first_state()
+
+    def _check_first_state(self) -> None:
+        state = self.sut.inspect()
+        if state is not None:
+            try:
+                self.model.compare(-1, state, "restart")
+            except Divergence as exc:
+                raise RefinementFailure(
+                    f"before the first step: {exc.message}", self.trace()
+                ) from exc
+
+    def trace(self) -> Trace:
+        return Trace(self.header, tuple(self.steps))
+
+    def run(
+        self, op: Operation, *, crash_after_ops: int | None = None, inspect: bool = True
+    ) -> Step:
+        """Run one step everywhere and check it; raises RefinementFailure. ``inspect=False``
+        skips the abstract state for this step (the post-restart reads: the state is
+        compared once after the last of them)."""
+        index = len(self.steps)
+        try:
+            result, completed = self.sut.run(index, op, crash_after_ops)
+            state = None if result.crashed or not inspect else self.sut.inspect()
+        except AssertionError as exc:
+            raise self._own_assertion(index, op, exc) from exc
+        step = Step(index, op, result, completed, state)
+        self.steps.append(step)
+        try:
+            notes = self.model.step(index, op, result, completed)
+            if state is not None and self.model.up:
+                notes += self.model.compare(index, state, op.name)
+        except Divergence as exc:
+            raise RefinementFailure(
+                exc.message and f"step {index} ({op.name}): {exc.message}", self.trace()
+            ) from exc
+        self.notes.append(notes)
+        violations = self.monitor.observe(step)
+        if violations:
+            text = "; ".join(f"property {v.prop} at step {v.step}: {v.message}" for v in violations)
+            raise RefinementFailure(text, self.trace())
+        self.model.check_invariants()
+        try:
+            self.sut.check_invariants()
+        except AssertionError as exc:
+            raise self._own_assertion(index, op, exc) from exc
+        if isinstance(op, Restart) and result.ok and self.probe_after_restart:
+            self.probe()
+        return step
+
+    def _own_assertion(self, index: int, op: Operation, exc: AssertionError) -> RefinementFailure:
+        """The implementation's own assertion (or the simulated disk's) failed in step
+        ``index``: a failure like any other, with the trace up to the step before."""
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = "?"
+        if frames:
+            last = frames[-1]
+            parts = last.filename.replace(os.sep, "/").rsplit("/", 2)
+            where = f"{'/'.join(parts[-2:])} {last.name}"
+        return RefinementFailure(
+            f"step {index} ({op.name}): the implementation's own assertion failed in {where}: "
+            f"{exc}",
+            self.trace(),
+        )
+
+    def probe(self) -> None:
+        """After a restart: read every entry whose survival is still open, so the model
+        learns which did, and every entry that must have survived, so that a lost one is
+        seen at once (property 1 over every acknowledged add, not only the ones a scenario
+        happens to read)."""
+        durable = self.model.durable_entries() if self.probe_durable else []
+        reads = self.model.uncertain_entries() + durable
+        for number, (ledger, entry) in enumerate(reads, start=1):
+            self.run(Read(ledger, entry), inspect=number == len(reads))
+
+    def run_all(self, ops: Iterable[Operation]) -> Trace:
+        for op in ops:
+            self.run(op)
+        return self.trace()

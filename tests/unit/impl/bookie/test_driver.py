@@ -1,0 +1,283 @@
+"""impl/bookie/driver.py: the journal thread and the maintenance thread.
+
+Adds from several threads with 64 outstanding all complete; an Ack completes only once its
+record is durable (checked on the simulated disk's durable state from inside the callback);
+journalMaxGroupWaitMSec=0 forces as soon as a record is queued; the checkpoint timer follows
+the injected clock; stop() is clean and leaves nothing pending; a failure in a thread is
+recorded, fails the pending Acks with BookieIOError and surfaces in ``failed`` and stop().
+
+The simulated disk is single-threaded, so these tests put it behind one lock (LockedFs); the
+real file system needs no such thing.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+import pytest
+
+from impl.bookie.bookie import Ack, Bookie
+from impl.bookie.driver import BookieDriver
+from impl.clock import ManualClock, SystemClock
+from impl.config.config import ServerConfig
+from impl.fs.api import FileHandle, FileSystem
+from impl.fs.os_backend import OsFileSystem
+from models.fs.simdisk import SimDisk
+from spec.errors import BookieIOError
+from spec.fs import DiskSpace
+from spec.ids import EntryId, LedgerId
+from tests.unit.impl.bookie.test_bookie import KEY, body, make_config
+
+T = TypeVar("T")
+WAIT_S = 20.0
+
+
+class LockedHandle:
+    """A FileHandle whose every call holds the file system's lock."""
+
+    def __init__(self, inner: FileHandle, lock: threading.RLock) -> None:
+        self._inner = inner
+        self._lock = lock
+
+    def _do(self, fn: Callable[[], T]) -> T:
+        with self._lock:
+            return fn()
+
+    @property
+    def path(self) -> str:
+        return self._inner.path
+
+    def pwrite(self, offset: int, data: bytes) -> None:
+        self._do(lambda: self._inner.pwrite(offset, data))
+
+    def append(self, data: bytes) -> int:
+        return self._do(lambda: self._inner.append(data))
+
+    def pread(self, offset: int, length: int) -> bytes:
+        return self._do(lambda: self._inner.pread(offset, length))
+
+    def size(self) -> int:
+        return self._do(self._inner.size)
+
+    def truncate(self, length: int) -> None:
+        self._do(lambda: self._inner.truncate(length))
+
+    def fsync(self) -> None:
+        self._do(self._inner.fsync)
+
+    def fdatasync(self) -> None:
+        self._do(self._inner.fdatasync)
+
+    def close(self) -> None:
+        self._do(self._inner.close)
+
+
+class LockedFs:
+    """The simulated disk behind one re-entrant lock, so threads may share it."""
+
+    def __init__(self, disk: SimDisk) -> None:
+        self.disk = disk
+        self.lock = threading.RLock()
+
+    def open(
+        self, path: str, *, create: bool = False, exclusive: bool = False, read_only: bool = False
+    ) -> FileHandle:
+        with self.lock:
+            inner = self.disk.open(path, create=create, exclusive=exclusive, read_only=read_only)
+            return LockedHandle(inner, self.lock)
+
+    def exists(self, path: str) -> bool:
+        with self.lock:
+            return self.disk.exists(path)
+
+    def is_dir(self, path: str) -> bool:
+        with self.lock:
+            return self.disk.is_dir(path)
+
+    def listdir(self, path: str) -> list[str]:
+        with self.lock:
+            return self.disk.listdir(path)
+
+    def mkdir(self, path: str) -> None:
+        with self.lock:
+            self.disk.mkdir(path)
+
+    def rename(self, src: str, dst: str) -> None:
+        with self.lock:
+            self.disk.rename(src, dst)
+
+    def link(self, src: str, dst: str) -> None:
+        with self.lock:
+            self.disk.link(src, dst)
+
+    def unlink(self, path: str) -> None:
+        with self.lock:
+            self.disk.unlink(path)
+
+    def fsync_dir(self, path: str) -> None:
+        with self.lock:
+            self.disk.fsync_dir(path)
+
+    def disk_space(self, path: str) -> DiskSpace:
+        with self.lock:
+            return self.disk.disk_space(path)
+
+
+def start(
+    fs: FileSystem, config: ServerConfig, clock: ManualClock | SystemClock | None = None
+) -> tuple[Bookie, BookieDriver]:
+    clock = clock or SystemClock()
+    bookie = Bookie.open(fs, config, clock=clock, rng=random.Random(3))
+    driver = BookieDriver(bookie, clock, config)
+    driver.start()
+    return bookie, driver
+
+
+def test_adds_from_several_threads_with_64_outstanding_all_complete() -> None:
+    fs = LockedFs(SimDisk())
+    config = make_config("journalMaxGroupWaitMSec=1", "logSizeLimit=65536")
+    bookie, driver = start(fs, config)
+    outstanding = threading.BoundedSemaphore(64)
+    acks: list[tuple[int, int, Ack]] = []
+    acks_lock = threading.Lock()
+
+    def writer(ledger: int) -> None:
+        for entry in range(60):
+            outstanding.acquire()
+            ack = bookie.add_entry(LedgerId(ledger), EntryId(entry), KEY, body(ledger, entry))
+            ack.add_done_callback(lambda _: outstanding.release())
+            with acks_lock:
+                acks.append((ledger, entry, ack))
+
+    threads = [threading.Thread(target=writer, args=(ledger,)) for ledger in range(1, 5)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT_S)
+    assert len(acks) == 240
+    for _, _, ack in acks:
+        assert ack.wait(WAIT_S), "an add was never acknowledged"
+        assert ack.error is None, ack.error
+    driver.check_invariants()
+    driver.stop()
+    assert driver.failed is None
+    assert driver.forces >= 1
+    assert bookie.pending_acks() == 0
+    for ledger, entry, _ in acks:
+        assert bookie.read_entry(LedgerId(ledger), EntryId(entry)) == body(ledger, entry)
+    bookie.shutdown()
+
+
+def test_an_ack_fires_only_once_its_record_is_durable() -> None:
+    fs = LockedFs(SimDisk())
+    bookie, driver = start(fs, make_config())
+    verdicts: list[bool] = []
+
+    def check(data: bytes) -> Callable[[Ack], None]:
+        def on_done(ack: Ack) -> None:
+            with fs.lock:
+                durable = fs.disk.durable_snapshot().values()
+                verdicts.append(ack.error is None and any(data in c for c in durable))
+
+        return on_done
+
+    acks = []
+    for entry in range(30):
+        data = b"marker-%03d-" % entry + body(9, entry, 30)
+        ack = bookie.add_entry(LedgerId(9), EntryId(entry), KEY, data)
+        ack.add_done_callback(check(data))
+        acks.append(ack)
+    for ack in acks:
+        assert ack.wait(WAIT_S)
+    driver.stop()
+    bookie.shutdown()
+    assert verdicts == [True] * 30
+
+
+def test_group_wait_zero_forces_as_soon_as_a_record_is_queued() -> None:
+    # A clock that never moves: only "flush when anything is queued" can force the group.
+    fs = LockedFs(SimDisk())
+    clock = ManualClock()
+    bookie, driver = start(fs, make_config("journalMaxGroupWaitMSec=0"), clock)
+    for entry in range(5):
+        ack = bookie.add_entry(LedgerId(1), EntryId(entry), KEY, b"x")
+        assert ack.wait(WAIT_S), "journalMaxGroupWaitMSec=0 must not wait for the clock"
+        assert ack.error is None
+    driver.stop()
+    bookie.shutdown()
+
+
+def test_the_checkpoint_timer_follows_the_clock() -> None:
+    fs = LockedFs(SimDisk())
+    clock = ManualClock()
+    config = make_config("flushInterval=1000")
+    bookie, driver = start(fs, config, clock)
+    ack = bookie.add_entry(LedgerId(1), EntryId(0), KEY, b"x")
+    assert ack.wait(WAIT_S)
+    before = bookie.last_mark
+    assert driver.checkpoints == 0
+    clock.advance_ms(1000)
+    deadline = threading.Event()
+    for _ in range(200):
+        if driver.checkpoints:
+            break
+        deadline.wait(0.05)
+    assert driver.checkpoints >= 1
+    assert bookie.last_mark > before
+    driver.stop()
+    bookie.shutdown()
+
+
+def test_stop_is_clean_and_a_restart_replays_nothing(tmp_path: object) -> None:
+    root = str(tmp_path)
+    config = make_config(journal=f"{root}/journal", ledgers=(f"{root}/ledgers",))
+    fs = OsFileSystem()
+    bookie, driver = start(fs, config)
+    acks = [bookie.add_entry(LedgerId(1), EntryId(e), KEY, body(1, e)) for e in range(50)]
+    driver.stop()
+    assert all(ack.done and ack.error is None for ack in acks)
+    bookie.shutdown()
+    again = Bookie.open(fs, config, clock=SystemClock(), rng=random.Random(1))
+    assert again.recovery.records_replayed == 0
+    assert again.read_entry(LedgerId(1), EntryId(49)) == body(1, 49)
+    again.shutdown()
+
+
+def test_a_failure_in_the_journal_thread_fails_pending_acks_and_surfaces() -> None:
+    disk = SimDisk()
+    fs = LockedFs(disk)
+    bookie, driver = start(fs, make_config())
+    first = bookie.add_entry(LedgerId(1), EntryId(0), KEY, b"a")
+    assert first.wait(WAIT_S) and first.error is None
+    with fs.lock:
+        disk.fail_next("fsync", "/bk/journal")
+        ack = bookie.add_entry(LedgerId(1), EntryId(1), KEY, b"b")
+    assert ack.wait(WAIT_S)
+    assert isinstance(ack.error, BookieIOError)
+    for _ in range(200):
+        if driver.failed is not None:
+            break
+        threading.Event().wait(0.05)
+    assert driver.failed is not None
+    with pytest.raises(BookieIOError):
+        bookie.add_entry(LedgerId(1), EntryId(2), KEY, b"c")
+    with pytest.raises(BookieIOError, match="background thread failed"):
+        driver.stop()
+    driver.check_invariants()
+
+
+def test_a_bookie_shut_down_under_a_running_driver_is_not_a_failure() -> None:
+    fs = LockedFs(SimDisk())
+    clock = ManualClock()
+    bookie, driver = start(fs, make_config("flushInterval=1"), clock)
+    ack = bookie.add_entry(LedgerId(1), EntryId(0), KEY, b"x")
+    bookie.shutdown()
+    assert ack.wait(WAIT_S) and ack.error is None
+    clock.advance_ms(5)  # the maintenance thread's next checkpoint meets a closed bookie
+    threading.Event().wait(0.3)
+    driver.stop()
+    assert driver.failed is None
+    driver.check_invariants()

@@ -1,0 +1,155 @@
+"""Unit tests of the model's pieces (models/entrylog/manager.py, models/index/ledger_index.py,
+models/journal/last_mark.py, models/bookie/bookie.py): each rule on its own, where the refinement
+test only sees them together."""
+
+from __future__ import annotations
+
+import pytest
+
+from models.bookie.bookie import BookieModel, Divergence, ModelConfig, ModelUsageError
+from models.entrylog.manager import HEADER_BYTES, EntryLogsModel, record_bytes
+from models.index.ledger_index import LedgersModel, Sure
+from models.journal.last_mark import CheckpointModel
+from spec.crash import LoseUnsynced
+from spec.operations import (
+    OK,
+    PENDING,
+    Add,
+    Completion,
+    Crash,
+    JournalForce,
+    Read,
+    Restart,
+    Result,
+    failed,
+)
+
+# --- entry logs ----------------------------------------------------------------------------
+
+
+def test_a_log_rotates_exactly_when_the_next_record_would_pass_the_limit() -> None:
+    limit = HEADER_BYTES + 3 * record_bytes(10)
+    logs = EntryLogsModel(limit)
+    assert [logs.add_entry(1, 10) for _ in range(3)] == [0, 0, 0]  # exactly at the limit
+    assert logs.add_entry(1, 0) == 1  # one byte more than fits: a new log
+    assert logs.logs[0].state == "rotated" and logs.logs[1].state == "active"
+    logs.check_invariants()
+
+
+def test_least_unflushed_moves_only_past_the_smallest_flushed_logs() -> None:
+    logs = EntryLogsModel(HEADER_BYTES + record_bytes(0))
+    for _ in range(3):
+        logs.add_entry(1, 0)  # logs 0, 1, 2: each holds one record
+    assert logs.least_unflushed == 0
+    logs.checkpoint()  # 0 and 1 are rotated and get flushed; 2 stays active
+    assert logs.least_unflushed == 2
+    assert [logs.logs[i].state for i in range(3)] == ["flushed", "flushed", "active"]
+    logs.check_invariants()
+
+
+def test_crash_constraints_bound_each_log_between_fsynced_and_written_bytes() -> None:
+    logs = EntryLogsModel(10_000)
+    logs.add_entry(1, 10)
+    logs.checkpoint()
+    logs.add_entry(1, 5)
+    constraints = logs.crash_constraints()
+    assert constraints.logs == ((0, ((1, 30),), ((1, 55),)),)
+    assert constraints.max_known_id == 0
+
+
+# --- ledgers -------------------------------------------------------------------------------
+
+
+def test_refusals_come_in_the_bookies_order_deleted_then_key_then_fence() -> None:
+    ledgers = LedgersModel()
+    ledgers.fence(1, b"k")
+    assert ledgers.refusal(1, b"other", add=True) == "unauthorized"
+    assert ledgers.refusal(1, b"k", add=True) == "fenced"
+    assert ledgers.refusal(1, b"k", add=False) is None  # fencing again is fine
+    ledgers.delete(1, Sure.DURABLE)
+    assert ledgers.refusal(1, b"other", add=True) == "no_ledger"
+
+
+def test_a_crash_leaves_pending_facts_open_and_durable_ones_sure() -> None:
+    ledgers = LedgersModel()
+    ledgers.add_entry(1, 0, b"k", b"a")
+    ledgers.acknowledge_add(1, 0)
+    ledgers.add_entry(1, 1, b"k", b"b")
+    ledgers.crash()
+    assert ledgers.ledgers[1].entries == {0: (b"a", Sure.DURABLE), 1: (b"b", Sure.MAYBE)}
+    assert ledgers.marked_entries(Sure.MAYBE) == [(1, 1)]
+    ledgers.resolve_entry(1, 1, present=False)
+    assert ledgers.marked_entries(Sure.MAYBE) == []
+    ledgers.check_invariants()
+
+
+# --- lastMark ------------------------------------------------------------------------------
+
+
+def test_the_mark_rules_flag_each_way_of_moving_wrongly() -> None:
+    marks = CheckpointModel()
+    assert (
+        marks.check("restart", last_mark=(1, 0), journal_mark=(2, 512), strict=False, forced=False)
+        == []
+    )
+    marks.appended(1)
+    stuck = marks.check(
+        "journal_force", last_mark=(1, 0), journal_mark=(2, 512), strict=True, forced=True
+    )
+    assert any("stayed" in problem for problem in stuck)
+    back = marks.check(
+        "checkpoint", last_mark=(0, 0), journal_mark=(2, 512), strict=True, forced=False
+    )
+    assert any("backwards" in problem for problem in back)
+    marks.stopped(clean=False)
+    not_advanced = marks.check(
+        "restart", last_mark=(1, 0), journal_mark=(3, 512), strict=False, forced=False
+    )
+    assert any("#2087" in problem for problem in not_advanced)
+
+
+# --- the bookie model ----------------------------------------------------------------------
+
+
+def _model() -> BookieModel:
+    return BookieModel(ModelConfig(log_size_limit_bytes=4096))
+
+
+def test_an_ack_without_a_journal_force_is_a_divergence() -> None:
+    model = _model()
+    model.step(0, Add(1, 0, b"k", b"x"), PENDING, ())
+    with pytest.raises(Divergence, match="expected exactly"):
+        model.step(1, Read(1, 0), Result(data=b"x"), (Completion(0),))
+
+
+def test_a_read_of_other_bytes_is_a_divergence() -> None:
+    model = _model()
+    model.step(0, Add(1, 0, b"k", b"x"), PENDING, ())
+    model.step(1, JournalForce(), OK, (Completion(0),))
+    with pytest.raises(Divergence, match="other bytes"):
+        model.step(2, Read(1, 0), Result(data=b"y"), ())
+    with pytest.raises(Divergence, match="allowed: data"):
+        model.step(2, Read(1, 0), failed("no_entry"), ())
+
+
+def test_crash_outcomes_hold_acknowledged_adds_and_leave_pending_ones_open() -> None:
+    model = _model()
+    model.step(0, Add(1, 0, b"k", b"x"), PENDING, ())
+    model.step(1, JournalForce(), OK, (Completion(0),))
+    model.step(2, Add(1, 1, b"k", b"y"), PENDING, ())
+    outcomes = model.crash_outcomes()
+    assert outcomes.must_entries == ((1, 0, b"x"),)
+    assert outcomes.may_entries == ((1, 1, b"y"),)
+    model.step(3, Crash(LoseUnsynced()), OK, ())
+    model.step(4, Restart(), OK, ())
+    model.step(5, Read(1, 1), failed("no_entry"), ())  # resolved: lost
+    with pytest.raises(Divergence):
+        model.step(6, Read(1, 1), Result(data=b"y"), ())  # it cannot come back
+    model.check_invariants()
+
+
+def test_a_request_while_the_bookie_is_down_is_a_usage_error() -> None:
+    model = _model()
+    model.step(0, Crash(LoseUnsynced()), OK, ())
+    with pytest.raises(ModelUsageError, match="restart it first"):
+        model.step(1, Read(1, 0), failed("no_ledger"), ())

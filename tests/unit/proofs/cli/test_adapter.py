@@ -1,0 +1,394 @@
+"""proofs/cli/adapter.py: the ``bkref adapter`` process (spec/adapter.md, "Start", "Framing",
+"Shutdown and end of input").
+
+Two layers: ``serve`` in process with the fake bookie of test_adapter_protocol.py and byte
+streams (ready line, line framing, over-long lines, end of input, the shutdown op, internal
+errors), and the real process on real directories through ``python -m proofs.cli.main adapter``
+(an exchange, a restart on the same directories, exit statuses). AdapterProcess, the
+subprocess driver with a timeout on every read, is shared with test_adapter_kill9.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import io
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+import attrs
+import pytest
+
+import proofs.cli.adapter as adapter_cmd
+import proofs.cli.main as cli
+from impl.server.adapter import Limits, encode_response, ready_event
+from proofs.cli.adapter import (
+    EXIT_BAD_CONFIG,
+    EXIT_FAILED,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    LineWriter,
+    serve,
+)
+from spec.errors import BookieIOError
+from tests.paths import ROOT
+from tests.unit.impl.server.test_adapter import LIMITS, FakeBookie, add
+
+#: Every read from the child waits at most this long.
+READ_TIMEOUT_S = 20.0
+
+
+# --- the real process ----------------------------------------------------------------------
+
+
+class AdapterProcess:
+    """``python -m proofs.cli.main adapter`` as a child: requests in, responses read by a thread
+    into a queue so that every read has a timeout. Use as a context manager: the child is
+    killed on exit if it still runs. Every stdout line must be JSON (checked on receipt)."""
+
+    def __init__(self, tmp_path: Path, *settings: str, args: tuple[str, ...] = ()) -> None:
+        argv = [sys.executable, "-m", "proofs.cli.main", "adapter", *args]
+        for setting in settings:
+            argv += ["--set", setting]
+        number = len(list(tmp_path.glob("stderr-*.txt")))
+        self.stderr_path = tmp_path / f"stderr-{number}.txt"
+        self._stderr: IO[bytes] = self.stderr_path.open("wb")
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.child = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, cwd=ROOT,
+            env=env,
+        )  # fmt: skip
+        self._lines: queue.Queue[bytes | None] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.child.stdout is not None
+        for line in self.child.stdout:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def __enter__(self) -> AdapterProcess:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self.child.poll() is None:
+            self.child.kill()
+        self.child.wait(READ_TIMEOUT_S)
+        for pipe in (self.child.stdin, self.child.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+        self._stderr.close()
+
+    def send(self, *requests: dict[str, object] | str) -> None:
+        assert self.child.stdin is not None
+        for request in requests:
+            line = request if isinstance(request, str) else json.dumps(request)
+            self.child.stdin.write(line.encode() + b"\n")
+        self.child.stdin.flush()
+
+    def receive(self, timeout_s: float = READ_TIMEOUT_S) -> dict[str, object]:
+        """The next response. Fails the test on a timeout or the end of output."""
+        try:
+            line = self._lines.get(timeout=timeout_s)
+        except queue.Empty:
+            pytest.fail(f"no response within {timeout_s} s; stderr:\n{self.stderr()}")
+        if line is None:
+            pytest.fail(f"the adapter closed its output; stderr:\n{self.stderr()}")
+        response = json.loads(line)
+        assert isinstance(response, dict), line
+        return response
+
+    def ready(self) -> dict[str, object]:
+        response = self.receive()
+        assert response.get("event") == "ready", response
+        return response
+
+    def call(self, request: dict[str, object]) -> dict[str, object]:
+        """Send one request and return its response (nothing else may be in flight)."""
+        self.send(request)
+        response = self.receive()
+        assert response["id"] == request["id"], (request, response)
+        return response
+
+    def close_stdin(self) -> None:
+        assert self.child.stdin is not None
+        self.child.stdin.close()
+
+    def wait(self, timeout_s: float = READ_TIMEOUT_S) -> int:
+        return self.child.wait(timeout_s)
+
+    def rest(self, timeout_s: float = READ_TIMEOUT_S) -> list[dict[str, object]]:
+        """Every response until the end of output."""
+        responses: list[dict[str, object]] = []
+        while True:
+            try:
+                line = self._lines.get(timeout=timeout_s)
+            except queue.Empty:
+                pytest.fail(f"output did not end within {timeout_s} s")
+            if line is None:
+                return responses
+            responses.append(json.loads(line))
+
+    def stderr(self) -> str:
+        self._stderr.flush()
+        return self.stderr_path.read_text(encoding="utf-8", errors="replace")
+
+
+def dirs(tmp_path: Path) -> tuple[str, str]:
+    return (
+        f"journalDirectories={tmp_path / 'journal'}",
+        f"ledgerDirectories={tmp_path / 'ledgers0'},{tmp_path / 'ledgers1'}",
+    )
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def test_exchange_restart_and_shutdown(tmp_path: Path) -> None:
+    with AdapterProcess(tmp_path, *dirs(tmp_path), "journalMaxGroupWaitMSec=0") as adapter:
+        ready = adapter.ready()
+        assert ready["version"] == 1
+        assert ready["max_data_bytes"] == 5 * 1024 * 1024 - 516
+        adapter.send(add(1, 7, 0, b"hello"), add(2, 7, 1, b"world"))
+        assert {adapter.receive()["id"], adapter.receive()["id"]} == {1, 2}
+        assert adapter.call({"id": 3, "op": "read", "ledger": 7, "entry": 1}) == {
+            "id": 3,
+            "ok": True,
+            "data": b64(b"world"),
+        }
+        assert adapter.call(add(4, 7, 2, b"x", key=b"\x0b\xad"))["error"] == "unauthorized"
+        assert adapter.call({"id": 5, "op": "fence", "ledger": 7, "key": "c0ffee"})["ok"]
+        assert adapter.call(add(6, 7, 2, b"x"))["error"] == "fenced"
+        assert adapter.call({"id": 7, "op": "read", "ledger": 7, "entry": 9})["error"] == (
+            "no_entry"
+        )
+        assert adapter.call({"id": 8, "op": "read", "ledger": 8, "entry": 0})["error"] == (
+            "no_ledger"
+        )
+        assert adapter.call({"id": 9, "op": "checkpoint"}) == {"id": 9, "ok": True}
+        state = adapter.call({"id": 10, "op": "inspect"})["state"]
+        assert isinstance(state, dict)
+        assert state["fenced_ledgers"] == [7]
+        assert adapter.call({"id": 11, "op": "gc", "force": True})["error"] == "unsupported"
+        adapter.send("not json")
+        assert adapter.receive()["id"] is None
+        assert adapter.call({"id": 12, "op": "shutdown"}) == {"id": 12, "ok": True}
+        assert adapter.wait() == EXIT_OK
+        assert adapter.rest() == []
+        assert "Traceback" not in adapter.stderr()
+    with AdapterProcess(tmp_path, *dirs(tmp_path), args=("--seed", "5")) as adapter:
+        adapter.ready()
+        assert adapter.call({"id": 1, "op": "read", "ledger": 7, "entry": 0})["data"] == (
+            b64(b"hello")
+        )
+        assert adapter.call(add(2, 7, 3, b"late"))["error"] == "fenced"
+        adapter.close_stdin()
+        assert adapter.wait() == EXIT_OK
+
+
+def test_end_of_input_shuts_down_cleanly_and_answers_what_is_in_flight(tmp_path: Path) -> None:
+    with AdapterProcess(tmp_path, *dirs(tmp_path), "journalMaxGroupWaitMSec=50") as adapter:
+        adapter.ready()
+        adapter.send(*(add(i, 1, i, bytes([i])) for i in range(20)))
+        adapter.close_stdin()  # at once: most adds are still waiting for their group
+        responses = adapter.rest()
+        assert adapter.wait() == EXIT_OK
+    assert sorted(r["id"] for r in responses) == list(range(20))  # type: ignore[type-var]
+    assert all(r["ok"] for r in responses), responses
+    with AdapterProcess(tmp_path, *dirs(tmp_path)) as adapter:
+        adapter.ready()
+        for i in range(20):
+            read = {"id": i, "op": "read", "ledger": 1, "entry": i}
+            assert adapter.call(read)["data"] == b64(bytes([i]))
+
+
+def test_bad_configuration_exits_2_with_one_line(tmp_path: Path) -> None:
+    with AdapterProcess(tmp_path, *dirs(tmp_path), "logSizeLimit=lots") as adapter:
+        assert adapter.wait() == EXIT_BAD_CONFIG
+        assert adapter.rest() == []
+        lines = adapter.stderr().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("bkref adapter: configuration error:")
+    assert "logSizeLimit" in lines[0]
+
+
+def test_unusable_ledger_directory_exits_1_with_one_line(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where a directory should be")
+    settings = (f"journalDirectories={tmp_path / 'j'}", f"ledgerDirectories={blocker}")
+    with AdapterProcess(tmp_path, *settings, args=("--seed", "1")) as adapter:
+        assert adapter.wait() == EXIT_FAILED
+        assert adapter.rest() == []
+        stderr = adapter.stderr()
+    assert "Traceback" not in stderr
+    assert len(stderr.splitlines()) == 1, stderr
+    assert stderr.startswith("bkref adapter: cannot ")
+    assert str(blocker) in stderr
+
+
+def test_page_lists_the_fields_of_the_inspected_state() -> None:
+    from impl.bookie.bookie import BookieState
+    from impl.entrylog.manager import LogState
+    from tests.unit.impl.server.test_adapter import PAGE
+
+    text = PAGE.read_text(encoding="utf-8")
+    section = text[text.index("- `inspect` -> `state`") : text.index("- `shutdown`: the adapter")]
+    rows = [line.strip() for line in section.splitlines() if line.strip().startswith("| `")]
+    assert [row.split("`")[1] for row in rows] == [f.name for f in attrs.fields(BookieState)]
+    for state in LogState:
+        assert f"`{state.value}`" in rows[0]
+
+
+# --- the command line, in process ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--set", "logSizeLimit=lots"], ["--conf", "/nonexistent/bk_server.conf"]],
+)
+def test_configuration_errors_exit_2_before_touching_stdout(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["adapter", *argv]) == EXIT_BAD_CONFIG
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith("bkref adapter: configuration error:")
+    assert err.count("\n") == 1
+
+
+def test_adapter_is_in_the_command_table() -> None:
+    assert ("adapter", "proofs.cli.adapter") in {(name, mod) for name, mod, _ in cli.COMMANDS}
+    parser = cli.build_parser("adapter")
+    args = parser.parse_args(["adapter", "--set", "a=b", "--seed", "3"])
+    assert (args.set, args.seed, args.conf) == (["a=b"], 3, None)
+
+
+# --- serve, in process ---------------------------------------------------------------------
+
+
+class Served:
+    """The outcome of one ``serve`` run on a fake bookie."""
+
+    def __init__(self, stdin: bytes, bookie: FakeBookie | None = None) -> None:
+        self.bookie = bookie or FakeBookie(auto_complete=False)
+        self.logs: list[str] = []
+        self.starts = 0
+        self.stdin = io.BytesIO(stdin)
+        out = io.BytesIO()
+        self.code = serve(
+            self.bookie,
+            start=self._start,
+            shutdown=self.bookie.shutdown,
+            limits=LIMITS,
+            stdin=self.stdin,
+            out=out,
+            log=self.logs.append,
+        )
+        self.lines = out.getvalue().decode("ascii").splitlines(keepends=True)
+        assert all(line.endswith("\n") for line in self.lines)
+        self.responses = [json.loads(line) for line in self.lines]
+
+    def _start(self) -> None:
+        self.starts += 1
+
+
+def lines(*requests: dict[str, object] | str, end: bytes = b"\n") -> bytes:
+    encoded = [r if isinstance(r, str) else json.dumps(r) for r in requests]
+    return b"".join(line.encode() + end for line in encoded)
+
+
+def test_serve_writes_ready_first_and_shuts_down_at_end_of_input() -> None:
+    served = Served(lines(add(1, 2, 0, b"a"), {"id": 2, "op": "read", "ledger": 2, "entry": 0}))
+    assert served.code == EXIT_OK
+    assert served.starts == 1
+    assert served.lines[0] == encode_response(ready_event(LIMITS)) + "\n"
+    # The read is answered at once; the add only when the shutdown makes it durable.
+    assert served.responses[1:] == [
+        {"id": 2, "ok": True, "data": b64(b"a")},
+        {"id": 1, "ok": True},
+    ]
+    assert served.bookie.shut_down
+
+
+def test_serve_reads_crlf_blank_lines_and_a_last_line_without_newline() -> None:
+    stdin = (
+        lines({"id": 1, "op": "checkpoint"}, end=b"\r\n") + b"\n  \n" + b'{"id":2,"op":"inspect"}'
+    )
+    served = Served(stdin)
+    assert [r["id"] for r in served.responses] == [None, 1, 2]
+    assert served.responses[1] == {"id": 1, "ok": True}
+
+
+def test_serve_skips_an_overlong_line_and_keeps_serving() -> None:
+    overlong = "x" * (3 * LIMITS.line_max_bytes)
+    at_limit = "y" * LIMITS.line_max_bytes
+    served = Served(lines(overlong, {"id": 1, "op": "checkpoint"}, at_limit))
+    assert [r["id"] for r in served.responses] == [None, None, 1, None]
+    assert "longer than" in served.responses[1]["message"]
+    assert served.responses[2] == {"id": 1, "ok": True}
+    assert "not JSON" in served.responses[3]["message"]  # at the limit: read and parsed
+
+
+def test_serve_stops_reading_at_the_shutdown_op() -> None:
+    stdin = lines(add(1, 2, 0, b"a"), {"id": 2, "op": "shutdown"}, {"id": 3, "op": "checkpoint"})
+    served = Served(stdin)
+    assert served.code == EXIT_OK
+    assert served.responses[1:] == [{"id": 1, "ok": True}, {"id": 2, "ok": True}]
+    assert served.bookie.checkpoints == 0
+    assert served.stdin.read() == lines({"id": 3, "op": "checkpoint"})
+
+
+def test_serve_exits_1_when_the_shutdown_fails() -> None:
+    bookie = FakeBookie()
+    bookie.raise_on["shutdown"] = BookieIOError("journal fsync failed")
+    served = Served(lines({"id": 1, "op": "shutdown"}), bookie)
+    assert served.code == EXIT_FAILED
+    assert served.responses[1]["error"] == "io_error"
+    eof = FakeBookie()
+    eof.raise_on["shutdown"] = BookieIOError("journal fsync failed")
+    assert Served(b"", eof).code == EXIT_FAILED
+
+
+def test_serve_reports_an_internal_error_with_its_traceback() -> None:
+    bookie = FakeBookie()
+    bookie.raise_on["checkpoint"] = RuntimeError("a bug")  # type: ignore[assignment]
+    served = Served(lines({"id": 1, "op": "checkpoint"}, {"id": 2, "op": "inspect"}), bookie)
+    assert served.code == EXIT_INTERNAL
+    assert len(served.responses) == 1  # the ready line; nothing after the bug
+    assert "internal error" in served.logs[-1]
+    assert "Traceback" in served.logs[-1] and "RuntimeError: a bug" in served.logs[-1]
+    assert not bookie.shut_down  # like a crash: no clean shutdown
+
+
+def test_line_writer_survives_a_closed_output() -> None:
+    out = io.BytesIO()
+    logs: list[str] = []
+    writer = LineWriter(out, logs.append)
+    writer.write({"id": 1, "ok": True})
+    out.close()
+    writer.write({"id": 2, "ok": True})
+    writer.write({"id": 3, "ok": True})
+    assert writer.lines_written == 1
+    assert len(logs) == 1 and "cannot write responses" in logs[0]
+
+
+def test_module_exit_statuses_are_distinct() -> None:
+    codes = {EXIT_OK, EXIT_FAILED, EXIT_BAD_CONFIG, EXIT_INTERNAL}
+    assert len(codes) == 4
+    assert adapter_cmd.EXIT_BAD_CONFIG == 2 and adapter_cmd.EXIT_INTERNAL == 70
+    assert Limits.from_max_sane_entry_size(1000).data_max_bytes == 984
