@@ -2,7 +2,8 @@
 
 Why: a real ``bk_server.conf`` must load in bkref. A key BookKeeper knows but bkref does not
 use is accepted and reported as ignored; a key nobody knows is a typo and is refused with a
-suggestion (impl/config/config.py). This module is the "BookKeeper knows it" half of that decision.
+suggestion (impl/config/config.py, with the hint of impl/config/keys.py). This module is the
+"BookKeeper knows it" half of that decision.
 
 Source: apache/bookkeeper at commit 9590a97f67c81a2964c79a92c7c58976894588f3. The names are the
 string constants of ServerConfiguration, AbstractConfiguration and ClientConfiguration, the

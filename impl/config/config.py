@@ -1,243 +1,67 @@
-"""Server configuration under BookKeeper's own key names (docs/design.md, "Configuration").
+"""The server configuration: loaded, validated, typed, with where each value came from.
 
-Why: BookKeeper users should recognise every knob, and a real ``bk_server.conf`` should load
-unchanged. So the keys, types and defaults are ServerConfiguration's (checked one by one
-against ServerConfiguration.java and AbstractConfiguration.java; docs/configuration.md is the
-user page), and the file is read the way BookKeeper reads it: Apache Commons Configuration 2's
-PropertiesConfiguration with a ``,`` list delimiter (AbstractConfiguration/ConfigurationUtil).
+Why: an operator points bkref at the ``bk_server.conf`` their bookies already use and gets
+the same values BookKeeper would use, or an error naming the key, the value, what is allowed
+and the file line or ``--set`` it came from (docs/design.md, "Configuration"; the user page is
+docs/configuration.md). The text is read by impl/config/properties.py and the keys, types
+and defaults are the table of impl/config/keys.py; this module turns the properties given
+into a ServerConfig: it accumulates and overrides them, converts each to its key's type,
+fills the defaults, checks the relations between keys (ServerConfiguration.validate and the
+classes that read the keys), and warns about settings BookKeeper accepts that are probably
+not meant.
 
-This module is pure: the caller reads the file and passes its text (proofs/cli/config.py).
-
-Reading, as Commons Configuration does it (PropertiesReader, DefaultListDelimiterHandler):
-- lines end at ``\\n``, ``\\r\\n`` or ``\\r``; a line that is blank or whose first non-blank
-  character is ``#`` or ``!`` is a comment, even in the middle of a continuation;
-- each line is trimmed; a line ending in an odd number of backslashes continues on the next;
-  a continuation still open at the end of the file is dropped (BookKeeper drops it too; we warn);
-- ``key=value``, ``key: value`` and ``key value`` all work; key and value are trimmed;
-- the value is unescaped (``\\t \\n \\r \\f \\b \\uXXXX``; ``\\`` before one of ``:#=!\\'"``
-  gives that character; before anything else the backslash stays), then split at every ``,``
-  not escaped as ``\\,`` and each item trimmed;
 - a key given on several lines accumulates all its items. A key that takes one value uses the
   first item, as Commons Configuration's getters do (we warn). ``--set`` replaces, like
-  setProperty, so the last ``--set`` of a key wins.
+  setProperty, so the last ``--set`` of a key wins;
+- a key bkref does not use but BookKeeper knows (impl/config/bk_keys.py) is kept as read and
+  reported as ignored; a key nobody knows is refused with a suggestion.
+
+Pure: the caller reads the file and passes its text (proofs/cli/config.py).
 
 Not verified / not supported: ``include``/``includeoptional`` (refused), ``${...}``
-interpolation (refused in the values of keys bkref uses, kept verbatim in ignored keys),
-BookKeeper's float32 rounding of ``float`` keys (we keep the decimal value), and the quirk
-that BookKeeper re-splits ``\\,``-escaped commas when it copies the file into its composite
-configuration.
+interpolation (refused in the values of keys bkref uses, kept verbatim in ignored keys).
 """
 
 from __future__ import annotations
 
-import difflib
 import enum
-import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 
 import attrs
 
 from impl.config.bk_keys import BOOKKEEPER_KEYS, KNOWN_FROM
+from impl.config.keys import (
+    JAVA_LIMITS,
+    JOURNAL_ALIGNMENT_UNIT_BYTES,
+    KEYS,
+    KEYS_BY_NAME,
+    KIB,
+    MIB,
+    NETTY_FRAME_OVERHEAD_BYTES,
+    KeySpec,
+    Kind,
+    describe_allowed,
+    unknown_key_hint,
+)
+from impl.config.properties import (
+    INCLUDE_KEYS,
+    PropertiesText,
+    Value,
+    parse_java_boolean,
+    parse_java_float,
+    parse_java_integer,
+    parse_override,
+    parse_properties,
+    render_value,
+)
 from impl.format.entry_log import LOGFILE_HEADER_SIZE, MIN_SANE_ENTRY_SIZE, RECORD_SIZE_PREFIX
 from spec.errors import ConfigError
 
-#: BookKeeperConstants.MAX_LOG_SIZE_LIMIT: the default and the largest logSizeLimit (1 GiB).
-MAX_LOG_SIZE_LIMIT_BYTES = 1 << 30
 #: A log below this size cannot hold its header and one record (1024 + 4 + 16 bytes).
 SMALLEST_USEFUL_LOG_BYTES = LOGFILE_HEADER_SIZE + RECORD_SIZE_PREFIX + MIN_SANE_ENTRY_SIZE
-#: DefaultEntryLogger: maxSaneEntrySize = nettyMaxFrameSizeBytes - 500 (protocol overhead).
-NETTY_FRAME_OVERHEAD_BYTES = 500
-#: ServerConfiguration.validate: journalAlignmentSize is a multiple of 512, at least 512.
-JOURNAL_ALIGNMENT_UNIT_BYTES = 512
 #: DiskChecker/LedgerDirsMonitor compare thresholds with this slack.
 THRESHOLD_SLACK = 1e-6
 MS_PER_S = 1000
-MIB = 1024 * 1024
-KIB = 1024
-INT_MIN, INT_MAX = -(2**31), 2**31 - 1
-LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
-
-Value = bool | int | float | str | tuple[str, ...]
-
-
-class Kind(enum.Enum):
-    """The Java type BookKeeper reads a key as."""
-
-    INT = "int"
-    LONG = "long"
-    FLOAT = "float"
-    DOUBLE = "double"
-    BOOLEAN = "boolean"
-    STRING = "string"
-    LIST = "list"
-
-
-@attrs.frozen
-class Bounds:
-    """The values a number may take. ``None`` means the Java type's own limit."""
-
-    low: float | None = None
-    low_open: bool = False
-    high: float | None = None
-    high_open: bool = False
-
-    def admits(self, value: float) -> bool:
-        """True if ``value`` lies inside (written so that NaN is never admitted)."""
-        if self.low is not None:
-            above = value > self.low if self.low_open else value >= self.low
-            if not above:
-                return False
-        if self.high is not None:
-            below = value < self.high if self.high_open else value <= self.high
-            if not below:
-                return False
-        return math.isfinite(value)
-
-
-ANY = Bounds()
-
-
-@attrs.frozen
-class KeySpec:
-    """One key bkref uses: BookKeeper's name, Java type, default, unit and meaning."""
-
-    key: str
-    kind: Kind
-    #: The default; ``None`` when the default is the value of ``default_from``.
-    default: Value | None
-    unit: str
-    #: The ServerConfig accessor, named with the unit last.
-    attr: str
-    doc: str
-    bounds: Bounds = ANY
-    default_from: str | None = None
-
-
-def _spec(
-    key: str,
-    kind: Kind,
-    default: Value | None,
-    unit: str,
-    attr: str,
-    doc: str,
-    bounds: Bounds = ANY,
-    default_from: str | None = None,
-) -> KeySpec:
-    return KeySpec(key, kind, default, unit, attr, doc, bounds, default_from)
-
-
-_POSITIVE = Bounds(low=1)
-_NON_NEGATIVE = Bounds(low=0)
-_FRACTION = Bounds(low=0, low_open=True, high=1, high_open=True)
-_I, _L, _F, _D, _B = Kind.INT, Kind.LONG, Kind.FLOAT, Kind.DOUBLE, Kind.BOOLEAN
-
-#: Every key bkref uses, in the order ``bkref config`` prints them.
-KEYS: tuple[KeySpec, ...] = (
-    # --- directories
-    _spec("journalDirectory", Kind.STRING, "/tmp/bk-txn", "path", "journal_directory",
-          "deprecated single journal directory; used only when journalDirectories is unset"),
-    _spec("journalDirectories", Kind.LIST, None, "paths", "journal_directories",
-          "journal directories, one journal each", default_from="journalDirectory"),
-    _spec("ledgerDirectories", Kind.LIST, ("/tmp/bk-data",), "paths", "ledger_directories",
-          "directories holding entry logs (and bkref's index)"),
-    # --- entry logger
-    _spec("logSizeLimit", _L, MAX_LOG_SIZE_LIMIT_BYTES, "bytes", "log_size_limit_bytes",
-          "an entry log is rotated when the next record would take it past this size",
-          Bounds(low=0, high=MAX_LOG_SIZE_LIMIT_BYTES)),
-    _spec("flushEntrylogBytes", _L, 0, "bytes", "flush_entrylog_bytes",
-          "flush the current entry log after this many bytes; <= 0 flushes only at rotation"),
-    _spec("entryLogFilePreallocationEnabled", _B, True, "", "entry_log_file_preallocation_enabled",
-          "create the next entry log in the background before it is needed"),
-    _spec("entryLogPerLedgerEnabled", _B, False, "", "entry_log_per_ledger_enabled",
-          "one active entry log per ledger instead of one shared log"),
-    _spec("entrylogMapAccessExpiryTimeInSeconds", _I, 300, "s",
-          "entrylog_map_access_expiry_time_s",
-          "per-ledger mode: close a ledger's log this long after its last add", _NON_NEGATIVE),
-    _spec("maximumNumberOfActiveEntryLogs", _I, 500, "logs", "maximum_number_of_active_entry_logs",
-          "per-ledger mode: at most this many logs open; the least recent is closed", _POSITIVE),
-    _spec("writeBufferSizeBytes", _I, 65536, "bytes", "write_buffer_size_bytes",
-          "capacity of an entry log's write buffer", _POSITIVE),
-    _spec("readBufferSizeBytes", _I, 512, "bytes", "read_buffer_size_bytes",
-          "capacity of an entry log's read buffer", _POSITIVE),
-    _spec("nettyMaxFrameSizeBytes", _I, 5 * MIB, "bytes", "netty_max_frame_size_bytes",
-          "largest request; entries above this minus 500 bytes are flagged as insane",
-          Bounds(low=NETTY_FRAME_OVERHEAD_BYTES, low_open=True)),
-    _spec("minUsableSizeForEntryLogCreation", _L, None, "bytes",
-          "min_usable_size_for_entry_log_creation_bytes",
-          "a full ledger directory may still take a new entry log if this much space is free",
-          _NON_NEGATIVE, default_from="logSizeLimit"),
-    # --- ledger directories and disk space
-    _spec("diskUsageThreshold", _F, 0.95, "fraction", "disk_usage_threshold",
-          "a ledger directory above this usage is full (no new writes)", _FRACTION),
-    _spec("diskUsageWarnThreshold", _F, 0.90, "fraction", "disk_usage_warn_threshold",
-          "above this usage the bookie warns and forces garbage collection", _FRACTION),
-    _spec("diskUsageLwmThreshold", _F, None, "fraction", "disk_usage_lwm_threshold",
-          "a full directory becomes writable again below this usage", _FRACTION,
-          default_from="diskUsageThreshold"),
-    _spec("diskCheckInterval", _I, 10000, "ms", "disk_check_interval_ms",
-          "period of the disk usage check", _POSITIVE),
-    # --- checkpoint
-    _spec("flushInterval", _I, 10000, "ms", "flush_interval_ms",
-          "period of the checkpoint (flush ledger storage, persist lastMark)", _POSITIVE),
-    # --- garbage collection and compaction
-    _spec("gcWaitTime", _L, 600000, "ms", "gc_wait_time_ms",
-          "period of the garbage collector", _POSITIVE),
-    _spec("minorCompactionThreshold", _D, 0.2, "fraction", "minor_compaction_threshold",
-          "minor compaction rewrites logs whose live fraction is below this; <= 0 disables"),
-    _spec("minorCompactionInterval", _L, 3600, "s", "minor_compaction_interval_s",
-          "period of minor compaction; <= 0 disables"),
-    _spec("minorCompactionMaxTimeMillis", _L, -1, "ms", "minor_compaction_max_time_ms",
-          "stop a minor compaction run after this long; <= 0 runs to the end"),
-    _spec("majorCompactionThreshold", _D, 0.8, "fraction", "major_compaction_threshold",
-          "major compaction rewrites logs whose live fraction is below this; <= 0 disables"),
-    _spec("majorCompactionInterval", _L, 86400, "s", "major_compaction_interval_s",
-          "period of major compaction; <= 0 disables"),
-    _spec("majorCompactionMaxTimeMillis", _L, -1, "ms", "major_compaction_max_time_ms",
-          "stop a major compaction run after this long; <= 0 runs to the end"),
-    _spec("isForceGCAllowWhenNoSpace", _B, False, "", "is_force_gc_allow_when_no_space",
-          "keep compacting when the disks are full (else compaction is suspended)"),
-    _spec("forceAllowCompaction", _B, False, "", "force_allow_compaction",
-          "allow a forced compaction even when periodic compaction is disabled"),
-    _spec("useTransactionalCompaction", _B, False, "", "use_transactional_compaction",
-          "compact through a separate .compacting log in three phases (BP-6)"),
-    # --- journal
-    _spec("journalFormatVersionToWrite", _I, 6, "version", "journal_format_version_to_write",
-          "journal format version of new journal files",
-          Bounds(low=4, high=6)),
-    _spec("journalMaxSizeMB", _L, 2048, "MiB", "journal_max_size_mib",
-          "a journal file is rolled after this size", _POSITIVE),
-    _spec("journalMaxBackups", _I, 5, "files", "journal_max_backups",
-          "old journal files kept after a checkpoint no longer needs them", _NON_NEGATIVE),
-    _spec("journalPreAllocSizeMB", _I, 16, "MiB", "journal_pre_alloc_size_mib",
-          "the journal file is extended by this much at a time", _POSITIVE),
-    _spec("journalWriteBufferSizeKB", _I, 64, "KiB", "journal_write_buffer_size_kib",
-          "capacity of the journal's write buffer", _POSITIVE),
-    _spec("journalAlignmentSize", _I, 512, "bytes", "journal_alignment_size_bytes",
-          "journal writes are padded to a multiple of this size",
-          Bounds(low=JOURNAL_ALIGNMENT_UNIT_BYTES)),
-    _spec("journalSyncData", _B, True, "", "journal_sync_data",
-          "BookKeeper acknowledges without a sync when false; bkref always syncs first"),
-    _spec("journalAdaptiveGroupWrites", _B, True, "", "journal_adaptive_group_writes",
-          "group several adds into one journal fsync"),
-    _spec("journalMaxGroupWaitMSec", _L, 2, "ms", "journal_max_group_wait_ms",
-          "longest an add waits for its group to be forced", _NON_NEGATIVE),
-    _spec("journalBufferedWritesThreshold", _L, 524288, "bytes",
-          "journal_buffered_writes_threshold_bytes",
-          "force the group once this many bytes are waiting", _NON_NEGATIVE),
-    _spec("journalBufferedEntriesThreshold", _L, 0, "entries",
-          "journal_buffered_entries_threshold",
-          "force the group once this many entries are waiting; <= 0 uses the bytes threshold"),
-    _spec("journalFlushWhenQueueEmpty", _B, False, "", "journal_flush_when_queue_empty",
-          "force the group as soon as no add is waiting"),
-    _spec("skipReplayJournalInvalidRecord", _B, False, "", "skip_replay_journal_invalid_record",
-          "on replay, skip the rest of a journal file at an invalid record instead of failing"),
-)  # fmt: skip
-
-KEYS_BY_NAME: Mapping[str, KeySpec] = {spec.key: spec for spec in KEYS}
-
-#: Property keys Commons Configuration treats as "load this other file".
-INCLUDE_KEYS = frozenset({"include", "includeoptional"})
 
 
 # --- where a value came from -----------------------------------------------------------
@@ -278,285 +102,7 @@ DEFAULT_SOURCE = Source(Origin.DEFAULT)
 SET_SOURCE = Source(Origin.SET)
 
 
-# --- reading .properties text (pure) ---------------------------------------------------
-
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
-_WS = "[ \\t\\n\\x0b\\f\\r]"
-#: PropertiesReader.PROPERTY_PATTERN: key, optional separator, value.
-_PROPERTY = re.compile(
-    rf"((?:[^ \t\n\x0b\f\r\\=:]|\\.)*)({_WS}*(?:{_WS}+|[=:]){_WS}*)?(.*)", re.DOTALL
-)
-#: Characters whose escape PropertiesConfiguration.unescapeJava drops ("needsUnescape").
-_UNESCAPE_CHARACTERS = ":#=!\\'\""
-_SIMPLE_ESCAPES = {"r": "\r", "f": "\f", "t": "\t", "n": "\n", "b": "\b"}
-_JAVA_TRIMMED = "".join(chr(code) for code in range(0x21))
-
-
-@attrs.frozen
-class PropertyLine:
-    """One property read from the text: its key, its value split into items, its line."""
-
-    key: str
-    items: tuple[str, ...]
-    line: int
-
-
-@attrs.frozen
-class PropertiesText:
-    """The properties of a text, in order, and the line of a dropped unfinished property."""
-
-    properties: tuple[PropertyLine, ...]
-    dropped_line: int | None
-
-
-def java_trim(text: str) -> str:
-    """String.trim(): strip every character up to and including the space."""
-    return text.strip(_JAVA_TRIMMED)
-
-
-def is_comment_line(line: str) -> bool:
-    """PropertiesConfiguration.isCommentLine: blank, or starting with ``#`` or ``!``."""
-    stripped = java_trim(line)
-    return not stripped or stripped[0] in "#!"
-
-
-def _continues(line: str) -> bool:
-    trailing = len(line) - len(line.rstrip("\\"))
-    return trailing % 2 == 1
-
-
-def logical_lines(text: str) -> tuple[tuple[tuple[int, str], ...], int | None]:
-    """Join continuation lines. Returns ((first line number, joined line), ...) and the line
-    number of an unfinished continuation at the end of the text (dropped), if any."""
-    joined: list[tuple[int, str]] = []
-    parts: list[str] = []
-    start: int | None = None
-    for number, physical in enumerate(_LINE_BREAK.split(text), start=1):
-        if is_comment_line(physical):
-            continue
-        line = java_trim(physical)
-        if start is None:
-            start = number
-        if _continues(line):
-            parts.append(line[:-1])
-            continue
-        parts.append(line)
-        joined.append((start, "".join(parts)))
-        parts, start = [], None
-    return tuple(joined), start
-
-
-def split_key_value(line: str) -> tuple[str, str]:
-    """PropertiesReader.doParseProperty: the raw (still escaped) key and value of a line."""
-    match = _PROPERTY.fullmatch(line)
-    assert match is not None, line  # the pattern matches every string
-    return java_trim(match.group(1)), java_trim(match.group(3))
-
-
-def _combine_utf16(units: str) -> str:
-    """Join \\uXXXX surrogate pairs into one character; a lone surrogate is an error."""
-    try:
-        return units.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
-    except UnicodeDecodeError as exc:
-        raise ValueError("a \\u escape names half of a surrogate pair") from exc
-
-
-def unescape_value(raw: str, *, keep_unknown: bool = True) -> str:
-    """PropertiesConfiguration.unescapeJava (classic mode). Raises ValueError on a bad
-    ``\\u`` escape. With ``keep_unknown`` False every escaped character loses its backslash
-    (the key rule of StringEscapeUtils)."""
-    out: list[str] = []
-    index = 0
-    while index < len(raw):
-        char = raw[index]
-        if char != "\\" or index + 1 == len(raw):
-            out.append(char)
-            index += 1
-            continue
-        escaped = raw[index + 1]
-        if escaped == "u":
-            digits = raw[index + 2 : index + 6]
-            if len(digits) != 4 or not all(c in "0123456789abcdefABCDEF" for c in digits):
-                raise ValueError(f"bad unicode escape \\u{digits}")
-            out.append(chr(int(digits, 16)))
-            index += 6
-            continue
-        if escaped in _SIMPLE_ESCAPES:
-            out.append(_SIMPLE_ESCAPES[escaped])
-        elif escaped in _UNESCAPE_CHARACTERS or not keep_unknown:
-            out.append(escaped)
-        else:
-            out.append("\\" + escaped)
-        index += 2
-    return _combine_utf16("".join(out))
-
-
-def split_items(value: str) -> tuple[str, ...]:
-    """DefaultListDelimiterHandler(',').splitString with trimming: ``\\,`` is a literal comma,
-    ``\\\\`` a backslash, any other backslash is kept."""
-    items: list[str] = []
-    token: list[str] = []
-    escaping = False
-    for char in value:
-        if escaping:
-            if char not in ",\\":
-                token.append("\\")
-            token.append(char)
-            escaping = False
-        elif char == ",":
-            items.append(java_trim("".join(token)))
-            token = []
-        elif char == "\\":
-            escaping = True
-        else:
-            token.append(char)
-    if escaping:
-        token.append("\\")
-    items.append(java_trim("".join(token)))
-    return tuple(items)
-
-
-def parse_properties(text: str) -> PropertiesText:
-    """Every property of a bk_server.conf-style text, in order (repeats kept)."""
-    lines, dropped = logical_lines(text)
-    found: list[PropertyLine] = []
-    for number, line in lines:
-        raw_key, raw_value = split_key_value(line)
-        try:
-            key = unescape_value(raw_key, keep_unknown=False)
-            items = split_items(unescape_value(raw_value))
-        except ValueError as exc:
-            raise ConfigError(f"line {number}: {exc}; write the character itself") from exc
-        found.append(PropertyLine(key, items, number))
-    return PropertiesText(tuple(found), dropped)
-
-
-def parse_override(text: str) -> tuple[str, tuple[str, ...]]:
-    """A ``--set key=value`` argument: the key and its value items (same escapes as a file)."""
-    if "=" not in text:
-        raise ConfigError(
-            f"--set {text!r}: expected key=value, for example --set logSizeLimit=1048576"
-        )
-    raw_key, raw_value = text.split("=", 1)
-    key = java_trim(raw_key)
-    if not key:
-        raise ConfigError(f"--set {text!r}: the key before '=' is empty; expected key=value")
-    try:
-        return key, split_items(unescape_value(java_trim(raw_value)))
-    except ValueError as exc:
-        raise ConfigError(f"--set {text!r}: {exc}; write the character itself") from exc
-
-
-# --- writing .properties text (pure) ---------------------------------------------------
-
-
-def escape_item(item: str) -> str:
-    """The text that reads back as exactly ``item`` (one list item). Anything outside
-    printable ASCII is written as ``\\uXXXX``, as java.util.Properties.store does."""
-    out: list[str] = []
-    for char in item:
-        if char == "\\":
-            out.append("\\\\\\\\")  # unescapeJava halves it, splitString halves it again
-        elif char == ",":
-            out.append("\\,")
-        elif " " <= char <= "~":
-            out.append(char)
-        else:
-            units = char.encode("utf-16-be", "surrogatepass")
-            out.extend(f"\\u{units[i]:02x}{units[i + 1]:02x}" for i in range(0, len(units), 2))
-    return "".join(out)
-
-
-def render_value(value: Value) -> str:
-    """A value as it is written after ``key=`` in a properties file."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, tuple):
-        return ",".join(escape_item(item) for item in value)
-    if isinstance(value, str):
-        return escape_item(value)
-    return repr(value)
-
-
-# --- typed values ----------------------------------------------------------------------
-
-_DECIMAL = re.compile(r"[+-]?[0-9]+")
-_HEX = re.compile(r"[0-9a-fA-F]+")
-_BINARY = re.compile(r"[01]+")
-_JAVA_FLOAT = re.compile(
-    r"[+-]?(?:NaN|Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFdD]?)"
-)
-_TRUE = frozenset({"true", "yes", "on", "y", "t", "1"})
-_FALSE = frozenset({"false", "no", "off", "n", "f", "0"})
-_JAVA_LIMITS = {Kind.INT: (INT_MIN, INT_MAX), Kind.LONG: (LONG_MIN, LONG_MAX)}
-
-
-def parse_java_integer(text: str) -> int | None:
-    """PropertyConverter.toNumber for integers: decimal with a sign, ``0x`` hex or ``0b``
-    binary. None if the text is not one."""
-    if text.startswith("0x") and _HEX.fullmatch(text[2:]):
-        return int(text[2:], 16)
-    if text.startswith("0b") and _BINARY.fullmatch(text[2:]):
-        return int(text[2:], 2)
-    if _DECIMAL.fullmatch(text):
-        return int(text)
-    return None
-
-
-def parse_java_float(text: str) -> float | None:
-    """Float/Double(String) after PropertyConverter's ``0x``/``0b`` integer forms."""
-    whole = parse_java_integer(text)
-    if whole is not None and text.startswith(("0x", "0b")):
-        return float(whole)
-    if not _JAVA_FLOAT.fullmatch(text):
-        return None
-    number = text.rstrip("fFdD") if text[-1] in "fFdD" else text
-    return float(number.replace("Infinity", "inf"))
-
-
-def parse_java_boolean(text: str) -> bool | None:
-    """BooleanUtils.toBooleanObject: true/false, yes/no, on/off, y/n, t/f, 1/0, any case."""
-    lowered = text.lower()
-    if lowered in _TRUE:
-        return True
-    if lowered in _FALSE:
-        return False
-    return None
-
-
-def _number_text(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() and abs(value) < 2**63 else repr(value)
-
-
-def describe_allowed(spec: KeySpec) -> str:
-    """What a key accepts, in words ("an integer from 0 to 1073741824 (bytes)")."""
-    if spec.kind is Kind.BOOLEAN:
-        return "true or false (also yes/no, on/off)"
-    if spec.kind is Kind.STRING:
-        return "a non-empty text"
-    if spec.kind is Kind.LIST:
-        return "one or more distinct non-empty paths, comma-separated"
-    bounds = spec.bounds
-    low, high = bounds.low, bounds.high
-    if spec.kind in _JAVA_LIMITS:
-        java_low, java_high = _JAVA_LIMITS[spec.kind]
-        low = java_low if low is None else low + bounds.low_open
-        high = java_high if high is None else high - bounds.high_open
-        words = f"an integer from {_number_text(low)} to {_number_text(high)}"
-    else:
-        words = _describe_float(bounds)
-    return f"{words} ({spec.unit})" if spec.unit else words
-
-
-def _describe_float(bounds: Bounds) -> str:
-    parts: list[str] = []
-    if bounds.low is not None:
-        word = "above" if bounds.low_open else "at least"
-        parts.append(f"{word} {_number_text(bounds.low)}")
-    if bounds.high is not None:
-        word = "below" if bounds.high_open else "at most"
-        parts.append(f"{word} {_number_text(bounds.high)}")
-    return "a number " + " and ".join(parts) if parts else "any finite number"
+# --- a given value, converted to its key's type ------------------------------------------
 
 
 def _bad_value(spec: KeySpec, raw: str, where: Source, problem: str) -> ConfigError:
@@ -578,9 +124,9 @@ def _convert_scalar(spec: KeySpec, raw: str, where: Source) -> Value:
         if flag is None:
             raise _bad_value(spec, raw, where, "not a boolean")
         return flag
-    if spec.kind in _JAVA_LIMITS:
+    if spec.kind in JAVA_LIMITS:
         whole = parse_java_integer(raw)
-        java_low, java_high = _JAVA_LIMITS[spec.kind]
+        java_low, java_high = JAVA_LIMITS[spec.kind]
         if whole is None:
             raise _bad_value(spec, raw, where, "not an integer")
         if not java_low <= whole <= java_high or not spec.bounds.admits(whole):
@@ -654,7 +200,7 @@ class ServerConfig:
         for setting in self.settings:
             spec = KEYS_BY_NAME[setting.key]
             assert _has_kind(setting.value, spec.kind), (setting.key, setting.value)
-            if spec.kind in _JAVA_LIMITS or spec.kind in (Kind.FLOAT, Kind.DOUBLE):
+            if spec.kind in JAVA_LIMITS or spec.kind in (Kind.FLOAT, Kind.DOUBLE):
                 assert isinstance(setting.value, int | float)
                 assert spec.bounds.admits(setting.value), (setting.key, setting.value)
         ignored_keys = [ignored.key for ignored in self.ignored]
@@ -697,7 +243,7 @@ class ServerConfig:
     def _setting(self, key: str) -> Setting:
         setting = self._by_key.get(key)
         if setting is None:
-            raise ConfigError(f"bkref does not use the key {key!r}: {_unknown_hint(key)}")
+            raise ConfigError(f"bkref does not use the key {key!r}: {unknown_key_hint(key)}")
         return setting
 
     def _int(self, key: str) -> int:
@@ -1074,31 +620,6 @@ def _parse_file(text: str, source_name: str) -> PropertiesText:
         raise ConfigError(f"{source_name}: {exc}") from exc
 
 
-_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
-
-
-def _words(key: str) -> frozenset[str]:
-    """The words of a camelCase key, lower case, plural 's' dropped (for reordered names
-    such as maxBackupJournals / journalMaxBackups)."""
-    return frozenset(word.lower().removesuffix("s") for word in _WORD.findall(key))
-
-
-def _unknown_hint(key: str) -> str:
-    """'did you mean ...?' for a misspelt key, preferring the keys bkref uses: same name in
-    another case, then a close spelling, then the same words in another order."""
-    for candidates in (KEYS_BY_NAME, BOOKKEEPER_KEYS):
-        by_lower = {name.lower(): name for name in candidates}
-        if key.lower() in by_lower:
-            return f"did you mean {by_lower[key.lower()]!r}? (key names are case-sensitive)"
-        close = difflib.get_close_matches(key.lower(), list(by_lower), n=1, cutoff=0.75)
-        if close:
-            return f"did you mean {by_lower[close[0]]!r}?"
-        same_words = sorted(name for name in candidates if _words(name) == _words(key))
-        if same_words:
-            return f"did you mean {same_words[0]!r}?"
-    return "check the spelling against docs/configuration.md"
-
-
 def _check_key(key: str, source: Source) -> None:
     if key.lower() in INCLUDE_KEYS:
         raise ConfigError(
@@ -1110,7 +631,7 @@ def _check_key(key: str, source: Source) -> None:
     if key not in KEYS_BY_NAME and key not in BOOKKEEPER_KEYS:
         raise ConfigError(
             f"{source}: unknown key {key!r}: neither bkref nor BookKeeper knows it; "
-            f"{_unknown_hint(key)}"
+            f"{unknown_key_hint(key)}"
         )
 
 

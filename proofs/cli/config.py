@@ -4,7 +4,8 @@ from (default, file:line or --set) and the BookKeeper keys that were given but a
 Why: a BookKeeper operator points bkref at their own ``bk_server.conf`` and sees at once what
 bkref will use, what it ignores, and which value is wrong. The shared options ``--conf`` and
 ``--set`` live here (add_config_arguments, config_from_args) so every command that needs a
-configuration takes them the same way. Keys, defaults and parsing: impl/config/config.py and
+configuration takes them the same way. Keys and defaults: impl/config/keys.py; reading the
+file: impl/config/properties.py; loading and validation: impl/config/config.py; the user page:
 docs/configuration.md.
 
 Exit status: 0 when the configuration is valid, 2 when it is not (missing or unreadable file,
@@ -22,7 +23,9 @@ import json
 import sys
 from pathlib import Path
 
-from impl.config.config import KEYS_BY_NAME, ServerConfig, load_config, render_value
+from impl.config.config import ServerConfig, load_config
+from impl.config.keys import KEYS_BY_NAME
+from impl.config.properties import render_value
 from spec.errors import ConfigError
 
 #: Exit status for a configuration that cannot be used (as argparse uses for bad arguments).

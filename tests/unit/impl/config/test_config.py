@@ -1,7 +1,8 @@
-"""impl/config/config.py: BookKeeper's keys, defaults, .properties parsing, validation, round trip.
+"""impl/config/config.py: loading a configuration (file lines accumulate, --set replaces),
+typed values and their sources, validation with one-line errors, unknown and ignored keys,
+BookKeeper's own bk_server.conf, and the round trip through to_properties.
 
-The expected defaults below were read off ServerConfiguration.java / AbstractConfiguration.java
-by hand (not computed from impl/config/config.py), so a wrong default in the table fails here.
+The .properties syntax alone is tested in test_properties.py, the key table in test_keys.py.
 """
 
 from __future__ import annotations
@@ -14,73 +15,18 @@ from hypothesis import strategies as st
 
 import impl.config.bk_keys as bk_config_keys
 from impl.config.config import (
-    KEYS,
-    KEYS_BY_NAME,
     SMALLEST_USEFUL_LOG_BYTES,
     ServerConfig,
     default_config,
-    describe_allowed,
-    escape_item,
-    java_trim,
     load_config,
-    logical_lines,
-    parse_java_boolean,
-    parse_java_float,
-    parse_java_integer,
-    parse_properties,
-    render_value,
-    split_items,
-    unescape_value,
 )
+from impl.config.keys import KEYS, KEYS_BY_NAME
+from impl.config.properties import parse_java_boolean, render_value
 from spec.errors import ConfigError
-from tests.paths import ROOT, TEST_DATA
+from tests.paths import TEST_DATA
+from tests.unit.impl.config.test_properties import ITEM
 
 DATA = TEST_DATA
-
-#: key -> default, as written in the Java source (getter default or ConfigKey defaultValue).
-JAVA_DEFAULTS: dict[str, object] = {
-    "journalDirectory": "/tmp/bk-txn",  # getJournalDirName
-    "journalDirectories": ("/tmp/bk-txn",),  # getJournalDirNames falls back to it
-    "ledgerDirectories": ("/tmp/bk-data",),  # getLedgerDirNames
-    "logSizeLimit": 1073741824,  # MAX_LOG_SIZE_LIMIT = 1 * 1024 * 1024 * 1024
-    "flushEntrylogBytes": 0,
-    "entryLogFilePreallocationEnabled": True,
-    "entryLogPerLedgerEnabled": False,
-    "entrylogMapAccessExpiryTimeInSeconds": 300,  # 5 * 60
-    "maximumNumberOfActiveEntryLogs": 500,
-    "writeBufferSizeBytes": 65536,
-    "readBufferSizeBytes": 512,
-    "nettyMaxFrameSizeBytes": 5242880,  # DEFAULT_NETTY_MAX_FRAME_SIZE = 5 * 1024 * 1024
-    "minUsableSizeForEntryLogCreation": 1073741824,  # (long) 1.2 * logSizeLimit == 1 * limit
-    "diskUsageThreshold": 0.95,
-    "diskUsageWarnThreshold": 0.90,
-    "diskUsageLwmThreshold": 0.95,  # getDiskUsageThreshold()
-    "diskCheckInterval": 10000,  # 10 * 1000
-    "flushInterval": 10000,
-    "gcWaitTime": 600000,
-    "minorCompactionThreshold": 0.2,
-    "minorCompactionInterval": 3600,
-    "minorCompactionMaxTimeMillis": -1,
-    "majorCompactionThreshold": 0.8,
-    "majorCompactionInterval": 86400,
-    "majorCompactionMaxTimeMillis": -1,
-    "isForceGCAllowWhenNoSpace": False,
-    "forceAllowCompaction": False,
-    "useTransactionalCompaction": False,
-    "journalFormatVersionToWrite": 6,
-    "journalMaxSizeMB": 2048,  # 2 * 1024
-    "journalMaxBackups": 5,
-    "journalPreAllocSizeMB": 16,
-    "journalWriteBufferSizeKB": 64,
-    "journalAlignmentSize": 512,
-    "journalSyncData": True,
-    "journalAdaptiveGroupWrites": True,
-    "journalMaxGroupWaitMSec": 2,
-    "journalBufferedWritesThreshold": 524288,  # 512 * 1024
-    "journalBufferedEntriesThreshold": 0,
-    "journalFlushWhenQueueEmpty": False,
-    "skipReplayJournalInvalidRecord": False,
-}
 
 
 def load(text: str | None = None, *overrides: str, name: str = "t.conf") -> ServerConfig:
@@ -97,15 +43,7 @@ def error_of(text: str | None = None, *overrides: str, name: str = "t.conf") -> 
     return message
 
 
-# --- defaults and the key table -------------------------------------------------------
-
-
-def test_defaults_equal_java() -> None:
-    config = default_config()
-    assert {key: config.get(key) for key in JAVA_DEFAULTS} == JAVA_DEFAULTS
-    assert set(JAVA_DEFAULTS) == set(KEYS_BY_NAME)
-    assert config.warnings == ()
-    assert config.ignored == ()
+# --- defaults and accessors -----------------------------------------------------------
 
 
 def test_every_default_is_reported_as_default() -> None:
@@ -134,35 +72,7 @@ def test_derived_accessors() -> None:
     assert config.journal_write_buffer_size_bytes == 64 * 1024
 
 
-def test_every_key_bkref_uses_is_a_bookkeeper_key() -> None:
-    assert set(KEYS_BY_NAME) <= bk_config_keys.BOOKKEEPER_KEYS
-
-
-def test_known_keys_data() -> None:
-    known = bk_config_keys.BOOKKEEPER_KEYS
-    assert {"bookiePort", "zkServers", "dbStorage_writeCacheMaxSizeMb", "digestType"} <= known
-    assert {"journalMaxBackups", "nettyMaxFrameSizeBytes"} <= known
-    assert "maxBackupJournals" not in known  # the Java constant's name, not the key
-    assert not {"available", "standard", "system"} & known  # constants that are not keys
-    assert bk_config_keys.KNOWN_FROM["nettyMaxFrameSizeBytes"] == "AbstractConfiguration"
-
-
-def test_docs_list_every_key_with_its_default() -> None:
-    page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
-    for spec in KEYS:
-        rows = [line for line in page.splitlines() if line.startswith(f"| `{spec.key}` |")]
-        assert len(rows) == 1, spec.key
-        if spec.default_from is not None:
-            default = f"= `{spec.default_from}`"
-        else:
-            assert spec.default is not None, spec.key
-            default = f"`{render_value(spec.default)}`"
-        assert default in rows[0], (spec.key, rows[0])
-        allowed = describe_allowed(spec).removesuffix(f" ({spec.unit})")
-        assert rows[0].endswith(f"| {allowed} |"), (spec.key, rows[0])
-
-
-# --- reading .properties text ---------------------------------------------------------
+# --- reading a file -------------------------------------------------------------------
 
 
 def test_comments_and_blank_lines_are_skipped() -> None:
@@ -189,37 +99,11 @@ def test_separators_and_whitespace(line: str) -> None:
     assert load(line + "\n").log_size_limit_bytes == 2048
 
 
-def test_value_may_contain_separators() -> None:
-    props = parse_properties("a=b=c\nd:e:f\ng h=i\n").properties
-    assert [(p.key, p.items) for p in props] == [("a", ("b=c",)), ("d", ("e:f",)), ("g", ("h=i",))]
-
-
-def test_key_without_value_has_empty_value() -> None:
-    props = parse_properties("extraServerComponents\nhttpServerPort=\n").properties
-    assert [(p.key, p.items) for p in props] == [
-        ("extraServerComponents", ("",)),
-        ("httpServerPort", ("",)),
-    ]
-
-
 def test_continuation_lines_join_and_trim() -> None:
     text = "ledgerDirectories=/a,\\\n    /b,\\\n\t/c\n"
     config = load(text)
     assert config.ledger_directories == ("/a", "/b", "/c")
     assert config.source("ledgerDirectories") == "t.conf:1"
-
-
-def test_comment_and_blank_lines_inside_a_continuation_are_skipped() -> None:
-    # Commons Configuration's PropertiesReader checks for comments before joining.
-    lines, dropped = logical_lines("a=1,\\\n# not part of it\n\n2\n")
-    assert lines == ((1, "a=1,2"),)
-    assert dropped is None
-
-
-def test_even_backslashes_do_not_continue() -> None:
-    lines, _ = logical_lines("a=x\\\\\nb=y\n")
-    assert lines == ((1, "a=x\\\\"), (2, "b=y"))
-    assert parse_properties("a=x\\\\\n").properties[0].items == ("x\\",)
 
 
 def test_unfinished_continuation_at_end_is_dropped_with_a_warning() -> None:
@@ -239,22 +123,6 @@ def test_line_endings(newline: str) -> None:
 def test_list_items_are_trimmed_and_escaped_commas_kept() -> None:
     config = load("ledgerDirectories =  /a , /b\\,c ,/d  \n")
     assert config.ledger_directories == ("/a", "/b,c", "/d")
-
-
-@pytest.mark.parametrize(
-    ("raw", "expected"),
-    [
-        ("a\\tb", "a\tb"),
-        ("\\u0041\\u00e9", "Aé"),
-        ("\\ud83d\\ude00", "\U0001f600"),
-        ("a\\:b\\=c\\#d\\!e", "a:b=c#d!e"),
-        ("a\\\\b", "a\\b"),
-        ("a\\qb", "a\\qb"),  # unknown escape: Commons keeps the backslash
-        ("end\\", "end\\"),
-    ],
-)
-def test_value_escapes(raw: str, expected: str) -> None:
-    assert unescape_value(raw) == expected
 
 
 def test_bad_unicode_escape_is_an_error_with_the_line() -> None:
@@ -308,37 +176,6 @@ def test_true_spellings(text: str) -> None:
 def test_false_spellings(text: str) -> None:
     assert parse_java_boolean(text) is False
     assert load(None, f"journalSyncData={text}").journal_sync_data is False
-
-
-@pytest.mark.parametrize("text", ["maybe", "tru", "2", "", " true"])
-def test_not_booleans(text: str) -> None:
-    assert parse_java_boolean(text) is None
-
-
-@pytest.mark.parametrize(
-    ("text", "value"),
-    [("42", 42), ("+42", 42), ("-7", -7), ("0x1f", 31), ("0b101", 5), ("007", 7)],
-)
-def test_integer_forms(text: str, value: int) -> None:
-    assert parse_java_integer(text) == value
-
-
-@pytest.mark.parametrize("text", ["", "1.0", "1e3", "0X1F", "1_000", "0x", "- 1", "٣"])
-def test_not_integers(text: str) -> None:
-    assert parse_java_integer(text) is None
-
-
-@pytest.mark.parametrize(
-    ("text", "value"),
-    [("0.5", 0.5), (".5", 0.5), ("5.", 5.0), ("1e-1", 0.1), ("0.5f", 0.5), ("0.25D", 0.25)],
-)
-def test_float_forms(text: str, value: float) -> None:
-    assert parse_java_float(text) == value
-
-
-@pytest.mark.parametrize("text", ["", "abc", "1,5", "inf", "nan", "1_0.5", "0.5ff"])
-def test_not_floats(text: str) -> None:
-    assert parse_java_float(text) is None
 
 
 def test_int_key_refuses_a_value_beyond_java_int() -> None:
@@ -618,25 +455,6 @@ def test_equality_ignores_sources() -> None:
     assert load("logSizeLimit=2048\n") != load(None, "logSizeLimit=4096")
 
 
-_ITEM = st.text(st.characters(codec="utf-8"), min_size=1, max_size=12).map(java_trim).filter(bool)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(_ITEM.filter(lambda s: "${" not in s), min_size=1, max_size=4))
-def test_escaped_items_read_back(items: list[str]) -> None:
-    rendered = render_value(tuple(items))
-    assert rendered.isascii()
-    assert split_items(unescape_value(rendered)) == tuple(items)
-    line = f"ledgerDirectories={rendered}"
-    assert parse_properties(line).properties[0].items == tuple(items)
-
-
-def test_escape_item_examples() -> None:
-    assert escape_item("a,b") == "a\\,b"
-    assert escape_item("a\\b") == "a\\\\\\\\b"
-    assert escape_item("é\n") == "\\u00e9\\u000a"
-
-
 _IGNORABLE = sorted(bk_config_keys.BOOKKEEPER_KEYS - set(KEYS_BY_NAME))
 
 
@@ -671,10 +489,10 @@ def _overrides(draw: st.DrawFn) -> list[str]:
             chosen[spec.key] = draw(st.sampled_from(["true", "false", "Yes", "off"]))
     if chosen["entryLogPerLedgerEnabled"] in ("true", "Yes"):
         chosen["useTransactionalCompaction"] = "false"  # BookKeeper refuses both
-    paths = st.lists(_ITEM.filter(lambda s: "${" not in s), min_size=1, max_size=3, unique=True)
+    paths = st.lists(ITEM.filter(lambda s: "${" not in s), min_size=1, max_size=3, unique=True)
     chosen["ledgerDirectories"] = render_value(tuple(draw(paths)))
     chosen["journalDirectories"] = render_value(tuple(draw(paths)))
-    chosen["journalDirectory"] = render_value(draw(_ITEM.filter(lambda s: "${" not in s)))
+    chosen["journalDirectory"] = render_value(draw(ITEM.filter(lambda s: "${" not in s)))
     for key in ("logSizeLimit", "minUsableSizeForEntryLogCreation"):
         number(key, 0, 1 << 30)
     for key in ("flushEntrylogBytes", "journalBufferedEntriesThreshold"):
@@ -719,7 +537,7 @@ def _overrides(draw: st.DrawFn) -> list[str]:
     picked = draw(st.lists(st.sampled_from(groups), unique_by=tuple, max_size=len(groups)))
     out = [f"{key}={chosen[key]}" for group in picked for key in group]
     for key in draw(st.lists(st.sampled_from(_IGNORABLE), unique=True, max_size=4)):
-        out.append(f"{key}={render_value(tuple(draw(st.lists(_ITEM, min_size=1, max_size=3))))}")
+        out.append(f"{key}={render_value(tuple(draw(st.lists(ITEM, min_size=1, max_size=3))))}")
     return out
 
 

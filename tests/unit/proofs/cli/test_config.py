@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 import proofs.cli.main as cli
-from impl.config.config import KEYS, ServerConfig
+from impl.config.config import ServerConfig
+from impl.config.keys import KEYS
 from proofs.cli.config import add_config_arguments, config_from_args
 from spec.errors import ConfigError
 from tests.paths import TEST_DATA
