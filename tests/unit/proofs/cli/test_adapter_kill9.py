@@ -25,7 +25,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from tests.unit.impl.server.test_adapter import KEY, add
+from tests.unit.impl.server.fakes import KEY, add
 from tests.unit.proofs.cli.test_adapter import READ_TIMEOUT_S, AdapterProcess, dirs
 
 LEDGERS = 5
