@@ -1,18 +1,27 @@
-"""The house rules of docs/design.md, checked on the source tree.
+"""The house rules of docs/design.md ("Architecture and layering", "Why this layout"), checked
+on the source tree.
 
 - models/ never imports impl/, impl/ never imports models/ (a model built from implementation
   code cannot find that code's bugs);
 - spec/ imports nothing of ours;
-- impl/ uses no ``os``, ``open``, ``time`` or ``random`` outside its fs backend: I/O goes
-  through the FileSystem seam, clocks and randomness are passed in;
-- pyspark is imported in at most one module.
+- impl/ uses no ``os``, ``open``, ``time`` or ``random`` outside its seams
+  (impl/fs/os_backend.py, impl/clock.py): I/O goes through the FileSystem seam, clocks and
+  randomness are passed in;
+- pyspark is imported in at most one module;
+- every engine module is in :data:`MODEL_MAP`: paired with the model module at the same
+  relative path under models/, or marked not modelled with the test that checks it instead.
+  A new impl/ module fails here until it is mapped, so nobody adds engine code without
+  saying what checks it.
 
-The check parses every module with ``ast``, so an import inside a function counts too.
+The import checks parse every module with ``ast``, so an import inside a function counts too.
+Each check is shown to fail on a synthetic input (a module importing os, a tree with an
+unmapped module).
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -22,6 +31,45 @@ PACKAGES = ("spec", "impl", "models", "proofs")
 #: Modules of impl/ allowed to touch the operating system directly.
 IMPL_SEAMS = {"impl/fs/os_backend.py", "impl/clock.py", "impl/server/stdio.py"}
 FORBIDDEN_IN_IMPL = {"os", "time", "random", "shutil", "tempfile", "pathlib", "io", "socket"}
+
+#: The prefix of a MODEL_MAP value for an engine module with no model module of its own.
+NOT_MODELLED = "not modelled: checked by "
+
+#: Every engine module (impl/**/*.py but ``__init__.py``), paired with the model module at the
+#: same relative path under models/ (docs/design.md, "Why this layout"), or, when it has none,
+#: ``NOT_MODELLED + <path>`` naming the test (tests/**/test_*.py) or the spec file that checks
+#: it. To map a new module: write its model at models/<same path> and name that, or name the
+#: test that checks it.
+MODEL_MAP: dict[str, str] = {
+    "impl/bookie/bookie.py": "models/bookie/bookie.py",
+    "impl/bookie/driver.py": NOT_MODELLED + "tests/unit/impl/bookie/test_driver.py",
+    "impl/clock.py": NOT_MODELLED + "tests/unit/impl/bookie/test_driver.py",
+    "impl/config/bk_keys.py": NOT_MODELLED + "tests/unit/impl/config/test_config.py",
+    "impl/config/config.py": NOT_MODELLED + "tests/unit/impl/config/test_config.py",
+    "impl/entrylog/buffered_channel.py": (
+        NOT_MODELLED + "tests/unit/impl/entrylog/test_buffered_channel.py"
+    ),
+    "impl/entrylog/ids.py": NOT_MODELLED + "tests/unit/impl/entrylog/test_ids.py",
+    "impl/entrylog/ledger_dirs.py": NOT_MODELLED + "tests/unit/impl/entrylog/test_ledger_dirs.py",
+    "impl/entrylog/logger.py": NOT_MODELLED + "tests/unit/impl/entrylog/test_logger.py",
+    "impl/entrylog/manager.py": "models/entrylog/manager.py",
+    "impl/entrylog/reader.py": NOT_MODELLED + "tests/unit/impl/entrylog/test_reader.py",
+    "impl/format/entry_log.py": NOT_MODELLED + "tests/unit/impl/format/test_entry_log_page.py",
+    "impl/format/journal.py": NOT_MODELLED + "tests/unit/impl/format/test_journal_page.py",
+    "impl/fs/api.py": NOT_MODELLED + "tests/unit/impl/fs/test_fs_equivalence.py",
+    "impl/fs/os_backend.py": NOT_MODELLED + "tests/unit/impl/fs/test_os_backend.py",
+    "impl/index/ledger_index.py": "models/index/ledger_index.py",
+    "impl/index/rebuild.py": NOT_MODELLED + "tests/unit/impl/index/test_rebuild.py",
+    "impl/journal/journal.py": NOT_MODELLED + "tests/unit/impl/journal/test_journal.py",
+    "impl/journal/last_mark.py": "models/journal/last_mark.py",
+    "impl/server/adapter.py": NOT_MODELLED + "tests/unit/impl/server/test_adapter.py",
+}
+
+#: Model modules that pair with no engine module of the same path, and why.
+STANDALONE_MODELS: dict[str, str] = {
+    "models/fs/simdisk.py": "the simulated disk models the FileSystem seam (impl/fs/api.py) "
+    "as a whole, and the engine runs on it",
+}
 
 
 def _modules(package: str) -> list[Path]:
@@ -104,3 +152,120 @@ def test_the_checker_sees_a_forbidden_import(tmp_path: Path) -> None:
     tree = _parse(sample)
     assert _imported_roots(tree) & FORBIDDEN_IN_IMPL == {"os", "time"}
     assert _calls_builtin_open(tree)
+
+
+# --- MODEL_MAP: every engine module paired with its model or with the test that checks it ------
+
+
+def _package_modules(root: Path, package: str) -> list[str]:
+    """The modules of ``package`` under ``root``, relative, ``__init__.py`` left out."""
+    return sorted(
+        path.relative_to(root).as_posix()
+        for path in (root / package).rglob("*.py")
+        if path.name != "__init__.py"
+    )
+
+
+def model_map_problems(
+    root: Path, model_map: Mapping[str, str], standalone: Mapping[str, str]
+) -> list[str]:
+    """What is wrong with ``model_map`` for the tree at ``root``: unmapped engine modules,
+    entries for modules that do not exist, models that do not mirror their engine module's
+    path or do not exist, "checked by" paths that are not an existing test or spec file, and
+    model modules that pair with nothing."""
+    problems: list[str] = []
+    engine = _package_modules(root, "impl")
+    for module in engine:
+        if module not in model_map:
+            problems.append(
+                f"{module} is not in MODEL_MAP (tests/unit/test_layering.py): map it to its "
+                f"model, models/{module.removeprefix('impl/')}, or to "
+                f"NOT_MODELLED + '<the test that checks it>'"
+            )
+    for module, target in sorted(model_map.items()):
+        if module not in engine:
+            problems.append(f"MODEL_MAP maps {module}, which is not an impl/ module")
+        if target.startswith(NOT_MODELLED):
+            checked_by = target.removeprefix(NOT_MODELLED)
+            is_test = checked_by.startswith("tests/") and Path(checked_by).name.startswith("test_")
+            if not (is_test or checked_by.startswith("spec/")):
+                problems.append(f"{module}: {checked_by} is neither a test nor a spec file")
+            elif not (root / checked_by).is_file():
+                problems.append(f"{module}: {checked_by} does not exist")
+            continue
+        mirror = "models/" + module.removeprefix("impl/")
+        if target != mirror:
+            problems.append(f"{module}: its model must be at {mirror}, the same path, not {target}")
+        elif not (root / target).is_file():
+            problems.append(f"{module}: its model {target} does not exist")
+    paired = set(model_map.values())
+    for model in _package_modules(root, "models"):
+        if model not in paired and model not in standalone:
+            problems.append(
+                f"{model} models no impl/ module: pair it in MODEL_MAP or list it, with the "
+                "reason, in STANDALONE_MODELS"
+            )
+    return problems
+
+
+def test_every_impl_module_is_mapped_to_its_model_or_its_checker() -> None:
+    assert model_map_problems(ROOT, MODEL_MAP, STANDALONE_MODELS) == []
+
+
+def test_the_model_map_pairs_the_four_models_by_path() -> None:
+    # Guards against a map that passes by marking everything "not modelled".
+    paired = {module for module, target in MODEL_MAP.items() if target.startswith("models/")}
+    assert paired == {
+        "impl/bookie/bookie.py",
+        "impl/entrylog/manager.py",
+        "impl/index/ledger_index.py",
+        "impl/journal/last_mark.py",
+    }
+
+
+def test_the_model_map_check_fails_on_a_bad_tree(tmp_path: Path) -> None:
+    for module in (
+        "impl/__init__.py",
+        "impl/x/a.py",
+        "impl/x/b.py",
+        "impl/x/c.py",
+        "impl/x/d.py",
+        "impl/x/e.py",
+        "models/x/a.py",
+        "models/y/c.py",
+        "models/y/z.py",
+        "tests/unit/test_b.py",
+    ):
+        (tmp_path / module).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / module).write_text("", encoding="utf-8")
+    good = {
+        "impl/x/a.py": "models/x/a.py",
+        "impl/x/b.py": NOT_MODELLED + "tests/unit/test_b.py",
+        "impl/x/c.py": NOT_MODELLED + "tests/unit/test_b.py",
+        "impl/x/d.py": NOT_MODELLED + "spec/nothing.md",
+        "impl/x/e.py": NOT_MODELLED + "tests/unit/test_b.py",
+    }
+    standalone = {"models/y/c.py": "synthetic", "models/y/z.py": "synthetic"}
+    (tmp_path / "spec").mkdir()
+    (tmp_path / "spec/nothing.md").write_text("", encoding="utf-8")
+    assert model_map_problems(tmp_path, good, standalone) == []
+
+    bad = {
+        "impl/x/a.py": "models/x/a.py",
+        "impl/x/b.py": NOT_MODELLED + "tests/unit/test_missing.py",  # no such test
+        "impl/x/c.py": "models/y/c.py",  # a model at another path
+        "impl/x/e.py": NOT_MODELLED + "docs/design.md",  # not a test or spec file
+        "impl/x/gone.py": "models/x/gone.py",  # no such engine module
+    }  # impl/x/d.py unmapped
+    problems = model_map_problems(tmp_path, bad, {"models/y/c.py": "synthetic"})
+    assert problems == [
+        "impl/x/d.py is not in MODEL_MAP (tests/unit/test_layering.py): map it to its model, "
+        "models/x/d.py, or to NOT_MODELLED + '<the test that checks it>'",
+        "impl/x/b.py: tests/unit/test_missing.py does not exist",
+        "impl/x/c.py: its model must be at models/x/c.py, the same path, not models/y/c.py",
+        "impl/x/e.py: docs/design.md is neither a test nor a spec file",
+        "MODEL_MAP maps impl/x/gone.py, which is not an impl/ module",
+        "impl/x/gone.py: its model models/x/gone.py does not exist",
+        "models/y/z.py models no impl/ module: pair it in MODEL_MAP or list it, with the "
+        "reason, in STANDALONE_MODELS",
+    ]
