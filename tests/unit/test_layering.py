@@ -46,6 +46,8 @@ MODEL_MAP: dict[str, str] = {
     "impl/clock.py": NOT_MODELLED + "tests/unit/impl/bookie/test_driver.py",
     "impl/config/bk_keys.py": NOT_MODELLED + "tests/unit/impl/config/test_config.py",
     "impl/config/config.py": NOT_MODELLED + "tests/unit/impl/config/test_config.py",
+    "impl/config/keys.py": NOT_MODELLED + "tests/unit/impl/config/test_keys.py",
+    "impl/config/properties.py": NOT_MODELLED + "tests/unit/impl/config/test_properties.py",
     "impl/entrylog/buffered_channel.py": (
         NOT_MODELLED + "tests/unit/impl/entrylog/test_buffered_channel.py"
     ),
@@ -62,7 +64,9 @@ MODEL_MAP: dict[str, str] = {
     "impl/index/rebuild.py": NOT_MODELLED + "tests/unit/impl/index/test_rebuild.py",
     "impl/journal/journal.py": NOT_MODELLED + "tests/unit/impl/journal/test_journal.py",
     "impl/journal/last_mark.py": "models/journal/last_mark.py",
-    "impl/server/adapter.py": NOT_MODELLED + "tests/unit/impl/server/test_adapter.py",
+    "impl/server/dispatcher.py": NOT_MODELLED + "tests/unit/impl/server/test_dispatcher.py",
+    "impl/server/protocol.py": NOT_MODELLED + "tests/unit/impl/server/test_protocol.py",
+    "impl/server/stdio.py": NOT_MODELLED + "tests/unit/impl/server/test_stdio.py",
 }
 
 #: Model modules that pair with no engine module of the same path, and why.
