@@ -87,8 +87,9 @@ from impl.format.journal import (
     encode_fence_record,
     encode_key_record,
 )
+from impl.format.names import CURRENT_DIR, INDEX_DIR_NAME, journal_file_name
 from impl.fs.api import FileSystem, join, parent
-from impl.index.ledger_index import INDEX_DIR_NAME, MASTER_KEY_MAX_BYTES, LedgerIndex
+from impl.index.ledger_index import MASTER_KEY_MAX_BYTES, LedgerIndex
 from impl.index.rebuild import PROGRESS_EVERY_LOGS, rebuild_index
 from impl.journal.journal import Journal, journal_settings_from_config, replay
 from impl.journal.last_mark import NO_MARK, LogMark, read_last_mark, write_last_mark
@@ -110,8 +111,6 @@ from spec.errors import (
 )
 from spec.ids import INT64_MAX, EntryId, EntryLogId, LedgerId
 
-#: BookKeeper's ``current`` sub-directory of every journal and ledger directory.
-CURRENT_DIR = "current"
 #: The mark before any checkpoint (BookKeeper's ``new LogMark()``).
 ZERO_MARK = NO_MARK
 #: The list of pending Acks is pruned of completed ones when it reaches this length (or
@@ -439,7 +438,7 @@ def _write_failed(
 
 def _where(record: JournalRecord) -> str:
     """Where a record lies, for messages."""
-    return f"journal {record.journal_id:x}.txn offset {record.offset}"
+    return f"journal {journal_file_name(record.journal_id)} offset {record.offset}"
 
 
 # --- the bookie ------------------------------------------------------------------------------
@@ -672,13 +671,13 @@ class Bookie:
         except NoWritableLedgerDir as exc:
             raise RecoveryError(
                 f"cannot replay entry {entry_id} of ledger {ledger_id} from journal "
-                f"{record.journal_id:x}.txn: {exc}"
+                f"{journal_file_name(record.journal_id)}: {exc}"
             ) from exc
         except FsError as exc:
             raise RecoveryError(
                 f"cannot replay entry {entry_id} of ledger {ledger_id} from journal "
-                f"{record.journal_id:x}.txn: {exc}. Check the disk, then start again: "
-                "replay is idempotent."
+                f"{journal_file_name(record.journal_id)}: {exc}. Check the disk, then start "
+                "again: replay is idempotent."
             ) from exc
         self._index.put_entry(ledger_id, entry_id, location)
 

@@ -25,7 +25,6 @@ the result is then a RecoveryError, not a repair).
 
 from __future__ import annotations
 
-import re
 import struct
 import zlib
 from collections.abc import Iterable
@@ -33,14 +32,19 @@ from typing import Final
 
 import attrs
 
+from impl.format.names import (
+    DELETED_FILE_NAME,
+    is_tmp_file_name,
+    parse_segment_file_name,
+    segment_file_name,
+    tmp_file_name,
+)
 from impl.fs.api import FileSystem, join, parent
 from spec.errors import RecoveryError
 from spec.ids import INT64_MAX, EntryId, LedgerId, Location
 
 # --- constants (spec/format/ledger_index.md, "Constants") -------------------------------------
 
-#: The index directory the bookie uses, under the first ledger directory's ``current``.
-INDEX_DIR_NAME: Final = "bkref-index"
 SEGMENT_MAGIC: Final = b"BKIX"
 SEGMENT_VERSION: Final = 1
 SEGMENT_HEADER_SIZE: Final = 48
@@ -59,14 +63,10 @@ DELETED_RECORD_SIZE: Final = 16
 SEGMENTS_MAX: Final = 16
 #: ... or when the deltas reach the full segment's size and at least this many bytes.
 MERGE_MIN_BYTES: Final = 1024 * 1024
-SEGMENT_SUFFIX: Final = ".seg"
-TMP_SUFFIX: Final = ".tmp"
-DELETED_FILE_NAME: Final = "deleted-ledgers"
 
 _HEADER = struct.Struct(">4sIIIQQQII")
 _LEDGER_HEAD = struct.Struct(">qHHI")
 _DELETED = struct.Struct(">4sqI")
-_SEGMENT_NAME = re.compile(r"([0-9a-f]{16})\.seg")
 _FLAGS_KNOWN = FLAG_HAS_KEY | FLAG_FENCED
 _UINT32_MAX = 2**32 - 1
 assert _HEADER.size == SEGMENT_HEADER_SIZE
@@ -117,18 +117,6 @@ class Segment:
 
 
 # --- the codec (pure) ---------------------------------------------------------------------------
-
-
-def segment_file_name(seq: int) -> str:
-    """``<16 lower-case hex digits>.seg``: fixed width, so name order is sequence order."""
-    assert 1 <= seq <= 2**64 - 1, seq
-    return f"{seq:016x}{SEGMENT_SUFFIX}"
-
-
-def parse_segment_file_name(name: str) -> int | None:
-    """The sequence number of a segment file name, None for any other name."""
-    match = _SEGMENT_NAME.fullmatch(name)
-    return None if match is None else int(match.group(1), 16)
 
 
 def encode_ledger_block(
@@ -373,7 +361,7 @@ class LedgerIndex:
     def _is_leftover(self, name: str) -> bool:
         """A ``.tmp`` file, or a segment older than the full one a load starts from."""
         seq = parse_segment_file_name(name)
-        return name.endswith(TMP_SUFFIX) or (seq is not None and seq < self._base_seq)
+        return is_tmp_file_name(name) or (seq is not None and seq < self._base_seq)
 
     def _load_deleted(self) -> None:
         path = join(self._dir, DELETED_FILE_NAME)
@@ -637,7 +625,7 @@ class LedgerIndex:
 
     def _write_segment(self, seq: int, data: bytes) -> None:
         final = join(self._dir, segment_file_name(seq))
-        tmp = final + TMP_SUFFIX
+        tmp = join(self._dir, tmp_file_name(segment_file_name(seq)))
         handle = self._fs.open(tmp, create=True)
         try:
             handle.truncate(0)

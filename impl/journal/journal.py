@@ -69,10 +69,9 @@ from impl.format.journal import (
     encode_header,
     encode_padding,
     header_size,
-    journal_file_name,
-    parse_journal_file_name,
     record_entry_id,
 )
+from impl.format.names import journal_file_name, parse_journal_file_name
 from impl.fs.api import FileHandle, FileSystem, join
 from impl.journal.last_mark import NO_MARK, LogMark
 from spec.errors import BookieError, BookieIOError, FsError, FsExists, RecoveryError

@@ -26,7 +26,8 @@ from impl.bookie.bookie import Ack, Bookie
 from impl.clock import Clock
 from impl.entrylog.ids import RecentEntryLogsStatus
 from impl.entrylog.manager import SingleEntryLogManager
-from impl.format.journal import LAST_MARK_FILE_NAME, encode_key_record
+from impl.format.journal import encode_key_record
+from impl.format.names import LAST_MARK_FILE_NAME
 from impl.fs.api import FileSystem, join
 from impl.journal.journal import Journal, OnDurable, journal_settings_from_config
 from impl.journal.last_mark import LogMark, encode_last_mark

@@ -29,6 +29,7 @@ from hypothesis.stateful import (
 )
 
 import impl.index.ledger_index as li
+from impl.format import names
 from impl.fs.api import join
 from impl.index.ledger_index import IndexState, LedgerIndex, LedgerRecord
 from models.fs.simdisk import SimDisk
@@ -73,7 +74,7 @@ def reload(disk: SimDisk, **kwargs: int) -> LedgerIndex:
 
 
 def segment_path(seq: int) -> str:
-    return join(INDEX_DIR, li.segment_file_name(seq))
+    return join(INDEX_DIR, names.segment_file_name(seq))
 
 
 def write_file(disk: SimDisk, path: str, data: bytes) -> None:
@@ -263,12 +264,12 @@ def test_merging_by_count_keeps_at_most_segments_max_files() -> None:
     for flush_number in range(1, 8):
         index.put_entry(L(flush_number % 3), E(flush_number), loc(1, 1028 + flush_number))
         index.flush()
-        names = [n for n in disk.listdir(INDEX_DIR) if n.endswith(li.SEGMENT_SUFFIX)]
-        assert len(names) <= 3, names
+        segments = [n for n in disk.listdir(INDEX_DIR) if n.endswith(names.SEGMENT_SUFFIX)]
+        assert len(segments) <= 3, segments
         assert reload(disk, segments_max=3).state() == index.state()
     # Flushes 1, 4 and 7 were full (1 + 2 deltas, then a merge), so 7 is the only file.
     assert index.segment_seqs() == [7]
-    assert disk.listdir(INDEX_DIR) == [li.segment_file_name(7)]
+    assert disk.listdir(INDEX_DIR) == [names.segment_file_name(7)]
 
 
 def test_merging_by_size_when_deltas_reach_the_full_segment(
@@ -311,12 +312,12 @@ def test_a_leftover_tmp_file_is_ignored_and_removed_after_the_next_flush() -> No
     disk = fresh_disk()
     index = small_index(disk)
     index.flush()
-    write_file(disk, segment_path(2) + li.TMP_SUFFIX, b"half a segment")
+    write_file(disk, segment_path(2) + names.TMP_SUFFIX, b"half a segment")
     loaded = reload(disk)
     assert loaded.state() == index.state()
     loaded.put_entry(L(5), E(0), loc(3, 1028))
     loaded.flush()
-    assert disk.listdir(INDEX_DIR) == [li.segment_file_name(1), li.segment_file_name(2)]
+    assert disk.listdir(INDEX_DIR) == [names.segment_file_name(1), names.segment_file_name(2)]
     assert reload(disk).state() == loaded.state()
 
 
@@ -490,7 +491,7 @@ def _reencoded_any(data: bytes) -> bytes:
 # --- the deleted-ledgers file ---------------------------------------------------------------------
 
 
-DELETED_PATH = join(INDEX_DIR, li.DELETED_FILE_NAME)
+DELETED_PATH = join(INDEX_DIR, names.DELETED_FILE_NAME)
 
 
 def _records(*ledger_ids: int) -> bytes:
@@ -599,6 +600,10 @@ def page_constants() -> dict[str, object]:
     return {row[0]: ast.literal_eval(row[1]) for row in rows}
 
 
+#: The index's file names (impl/format/names.py), which the page's table lists too.
+NAME_CONSTANTS = ("INDEX_DIR_NAME", "SEGMENT_SUFFIX", "TMP_SUFFIX", "DELETED_FILE_NAME")
+
+
 def module_constants() -> dict[str, object]:
     return {
         name: value
@@ -606,7 +611,7 @@ def module_constants() -> dict[str, object]:
         if re.fullmatch(r"[A-Z][A-Z0-9_]*", name)
         and isinstance(value, int | bytes | str)
         and name not in {"INT64_MAX"}
-    }
+    } | {name: getattr(names, name) for name in NAME_CONSTANTS}
 
 
 def test_the_page_constant_table_equals_the_module() -> None:
@@ -662,11 +667,11 @@ def test_the_worked_example_loads_from_disk() -> None:
 
 
 def test_file_names_are_fixed_width_hex() -> None:
-    assert li.segment_file_name(1) == "0000000000000001.seg"
-    assert li.segment_file_name(255) == "00000000000000ff.seg"
-    assert li.parse_segment_file_name("00000000000000ff.seg") == 255
+    assert names.segment_file_name(1) == "0000000000000001.seg"
+    assert names.segment_file_name(255) == "00000000000000ff.seg"
+    assert names.parse_segment_file_name("00000000000000ff.seg") == 255
     for other in ("ff.seg", "00000000000000FF.seg", "0000000000000001.seg.tmp", "lastMark"):
-        assert li.parse_segment_file_name(other) is None
+        assert names.parse_segment_file_name(other) is None
 
 
 # --- the state machine: model vs index, with crashes ----------------------------------------------

@@ -18,6 +18,7 @@ import impl.journal.journal as journal_module
 from impl.clock import ManualClock
 from impl.config.config import load_config
 from impl.format.journal import JournalRecord
+from impl.format.names import journal_file_name
 from impl.fs.api import join
 from impl.fs.os_backend import OsFileSystem
 from impl.journal.journal import (
@@ -67,7 +68,7 @@ def _ids(records: list[JournalRecord]) -> list[tuple[str, int, int]]:
 
 
 def _put(disk: SimDisk, journal_id: int, data: bytes) -> None:
-    handle = disk.open(join(JDIR, fmt.journal_file_name(journal_id)), create=True)
+    handle = disk.open(join(JDIR, journal_file_name(journal_id)), create=True)
     handle.pwrite(0, data)
     handle.fsync()
     handle.close()
@@ -275,7 +276,7 @@ def test_rollover_past_the_size_limit_starts_a_new_journal() -> None:
     assert len(ids) >= 2
     assert ids == sorted(ids)
     assert journal.current_journal_id == ids[-1]
-    sizes = [len(disk.read_file(join(JDIR, fmt.journal_file_name(jid)))) for jid in ids]
+    sizes = [len(disk.read_file(join(JDIR, journal_file_name(jid)))) for jid in ids]
     assert all(size > 2048 for size in sizes[:-1])  # rolled only once past the limit
     disk.crash(LoseUnsynced())
     assert _ids(_replayed(disk)) == [("data", 1, entry) for entry in range(6)]
