@@ -87,9 +87,10 @@ from impl.format.journal import (
     encode_fence_record,
     encode_key_record,
 )
+from impl.format.ledger_index import MASTER_KEY_MAX_BYTES
 from impl.format.names import CURRENT_DIR, INDEX_DIR_NAME, journal_file_name
 from impl.fs.api import FileSystem, join, parent
-from impl.index.ledger_index import MASTER_KEY_MAX_BYTES, LedgerIndex
+from impl.index.ledger_index import LedgerIndex
 from impl.index.rebuild import PROGRESS_EVERY_LOGS, rebuild_index
 from impl.journal.journal import Journal, journal_settings_from_config, replay
 from impl.journal.last_mark import NO_MARK, LogMark, read_last_mark, write_last_mark
