@@ -92,8 +92,9 @@ from impl.format.names import CURRENT_DIR, INDEX_DIR_NAME, journal_file_name
 from impl.fs.api import FileSystem, join, parent
 from impl.index.ledger_index import LedgerIndex
 from impl.index.rebuild import PROGRESS_EVERY_LOGS, rebuild_index
-from impl.journal.journal import Journal, journal_settings_from_config, replay
+from impl.journal.journal import Journal, journal_settings_from_config
 from impl.journal.last_mark import NO_MARK, LogMark, read_last_mark, write_last_mark
+from impl.journal.replay import replay
 from spec.errors import (
     BadRequest,
     BookieError,

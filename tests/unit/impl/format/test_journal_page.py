@@ -15,8 +15,8 @@ import impl.format.journal as fmt
 import spec.ids
 from impl.format import names
 from impl.fs.api import join
-from impl.journal.journal import replay
 from impl.journal.last_mark import NO_MARK, LogMark, decode_last_mark, encode_last_mark
+from impl.journal.replay import replay
 from models.fs.simdisk import SimDisk
 from tests.unit import bk_journal_layout as bk
 from tests.unit import format_page
