@@ -1,5 +1,5 @@
 """The bookie: the composition root of the storage engine (BookieImpl + InterleavedLedgerStorage
-+ SyncThread + HandleFactoryImpl/LedgerDescriptorImpl, as explicit steps).
++ HandleFactoryImpl/LedgerDescriptorImpl, as explicit steps), and its requests.
 
 Spec pages: spec/format/journal.md (records, lastMark, replay), spec/format/ledger_index.md
 (our index), spec/format/entry_log.md (entry logs), spec/adapter.md (the error codes the
@@ -9,37 +9,29 @@ Why one object: an add is acknowledged only once the journal fsync that covers i
 done, and a checkpoint may trim the journal only once everything the journal covered is
 durable elsewhere (entry logs, index, lastMark). Those two promises span four parts (entry
 logger, ledger index, journal, lastMark), so one object owns all four and the order between
-them.
-
-Layout (BookKeeper's own, so bkref opens BookKeeper's directories and the other way round):
-
-- ``<journal dir>/current/<hex id>.txn``: journal files (impl/journal/journal.py);
-- ``<ledger dir>/current/<hex id>.log``, ``lastId``: entry logs (impl/entrylog/logger.py);
-- ``<ledger dir>/current/lastMark``: the checkpointed journal mark, in every ledger dir;
-- ``<first ledger dir>/current/bkref-index/``: our ledger index (spec/format/ledger_index.md).
-  BookKeeper keeps its own index files in ``<ledger dir>/current/<xx>/<yy>/`` sub-directories;
-  we neither read nor write those. Where our index has never been persisted but entry logs
-  exist (a directory written by BookKeeper), the index is rebuilt from the logs.
-
-Only the first journal directory is supported: BookKeeper runs one journal per directory
-with ``lastMark.<index>`` files; with more than one ``journalDirectories`` entry the bookie
-refuses to start with a ConfigError saying so.
+them. What is not about that order lives beside it, in modules of impl/bookie/ with no bookie
+in them: the Acks (ack.py), where the files are (layout.py), recovery and its pure replay
+decisions (recovery.py), the checkpoint's order and lastMark (checkpoint.py), and the
+abstract state the model compares with (state.py). The bookie keeps the requests and the
+composition: it builds the parts, has recovery make them consistent, and says when a
+checkpoint may run.
 
 Threads: every operation is thread-safe. One re-entrant lock (``_lock``) guards the entry
-logger, the index and the ledger state; it is never held during the journal's fsync (the
-journal's own lock is released during its fsync too, so adds proceed while a group is being
-forced). Checkpoints are serialised by ``_checkpoint_lock``. The checkpoint holds ``_lock``
-while it forces the entry logs and flushes the index, so that the persisted index only names
-locations whose bytes are already durable (adds wait meanwhile, as they wait in BookKeeper,
-whose entry logger is synchronized too).
+logger, the index and the ledger state (fence Acks, pending Acks, the cached state of
+state.EntryLogInfos); it is never held during the journal's fsync (the journal's own lock is
+released during its fsync too, so adds proceed while a group is being forced). Checkpoints
+are serialised by the checkpointer's lock (``Checkpointer.lock``), which also guards lastMark.
+The checkpoint holds ``_lock`` while it forces the entry logs and flushes the index, so that
+the persisted index only names locations whose bytes are already durable (adds wait
+meanwhile, as they wait in BookKeeper, whose entry logger is synchronized too).
 
 The add path is the hot path (tests/bench/bench_bookie.py): its record is encoded once and
 used by both the entry log and the journal (the two formats share it byte for byte), the
 common case of the ledger checks is one index lookup (``writable_key``), and Acks are tracked
-in a list under ``_lock`` that is pruned in amortised batches, so that completing an Ack on
-the journal thread touches no lock of the bookie.
+in a list under ``_lock`` that is pruned in amortised batches (ack.PendingAcks), so that
+completing an Ack on the journal thread touches no lock of the bookie.
 
-Choices where BookKeeper leaves room, each on purpose:
+Choices where BookKeeper leaves room, each on purpose (replay's are in recovery.py):
 
 - The first add **or fence** of a ledger journals a key record before its own record.
   BookKeeper journals a key record only on the first add (BookieImpl.addEntryInternal); a
@@ -49,54 +41,41 @@ Choices where BookKeeper leaves room, each on purpose:
   it (unless it was fenced: LedgerFencedAndDeletedException). Ledger ids are never reused by
   BookKeeper's clients, and replay skips the records of deleted ledgers, so re-creating a
   ledger would make its acknowledged adds vanish at the next restart.
-- Replay re-adds a data record of a ledger whose key it does not know if the index knows
-  the ledger: in a directory written by BookKeeper the keys live in BookKeeper's index files,
-  which we do not read, and the ledger is known from the rebuild of the entry logs. Such a
-  ledger takes the key of its next caller. A data record of a ledger neither keyed nor
-  indexed is skipped, as BookKeeper skips it (readMasterKey: NoLedgerException), so a record
-  made of zeros cannot create ledger 0. A fence record is applied even to an unknown ledger
-  (created fenced, without a key), where BookKeeper skips it: property 2 comes first.
-- Replay skips a data record whose entry the index already has and that reads back with the
-  same bytes (BookKeeper re-adds every record); otherwise it appends it again.
-- Explicit-LAC records are replayed as no-ops: bkref has no explicit LAC yet.
 - A read can see an entry that is written but not yet acknowledged (as BookKeeper's can).
 - The payload limit is on the whole entry (16 id bytes + data) against maxSaneEntrySize.
 
-Not verified here: multiple journal directories, entry log per ledger, compaction (its
-leftovers cleanup is a named no-op hook, :meth:`Bookie._cleanup_compaction_leftovers`),
-garbage collection (deleted ledgers' bytes stay in the logs), read-only mode.
+Not verified here: multiple journal directories (layout.py refuses them), entry log per
+ledger, compaction (its leftovers cleanup is a named no-op hook,
+recovery.cleanup_compaction_leftovers), garbage collection (deleted ledgers' bytes stay in the
+logs), read-only mode.
 """
 
 from __future__ import annotations
 
 import contextlib
-import enum
 import threading
 from collections.abc import Callable
 
-import attrs
-
+from impl.bookie.ack import Ack, PendingAcks
+from impl.bookie.checkpoint import Checkpointer
+from impl.bookie.layout import BookieLayout, ensure_durable_dir, layout_from_config
+from impl.bookie.recovery import Progress, recover
+from impl.bookie.state import BookieState, EntryLogInfos, RecoveryReport, bookie_state
 from impl.clock import Clock
 from impl.config.config import ServerConfig
 from impl.entrylog.ledger_dirs import RandomSource
 from impl.entrylog.logger import EntryLogger, settings_from_config
-from impl.entrylog.manager import LogState
 from impl.format.entry_log import MIN_SANE_ENTRY_SIZE, encode_entry_record
-from impl.format.journal import (
-    JournalRecord,
-    encode_fence_record,
-    encode_key_record,
-)
-from impl.fs.api import FileSystem, join, parent
-from impl.index.ledger_index import INDEX_DIR_NAME, MASTER_KEY_MAX_BYTES, LedgerIndex
-from impl.index.rebuild import PROGRESS_EVERY_LOGS, rebuild_index
-from impl.journal.journal import Journal, journal_settings_from_config, replay
-from impl.journal.last_mark import NO_MARK, LogMark, read_last_mark, write_last_mark
+from impl.format.journal import encode_fence_record, encode_key_record
+from impl.format.ledger_index import MASTER_KEY_MAX_BYTES
+from impl.fs.api import FileSystem
+from impl.index.ledger_index import LedgerIndex
+from impl.journal.journal import Journal, journal_settings_from_config
+from impl.journal.last_mark import LogMark
 from spec.errors import (
     BadRequest,
     BookieError,
     BookieIOError,
-    ConfigError,
     EntryLogError,
     Fenced,
     FsError,
@@ -105,324 +84,16 @@ from spec.errors import (
     NoLedger,
     NoSpace,
     NoWritableLedgerDir,
-    RecoveryError,
     Unauthorized,
 )
 from spec.ids import INT64_MAX, EntryId, EntryLogId, LedgerId
 
-#: BookKeeper's ``current`` sub-directory of every journal and ledger directory.
-CURRENT_DIR = "current"
-#: The mark before any checkpoint (BookKeeper's ``new LogMark()``).
-ZERO_MARK = NO_MARK
-#: The list of pending Acks is pruned of completed ones when it reaches this length (or
-#: twice what the last pruning kept): amortised O(1) per add, no lock per completion.
-PENDING_PRUNE_MIN = 1024
-
-Progress = Callable[[str], None]
+#: The bookie and the types its methods hand out (importable from here, as before the split).
+__all__ = ["Ack", "Bookie", "BookieLayout", "BookieState", "RecoveryReport"]
 
 
 def _no_progress(_line: str) -> None:
     """The default progress sink: say nothing."""
-
-
-# --- layout -------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class BookieLayout:
-    """Where everything lives: the ``current`` directories and our index directory."""
-
-    journal_dir: str
-    ledger_dirs: tuple[str, ...]
-    index_dir: str
-
-
-def layout_from_config(config: ServerConfig) -> BookieLayout:
-    """BookKeeper's layout from journalDirectories and ledgerDirectories. Pure. Raises
-    ConfigError for several journal directories (see the module docstring)."""
-    journals = config.journal_directories
-    if len(journals) != 1:
-        raise ConfigError(
-            f"journalDirectories={','.join(journals)} lists {len(journals)} directories: "
-            "bkref runs one journal and supports exactly one journal directory (BookKeeper's "
-            "lastMark.<index> files for several journals are not implemented). Keep one."
-        )
-    ledgers = tuple(join(d, CURRENT_DIR) for d in config.ledger_directories)
-    assert ledgers, "ServerConfig guarantees at least one ledger directory"
-    return BookieLayout(
-        journal_dir=join(journals[0], CURRENT_DIR),
-        ledger_dirs=ledgers,
-        index_dir=join(ledgers[0], INDEX_DIR_NAME),
-    )
-
-
-def ensure_durable_dir(fs: FileSystem, path: str) -> bool:
-    """Create ``path`` and its missing parents, and fsync the parent of every directory made,
-    so the layout survives a crash. Returns whether anything was created."""
-    missing: list[str] = []
-    probe = path
-    while probe and not fs.is_dir(probe):
-        missing.append(probe)
-        up = parent(probe)
-        if up == probe:
-            break
-        probe = up
-    if not missing:
-        return False
-    fs.mkdir(path)
-    for created in missing:
-        fs.fsync_dir(parent(created) or ".")  # "" is the parent of a relative one-part path
-    assert fs.is_dir(path), path
-    return True
-
-
-# --- acknowledgements ---------------------------------------------------------------------
-
-
-AckCallback = Callable[["Ack"], None]
-
-
-class Ack:
-    """A thread-safe completion: ``done`` once the operation is durable (``error`` None) or
-    has failed (``error`` a BookieError). Completing twice keeps the first outcome.
-
-    Cheap on the hot path (one per add): a plain lock and flags; the Event a waiter sleeps
-    on is made only when someone waits before completion.
-    """
-
-    __slots__ = ("_callbacks", "_done", "_error", "_event", "_lock", "_sink")
-
-    def __init__(self, sink: Callable[[list[Exception]], None] | None = None) -> None:
-        """``sink`` receives what callbacks raised when the journal completes the Ack
-        (``settle``); the bookie keeps it in ``callback_errors``."""
-        self._lock = threading.Lock()
-        self._done = False
-        self._error: BookieError | None = None
-        self._callbacks: list[AckCallback] | None = None
-        self._event: threading.Event | None = None
-        self._sink = sink
-
-    @classmethod
-    def completed(cls, error: BookieError | None = None) -> Ack:
-        """An Ack that is already done."""
-        ack = cls()
-        ack.complete(error)
-        return ack
-
-    @property
-    def done(self) -> bool:
-        return self._done
-
-    @property
-    def error(self) -> BookieError | None:
-        """The failure, or None (also while not done)."""
-        return self._error
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until done or ``timeout`` seconds pass; return whether it is done."""
-        with self._lock:
-            if self._done:
-                return True
-            if self._event is None:
-                self._event = threading.Event()
-            event = self._event
-        return event.wait(timeout)
-
-    def add_done_callback(self, fn: AckCallback) -> None:
-        """Call ``fn(ack)`` when done: at once if already done, else from the completing
-        thread. ``fn`` must not raise (what it raises is returned by ``complete``)."""
-        with self._lock:
-            if not self._done:
-                if self._callbacks is None:
-                    self._callbacks = [fn]
-                else:
-                    self._callbacks.append(fn)
-                return
-        fn(self)
-
-    def complete(self, error: BookieError | None) -> list[Exception]:
-        """Finish the Ack (first call wins) and run the callbacks. Returns what callbacks
-        raised, so the completing thread can record it instead of dying."""
-        callbacks = self._finish(error)
-        failures: list[Exception] = []
-        if callbacks is not None:
-            for fn in callbacks:
-                try:
-                    fn(self)
-                except Exception as exc:  # a caller's bug must not kill the journal thread
-                    failures.append(exc)
-        return failures
-
-    def settle(self, error: BookieError | None) -> None:
-        """``complete`` as the journal's OnDurable (one call per acknowledged add, so kept
-        minimal): what callbacks raise goes to the sink, not to the journal thread."""
-        callbacks = self._finish(error)
-        if callbacks is None:
-            return
-        for fn in callbacks:
-            try:
-                fn(self)
-            except Exception as exc:  # a caller's bug must not kill the journal thread
-                if self._sink is not None:
-                    self._sink([exc])
-
-    def _finish(self, error: BookieError | None) -> list[AckCallback] | None:
-        """Record the outcome (first call wins) and wake waiters; the callbacks to run."""
-        with self._lock:
-            if self._done:
-                return None
-            self._error = error
-            self._done = True
-            callbacks = self._callbacks
-            self._callbacks = None
-            event = self._event
-        if event is not None:
-            event.set()
-        return callbacks
-
-
-def sync_previous_run(fs: FileSystem, layout: BookieLayout) -> int:
-    """Recovery step 0: fsync every file and directory of the bookie before trusting any.
-
-    The previous process may have written bytes it never fsynced (it was killed, or a failed
-    fsync made it stop), and a new process reads them back from the page cache exactly like
-    durable bytes. Recovery relies on what it reads: replay skips a record whose entry the
-    index already has and that reads back the same, and then moves lastMark past it. If those
-    bytes were not durable, a power loss after recovery would lose an acknowledged entry that
-    the journal no longer covers. PostgreSQL's crash recovery fsyncs its whole data directory
-    for the same reason (SyncDataDirectory). Found by the refinement test (a restart after a
-    failed shutdown, then a crash). Returns the number of files synced."""
-    synced = 0
-    for directory in (layout.journal_dir, *layout.ledger_dirs, layout.index_dir):
-        if not fs.is_dir(directory):
-            continue
-        for name in sorted(fs.listdir(directory)):
-            path = join(directory, name)
-            if fs.is_dir(path):
-                continue
-            handle = fs.open(path, create=False, read_only=True)
-            try:
-                handle.fsync()
-            finally:
-                handle.close()
-            synced += 1
-        fs.fsync_dir(directory)
-    return synced
-
-
-# --- the abstract state --------------------------------------------------------------------
-
-
-@attrs.frozen
-class EntryLogInfo:
-    """One entry log: its state (preallocated, active, rotated, flushed), its ledgers, and per
-    ledger the bytes of its records there (size prefixes included, as EntryLogMetadata)."""
-
-    log_id: EntryLogId
-    state: str
-    ledgers: tuple[LedgerId, ...]
-    ledger_bytes: tuple[tuple[LedgerId, int], ...]
-
-
-@attrs.frozen
-class LedgerInfo:
-    """One live ledger: its last entry (None before the first add) and whether fenced."""
-
-    ledger_id: LedgerId
-    last_entry: EntryId | None
-    fenced: bool
-
-
-@attrs.frozen
-class BookieState:
-    """The abstraction function: what the model compares the bookie with.
-
-    ``last_mark`` is the persisted lastMark (what a restart replays from); ``journal_mark`` the
-    journal's durable mark (everything before it is on disk). In single-log mode every ledger's
-    current log is ``current_log_id``. ``compaction_files`` is empty until compaction lands.
-    """
-
-    entry_logs: tuple[EntryLogInfo, ...]
-    least_unflushed_log_id: int
-    last_mark: LogMark
-    journal_mark: LogMark
-    current_log_id: EntryLogId | None
-    ledgers: tuple[LedgerInfo, ...]
-    fenced_ledgers: tuple[LedgerId, ...]
-    deleted_ledgers: tuple[LedgerId, ...]
-    compaction_files: tuple[str, ...]
-
-
-@attrs.frozen
-class RecoveryReport:
-    """What the last open did: the mark it replayed from and to, and per kind of record what
-    replay did with it. A clean restart reports zero records replayed."""
-
-    index_rebuilt: bool = False
-    entries_rebuilt: int = 0
-    start_mark: LogMark = ZERO_MARK
-    end_mark: LogMark = ZERO_MARK
-    records_replayed: int = 0
-    keys_set: int = 0
-    fences_set: int = 0
-    entries_re_added: int = 0
-    entries_present: int = 0
-    skipped_deleted: int = 0
-    skipped_unknown: int = 0
-    ignored: int = 0
-
-
-def _log_info(
-    log_id: EntryLogId, state: str, sizes: tuple[tuple[LedgerId, int], ...]
-) -> EntryLogInfo:
-    return EntryLogInfo(log_id, state, tuple(lid for lid, _ in sizes), sizes)
-
-
-# --- replay decisions (pure) ---------------------------------------------------------------
-
-
-class ReplayAction(enum.Enum):
-    """What replay does with one journal record."""
-
-    SET_KEY = "set the ledger's key"
-    KEEP_KEY = "key already known (the first key sticks)"
-    FENCE = "fence the ledger"
-    RE_ADD = "append the entry again and index it"
-    PRESENT = "the entry is indexed and reads back the same: nothing to do"
-    SKIP_DELETED = "the ledger was deleted: skip"
-    SKIP_UNKNOWN = "an entry of a ledger with no key and no index entry: skip (as BookKeeper)"
-    SKIP_BAD_ID = "a negative ledger id (junk that parsed as a record): skip"
-    IGNORE_LAC = "explicit LAC: not kept by bkref"
-
-
-def replay_action(
-    kind: str,
-    ledger_id: int,
-    deleted: bool,
-    known: bool,
-    known_key: bytes | None,
-    entry_present: bool,
-) -> ReplayAction:
-    """The decision for one record, from the ledger's state (BookieImpl.readJournal's
-    scanner, with the choices listed in the module docstring). ``known``: the index has the
-    ledger (a key, a fence or an entry); ``entry_present``: the index has the entry and it
-    reads back with the record's bytes."""
-    assert kind in ("data", "key", "fence", "lac"), kind
-    assert known or known_key is None
-    assert known or not entry_present
-    if ledger_id < 0:
-        return ReplayAction.SKIP_BAD_ID
-    if deleted:
-        return ReplayAction.SKIP_DELETED
-    if kind == "key":
-        return ReplayAction.SET_KEY if known_key is None else ReplayAction.KEEP_KEY
-    if kind == "fence":
-        return ReplayAction.FENCE
-    if kind == "lac":
-        return ReplayAction.IGNORE_LAC
-    if not known:
-        return ReplayAction.SKIP_UNKNOWN
-    return ReplayAction.PRESENT if entry_present else ReplayAction.RE_ADD
 
 
 def _write_failed(
@@ -435,11 +106,6 @@ def _write_failed(
         f"writing entry {entry_id} of ledger {ledger_id} to the entry log failed: {exc}. "
         "The add was not acknowledged; check the disk and retry."
     )
-
-
-def _where(record: JournalRecord) -> str:
-    """Where a record lies, for messages."""
-    return f"journal {record.journal_id:x}.txn offset {record.offset}"
 
 
 # --- the bookie ------------------------------------------------------------------------------
@@ -455,9 +121,11 @@ class Bookie:
         layout: BookieLayout,
         entry_logger: EntryLogger,
         index: LedgerIndex,
-        last_mark: LogMark,
+        recovery: RecoveryReport,
     ) -> None:
-        """Internal: use :meth:`open`, which recovers before the bookie takes requests."""
+        """Internal: use :meth:`open`, which recovers before the bookie takes requests.
+        ``index`` and ``entry_logger`` are consistent with the journal up to
+        ``recovery.end_mark``; lastMark is still ``recovery.start_mark``."""
         self._fs = fs
         self._config = config
         self._max_entry_bytes = config.max_sane_entry_size_bytes
@@ -466,32 +134,28 @@ class Bookie:
         self._index = index
         self._journal: Journal | None = None
         self._lock = threading.RLock()
-        self._checkpoint_lock = threading.Lock()
+        self._checkpointer = Checkpointer(
+            fs, layout.ledger_dirs, self._lock, entry_logger, index, recovery.start_mark
+        )
         #: Guards ``_callback_errors`` (appended from the journal thread).
         self._errors_lock = threading.Lock()
         #: Every Ack handed out and maybe not yet done, guarded by ``_lock`` (adds hold it
-        #: anyway); completed ones are pruned lazily (PENDING_PRUNE_MIN), so completing an
-        #: Ack touches nothing of the bookie.
-        self._pending: list[Ack] = []
-        self._pending_prune_at = PENDING_PRUNE_MIN
+        #: anyway); completing an Ack touches nothing of the bookie.
+        self._pending = PendingAcks()
         self._fence_acks: dict[LedgerId, Ack] = {}
-        self._last_mark = last_mark
-        self._recovery = RecoveryReport(start_mark=last_mark, end_mark=last_mark)
-        self._old_log_ledgers: dict[EntryLogId, tuple[tuple[LedgerId, int], ...]] = {}
-        self._old_infos: dict[EntryLogId, EntryLogInfo] | None = None
-        self._flushed_infos: dict[EntryLogId, EntryLogInfo] = {}
-        self._replay_counts: dict[ReplayAction, int] = {}
-        self._unknown_noted: set[LedgerId] = set()
+        self._recovery = recovery
+        self._log_infos = EntryLogInfos(entry_logger)
         self._failure: BookieError | None = None
         self._callback_errors: list[Exception] = []
         self._on_append: Callable[[], None] | None = None
         # Bound once: the add path uses them for every entry.
         self._sink = self._record_callback_errors
         self._add_record = entry_logger.add_record
+        self._track = self._pending.track
         self._closing = False
         self._closed = False
 
-    # --- opening and recovery ----------------------------------------------------------
+    # --- opening ----------------------------------------------------------------------
 
     @classmethod
     def open(
@@ -503,18 +167,20 @@ class Bookie:
         rng: RandomSource,
         progress: Progress | None = None,
     ) -> Bookie:
-        """Create the layout if missing, recover (compaction cleanup, index, journal replay,
-        checkpoint), open a new journal file, and return a bookie ready for requests. Raises
-        ConfigError or RecoveryError with what to do."""
+        """Create the layout if missing, recover (recovery.py: compaction cleanup, index,
+        journal replay), checkpoint where replay ended, open a new journal file, and return a
+        bookie ready for requests. Raises ConfigError or RecoveryError with what to do."""
         say = progress or _no_progress
         layout = layout_from_config(config)
-        for directory in (layout.journal_dir, *layout.ledger_dirs, layout.index_dir):
+        for directory in layout.directories():
             ensure_durable_dir(fs, directory)
         entry_logger = EntryLogger(fs, layout.ledger_dirs, settings_from_config(config), rng)
         bookie: Bookie | None = None
         try:
-            bookie = cls._recover(fs, config, layout, entry_logger, say)
-            bookie._start_journal(clock)
+            recovered = recover(fs, config, layout, entry_logger, say)  # steps 0-3
+            bookie = cls(fs, config, layout, entry_logger, recovered.index, recovered.report)
+            bookie._recovery_checkpoint(recovered.report.end_mark)  # step 4
+            bookie._start_journal(clock)  # step 5
         except BaseException:
             if bookie is not None:
                 bookie._abandon()
@@ -525,169 +191,20 @@ class Bookie:
         bookie.check_invariants()
         return bookie
 
-    @classmethod
-    def _recover(
-        cls,
-        fs: FileSystem,
-        config: ServerConfig,
-        layout: BookieLayout,
-        entry_logger: EntryLogger,
-        say: Progress,
-    ) -> Bookie:
-        """Steps 1-4 of recovery; the journal is opened by the caller (step 5)."""
-        sync_previous_run(fs, layout)  # (0)
-        cls._cleanup_compaction_leftovers(fs, layout)  # (1)
-        index = LedgerIndex.load(fs, layout.index_dir)  # (2)
-        rebuilt: int | None = None
-        if not index.persisted and entry_logger.log_ids():
-            say(f"ledger index not found in {layout.index_dir}: rebuilding it from entry logs")
-            stats = rebuild_index(fs, list(layout.ledger_dirs), index, say)
-            if stats.logs < PROGRESS_EVERY_LOGS and not stats.failures:
-                say(stats.summary())  # rebuild_index prints it itself on large directories
-            rebuilt = stats.entries_indexed
-        mark = read_last_mark(fs, list(layout.ledger_dirs))  # (3)
-        bookie = cls(fs, config, layout, entry_logger, index, mark)
-        try:
-            end = bookie._replay(mark, say)
-            bookie._recovery = attrs.evolve(
-                bookie._recovery,
-                index_rebuilt=rebuilt is not None,
-                entries_rebuilt=rebuilt or 0,
-                end_mark=end,
-            )
-            # (4) BookKeeper #2087: replay must advance the mark, or the next restart replays
-            # (and re-adds) the same records again. No trim here, as in BookieImpl's
-            # post-replay flush (checkpointComplete with compact=false).
-            bookie._checkpoint_to(end, recovering=True)
-        except BaseException:
-            bookie._abandon()
-            raise
-        return bookie
-
-    @staticmethod
-    def _cleanup_compaction_leftovers(fs: FileSystem, layout: BookieLayout) -> None:
-        """Recovery step 1, a hook for the compaction issue: remove ``.compacting`` files and
-        finish or undo interrupted compactions. Nothing to do while bkref does not compact."""
-        del fs, layout
-
-    def _replay(self, mark: LogMark, say: Progress) -> LogMark:
-        """Replay the journal from ``mark``; return where replay ended (the end of the last
-        journal scanned), which the recovery checkpoint persists."""
-        records = replay(
-            self._fs,
-            self._layout.journal_dir,
-            mark,
-            skip_invalid=self._config.skip_replay_journal_invalid_record,
-            max_record_bytes=self._config.netty_max_frame_size_bytes,
-            progress=say,
-        )
-        for record in records:
-            self._apply_record(record, say)
-        end = records.end_mark
-        assert end >= mark, (end, mark)
-        counts = self._replay_counts
-        self._recovery = attrs.evolve(
-            self._recovery,
-            records_replayed=sum(counts.values()),
-            keys_set=counts.get(ReplayAction.SET_KEY, 0),
-            fences_set=counts.get(ReplayAction.FENCE, 0),
-            entries_re_added=counts.get(ReplayAction.RE_ADD, 0),
-            entries_present=counts.get(ReplayAction.PRESENT, 0),
-            skipped_deleted=counts.get(ReplayAction.SKIP_DELETED, 0),
-            skipped_unknown=counts.get(ReplayAction.SKIP_UNKNOWN, 0)
-            + counts.get(ReplayAction.SKIP_BAD_ID, 0),
-            ignored=counts.get(ReplayAction.KEEP_KEY, 0) + counts.get(ReplayAction.IGNORE_LAC, 0),
-        )
-        if self._recovery.records_replayed:
-            say(f"replayed {self._recovery.records_replayed} journal records up to {end}")
-        return end
-
-    def _apply_record(self, record: JournalRecord, say: Progress) -> None:
-        ledger_id = LedgerId(record.ledger_id)
-        index = self._index
-        if (
-            record.kind == "data"
-            and index.has_ledger(ledger_id)
-            and index.get_location(ledger_id, EntryId(record.entry_id)) is None
-        ):
-            # replay_action's common case, inlined for replay speed: a known ledger (so not
-            # deleted and a valid id) and an entry the index does not have -> RE_ADD.
-            self._replay_add(record)
-            self._replay_counts[ReplayAction.RE_ADD] = (
-                self._replay_counts.get(ReplayAction.RE_ADD, 0) + 1
-            )
-            return
-        present = record.kind == "data" and self._entry_reads_back(record)
-        action = replay_action(
-            record.kind,
-            ledger_id,
-            self._index.is_deleted(ledger_id),
-            self._index.has_ledger(ledger_id),
-            self._key_of(ledger_id),
-            present,
-        )
-        if action is ReplayAction.RE_ADD:
-            self._replay_add(record)
-        elif action is ReplayAction.SET_KEY:
-            self._replay_key(record)
-        elif action is ReplayAction.FENCE:
-            self._index.set_fenced(ledger_id)
-        elif action is ReplayAction.KEEP_KEY and self._key_of(ledger_id) != record.payload:
-            say(f"{_where(record)}: a second, different key for ledger {ledger_id} is ignored")
-        elif action is ReplayAction.SKIP_BAD_ID:
-            say(f"{_where(record)}: skipped a {record.kind} record of ledger id {ledger_id}")
-        elif action is ReplayAction.SKIP_UNKNOWN and ledger_id not in self._unknown_noted:
-            self._unknown_noted.add(ledger_id)
-            say(
-                f"{_where(record)}: skipping the entries of ledger {ledger_id}: no key record "
-                "and not in the index (BookKeeper skips them too, as a deleted ledger's)"
-            )
-        self._replay_counts[action] = self._replay_counts.get(action, 0) + 1
-
-    def _replay_key(self, record: JournalRecord) -> None:
-        if len(record.payload) > MASTER_KEY_MAX_BYTES:
-            raise RecoveryError(
-                f"{_where(record)}: the key record of ledger {record.ledger_id} holds a key of "
-                f"{len(record.payload)} bytes, more than any bookie accepts "
-                f"({MASTER_KEY_MAX_BYTES}): the journal is damaged. Restore it from a copy."
-            )
-        self._index.set_master_key(LedgerId(record.ledger_id), record.payload)
-
-    def _entry_reads_back(self, record: JournalRecord) -> bool:
-        """The index has the record's entry and its bytes in the entry log are the record's."""
-        ledger_id, entry_id = LedgerId(record.ledger_id), EntryId(record.entry_id)
-        location = self._index.get_location(ledger_id, entry_id)
-        if location is None:
-            return False
-        try:
-            stored = self._entry_logger.read_entry(ledger_id, entry_id, location)
-        except EntryLogError:
-            return False
-        return stored == record.payload
-
-    def _replay_add(self, record: JournalRecord) -> None:
-        ledger_id, entry_id = LedgerId(record.ledger_id), EntryId(record.entry_id)
-        try:
-            location = self._entry_logger.add_entry(ledger_id, record.payload)
-        except NoWritableLedgerDir as exc:
-            raise RecoveryError(
-                f"cannot replay entry {entry_id} of ledger {ledger_id} from journal "
-                f"{record.journal_id:x}.txn: {exc}"
-            ) from exc
-        except FsError as exc:
-            raise RecoveryError(
-                f"cannot replay entry {entry_id} of ledger {ledger_id} from journal "
-                f"{record.journal_id:x}.txn: {exc}. Check the disk, then start again: "
-                "replay is idempotent."
-            ) from exc
-        self._index.put_entry(ledger_id, entry_id, location)
+    def _recovery_checkpoint(self, end: LogMark) -> None:
+        """Recovery step 4. BookKeeper #2087: replay must advance the mark, or the next
+        restart replays (and re-adds) the same records again. No trim here, as in
+        BookieImpl's post-replay flush (checkpointComplete with compact=false)."""
+        with self._checkpointer.lock:
+            self._checkpointer.complete(end, None)
 
     def _start_journal(self, clock: Clock) -> None:
         """Recovery step 5: a new journal file at every start (Journal.java)."""
         settings = journal_settings_from_config(self._config)
         journal = Journal(self._fs, self._layout.journal_dir, settings, clock)
         journal.open_new_file()
-        assert journal.durable_mark() >= self._last_mark, (journal.durable_mark(), self._last_mark)
+        last_mark = self._checkpointer.last_mark
+        assert journal.durable_mark() >= last_mark, (journal.durable_mark(), last_mark)
         self._journal = journal
 
     def _abandon(self) -> None:
@@ -857,16 +374,6 @@ class Bookie:
             "500): send smaller entries or raise nettyMaxFrameSizeBytes"
         )
 
-    def _track(self, ack: Ack) -> None:
-        """Remember an Ack until it is done (under ``_lock``), so that ``fail`` and
-        ``shutdown`` can fail it; completed Acks are dropped in amortised batches."""
-        pending = self._pending
-        pending.append(ack)
-        if len(pending) >= self._pending_prune_at:
-            kept = [other for other in pending if not other.done]
-            self._pending = kept
-            self._pending_prune_at = max(PENDING_PRUNE_MIN, 2 * len(kept))
-
     def _journal_append(
         self, journal: Journal, key_record: bytes | None, record: bytes, ack: Ack
     ) -> None:
@@ -957,13 +464,13 @@ class Bookie:
         return journal.release_deferred()
 
     def checkpoint(self) -> LogMark:
-        """Capture the journal's durable mark, force the entry logs, flush the index, persist
-        lastMark, trim old journals (SyncThread.checkpoint + Journal.checkpointComplete).
-        Returns the persisted mark."""
+        """Capture the journal's durable mark, then force the entry logs, flush the index,
+        persist lastMark and trim old journals in that order (checkpoint.py). Returns the
+        persisted mark."""
         journal = self._journal
         self._require_open()
         assert journal is not None, "open() starts the journal"
-        with self._checkpoint_lock:
+        with self._checkpointer.lock:
             self._require_open()
             if self._failure is not None:
                 # After a failed fsync the page cache may hold bytes that never reach the
@@ -977,7 +484,7 @@ class Bookie:
             # them afterwards covers everything the mark will claim.
             mark = journal.durable_mark()
             try:
-                self._checkpoint_to(mark, recovering=False)
+                self._checkpointer.complete(mark, journal)
             except (FsError, NoWritableLedgerDir, EntryLogError) as exc:
                 raise self._step_failed("the checkpoint", exc) from exc
         return mark
@@ -994,28 +501,6 @@ class Bookie:
             f"{step} failed: {exc}. The bookie refuses writes now; restart it after checking "
             "the disk (recovery replays the journal)."
         )
-
-    def _checkpoint_to(self, mark: LogMark, *, recovering: bool) -> None:
-        """The checkpoint's steps after the capture. ``recovering``: the post-replay
-        checkpoint, which always writes lastMark (a ledger directory may lack the file) and
-        trims nothing (the journal is not open yet)."""
-        assert mark >= self._last_mark, f"lastMark would move back: {self._last_mark} -> {mark}"
-        with self._lock:
-            # Entry logs first: the index must never name bytes that are not durable. flush
-            # forces the active log and the rotated ones (SyncThread.flush in single-log mode).
-            self._entry_logger.flush()
-            # Then the index: crash-consistent on its own (spec/format/ledger_index.md); it
-            # now holds every key, fence and location of the records before the mark.
-            self._index.flush()
-        # Only now may the journal before the mark be forgotten: persist the mark in every
-        # ledger directory (the largest wins at start, so it never moves back) ...
-        if recovering or mark != self._last_mark:
-            write_last_mark(self._fs, list(self._layout.ledger_dirs), mark)
-        self._last_mark = mark
-        # ... and delete the journals wholly before it, keeping journalMaxBackups.
-        if not recovering:
-            assert self._journal is not None
-            self._journal.trim(mark)
 
     def rotate_log(self) -> EntryLogId:
         """Seal the active entry log and start a new one (EntryLogger.rotate); returns the
@@ -1053,8 +538,7 @@ class Bookie:
 
     def _fail_pending(self, failure: BookieError) -> None:
         with self._lock:
-            pending, self._pending = self._pending, []
-            self._pending_prune_at = PENDING_PRUNE_MIN
+            pending = self._pending.take_all()
         for ack in pending:
             raised = ack.complete(failure)  # a no-op for the Acks already done
             if raised:
@@ -1087,8 +571,8 @@ class Bookie:
         try:
             if self._failure is None:
                 self.journal_force()
-                with self._checkpoint_lock:
-                    self._checkpoint_to(journal.durable_mark(), recovering=False)
+                with self._checkpointer.lock:
+                    self._checkpointer.complete(journal.durable_mark(), journal)
         finally:
             try:
                 # Not under _lock: close flushes what is still queued, and Ack callbacks run
@@ -1120,7 +604,7 @@ class Bookie:
     @property
     def last_mark(self) -> LogMark:
         """The lastMark this bookie last persisted (or read at start)."""
-        return self._last_mark
+        return self._checkpointer.last_mark
 
     @property
     def closed(self) -> bool:
@@ -1141,80 +625,33 @@ class Bookie:
     def pending_acks(self) -> int:
         """Acks not yet completed."""
         with self._lock:
-            return sum(1 for ack in self._pending if not ack.done)
+            return self._pending.not_done()
 
     def inspect(self) -> BookieState:
-        """The abstract state (see BookieState)."""
+        """The abstract state (state.py)."""
         with self._lock:
             journal = self._journal
-            journal_mark = journal.durable_mark() if journal is not None else self._last_mark
+            last_mark = self._checkpointer.last_mark
+            journal_mark = journal.durable_mark() if journal is not None else last_mark
             logger = self._entry_logger.state()
-            ledgers = tuple(self._ledger_info(LedgerId(lid)) for lid in self._index.ledgers())
-            return BookieState(
-                entry_logs=self._entry_log_infos(),
-                least_unflushed_log_id=logger.least_unflushed_log_id,
-                last_mark=self._last_mark,
-                journal_mark=journal_mark,
-                current_log_id=logger.current_log_id,
-                ledgers=ledgers,
-                fenced_ledgers=tuple(info.ledger_id for info in ledgers if info.fenced),
-                deleted_ledgers=tuple(sorted(self._index.deleted_ledgers())),
-                compaction_files=(),
-            )
-
-    def _ledger_info(self, ledger_id: LedgerId) -> LedgerInfo:
-        last = self._index.last_entry(ledger_id)
-        return LedgerInfo(ledger_id, last, self._index.is_fenced(ledger_id))
-
-    def _entry_log_infos(self) -> tuple[EntryLogInfo, ...]:
-        """Logs of this run as the manager describes them; logs of earlier runs (on disk,
-        no longer written) as flushed, with their ledgers from the map or a scan. Both the
-        earlier runs' logs and this run's flushed ones never change: their infos are cached
-        (the refinement harness inspects after every step)."""
-        descs = self._entry_logger.state().logs
-        if self._old_infos is None:
-            run_ids = {desc.log_id for desc in descs}
-            self._old_infos = {
-                log_id: _log_info(log_id, "flushed", self._old_ledgers(log_id))
-                for log_id in self._entry_logger.log_ids()
-                if log_id not in run_ids
-            }
-        infos = dict(self._old_infos)
-        for desc in descs:
-            info = self._flushed_infos.get(desc.log_id)
-            if info is None:
-                sizes = tuple((LedgerId(lid), size) for lid, size in desc.ledgers)
-                info = _log_info(desc.log_id, desc.state.value, sizes)
-                if desc.state is LogState.FLUSHED:
-                    self._flushed_infos[desc.log_id] = info
-            infos[desc.log_id] = info
-        return tuple(infos[log_id] for log_id in sorted(infos))
-
-    def _old_ledgers(self, log_id: EntryLogId) -> tuple[tuple[LedgerId, int], ...]:
-        cached = self._old_log_ledgers.get(log_id)
-        if cached is None:
-            try:
-                metadata = self._entry_logger.extract_metadata(log_id).metadata
-                cached = tuple(
-                    (LedgerId(lid), size) for lid, size in sorted(metadata.ledgers.items())
-                )
-            except EntryLogError:
-                cached = ()  # an empty preallocated file of an earlier run holds nothing
-            self._old_log_ledgers[log_id] = cached
-        return cached
+            entry_logs = self._log_infos.describe(logger.logs)
+            return bookie_state(self._index, logger, entry_logs, last_mark, journal_mark)
 
     def check_invariants(self) -> None:
         with self._lock:
             self._entry_logger.check_invariants()
             self._index.check_invariants()
-            assert self._last_mark >= self._recovery.start_mark
+            self._checkpointer.check_invariants()
+            self._pending.check_invariants()
+            self._log_infos.check_invariants()
+            last_mark = self._checkpointer.last_mark
+            assert last_mark >= self._recovery.start_mark
             assert self._recovery.end_mark >= self._recovery.start_mark
             if self._journal is not None and not self._closed:
-                assert self._journal.durable_mark() >= self._last_mark
+                assert self._journal.durable_mark() >= last_mark
             for ledger_id in self._fence_acks:
                 assert self._index.is_fenced(ledger_id), ledger_id
             for ledger_id in self._index.ledgers():
                 assert not self._index.is_deleted(LedgerId(ledger_id)), ledger_id
-            assert len(self._pending) < self._pending_prune_at
             if self._closed:
-                assert all(ack.done for ack in self._pending)
+                assert self._pending.all_done()

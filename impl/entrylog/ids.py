@@ -5,9 +5,9 @@ EntryLoggerAllocator.allocateNewLog/setLastLogId, DefaultEntryLogger (its constr
 readLastLogId, RecentEntryLogsStatus), LedgerDirUtil (findLargestGap and the file-name
 patterns) and EntryLogIdsImpl.
 
-Pure parts first (names, the gap rule, the ``lastId`` codec, the starting id,
-RecentEntryLogsStatus), then the parts that touch the FileSystem seam (read/write ``lastId``,
-LogIdAllocator).
+Pure parts first (the ids a directory's names take, the gap rule, the ``lastId`` codec, the
+starting id, RecentEntryLogsStatus), then the parts that touch the FileSystem seam (read/write
+``lastId``, LogIdAllocator). The names themselves are made and parsed in impl/format/names.py.
 
 Where the last id comes from at start. BookKeeper has two rules: DefaultEntryLogger takes
 ``lastId`` and, when it is unreadable, the largest ``*.log`` id; EntryLogIdsImpl (the direct
@@ -41,55 +41,26 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from impl.format.entry_log import MAX_LOG_ID
+from impl.format.names import (
+    LAST_ID_FILE_NAME,
+    log_file_name,
+    parse_compacted_file_name,
+    parse_log_file_name,
+)
 from impl.fs.api import FileHandle, FileSystem, join
 from spec.errors import FsError, FsNotFound
 from spec.ids import EntryLogId
 
-#: Name of the file holding the last allocated id, in hex and a newline, in every ledger dir.
-LAST_ID_FILE_NAME = "lastId"
-#: Suffix of an entry log file name.
-LOG_SUFFIX = ".log"
-#: Suffix of a compaction log being written (EntryLoggerAllocator.createNewLogForCompaction).
-COMPACTING_SUFFIX = ".log.compacting"
 #: A ``lastId`` larger than this is garbage (``<8 hex digits>`` + newline, with room to spare).
 LAST_ID_MAX_BYTES = 64
 
-_LOG_NAME = re.compile(r"([0-9a-fA-F]+)\.log")
-_COMPACTED_NAME = re.compile(r"([0-9a-fA-F]+)\.log\.([0-9a-fA-F]+)\.compacted")
 _HEX = re.compile(r"[0-9a-fA-F]+")
 
 
-# --- pure: names ----------------------------------------------------------------------------
-
-
-def _hex_id(text: str) -> EntryLogId | None:
-    value = int(text, 16)
-    if value > MAX_LOG_ID:
-        return None
-    return EntryLogId(value)
-
-
-def parse_log_file_name(name: str) -> EntryLogId | None:
-    """The id of ``<hex>.log`` (hex in either case, LedgerDirUtil.FILE_PATTERN), else None."""
-    match = _LOG_NAME.fullmatch(name)
-    if match is None:
-        return None
-    return _hex_id(match.group(1))
-
-
-def parse_compacted_file_name(name: str) -> tuple[EntryLogId, EntryLogId] | None:
-    """(new id, source id) of ``<hex new>.log.<hex src>.compacted``, else None."""
-    match = _COMPACTED_NAME.fullmatch(name)
-    if match is None:
-        return None
-    new_id = _hex_id(match.group(1))
-    src_id = _hex_id(match.group(2))
-    if new_id is None or src_id is None:
-        return None
-    return new_id, src_id
+# --- pure: the ids a directory's names take ---------------------------------------------------
 
 
 def log_ids_in_names(names: Iterable[str]) -> list[EntryLogId]:
@@ -272,8 +243,8 @@ class LogIdAllocator:
 
     At start the last id is computed from every ledger directory (module docstring). Each
     :meth:`next_id` advances past the last id, wrapping at 2**31-1, and skips every id whose
-    ``<hex><suffix>`` file exists in any ledger directory. :meth:`publish` writes ``lastId``
-    to every directory once the log file exists.
+    file (``<hex>.log``, or the name asked for) exists in any ledger directory.
+    :meth:`publish` writes ``lastId`` to every directory once the log file exists.
     """
 
     def __init__(self, fs: FileSystem, dirs: Sequence[str]) -> None:
@@ -288,11 +259,12 @@ class LogIdAllocator:
         """The last id handed out (or found at start); -1 when there was none."""
         return self._last_id
 
-    def next_id(self, suffix: str = LOG_SUFFIX) -> EntryLogId:
-        """The next free id for a file ``<hex><suffix>``. Raises FsError from ``exists``."""
+    def next_id(self, file_name: Callable[[int], str] = log_file_name) -> EntryLogId:
+        """The next free id for a file named ``file_name(id)`` (impl/format/names.py: a log,
+        or a compaction log). Raises FsError from ``exists``."""
         candidate = next_log_id(self._last_id)
         for _ in range(MAX_LOG_ID + 1):
-            name = f"{candidate:x}{suffix}"
+            name = file_name(candidate)
             if not any(self._fs.exists(join(d, name)) for d in self._dirs):
                 self._last_id = candidate
                 self._allocated += 1

@@ -28,15 +28,12 @@ from collections.abc import Sequence
 import attrs
 
 from impl.config.config import ServerConfig
-from impl.entrylog.ids import (
-    LogIdAllocator,
-    RecentEntryLogsStatus,
-    parse_log_file_name,
-)
+from impl.entrylog.ids import LogIdAllocator, RecentEntryLogsStatus
 from impl.entrylog.ledger_dirs import DirState, LedgerDirs, RandomSource
 from impl.entrylog.manager import LogDescription, SingleEntryLogManager
 from impl.entrylog.reader import ByteSource, MetadataResult, extract_metadata, read_entry
-from impl.format.entry_log import LOGFILE_HEADER_SIZE, log_file_name
+from impl.format.entry_log import LOGFILE_HEADER_SIZE
+from impl.format.names import log_file_name, parse_log_file_name
 from impl.fs.api import FileHandle, FileSystem, join
 from spec.errors import ConfigError, FsError, MissingLogFile
 from spec.ids import (

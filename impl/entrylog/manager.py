@@ -55,7 +55,7 @@ from typing import TypeVar
 import attrs
 
 from impl.entrylog.buffered_channel import BufferedChannel
-from impl.entrylog.ids import LOG_SUFFIX, LogIdAllocator, RecentEntryLogsStatus
+from impl.entrylog.ids import LogIdAllocator, RecentEntryLogsStatus
 from impl.entrylog.ledger_dirs import DirState, LedgerDirs, RandomSource
 from impl.format.entry_log import (
     LEDGERS_MAP_OFFSET_POSITION,
@@ -67,8 +67,8 @@ from impl.format.entry_log import (
     encode_ledgers_map,
     encode_map_location,
     encode_record,
-    log_file_name,
 )
+from impl.format.names import log_file_name
 from impl.fs.api import FileSystem, join
 from spec.errors import FsError, FsNoSpace, NoWritableLedgerDir
 from spec.ids import EntryLogId, LedgerId, Location
@@ -337,7 +337,7 @@ class SingleEntryLogManager:
     def _allocate(self, directory: str) -> LogChannel:
         """allocateNewLog: next free id, exclusive create, fsync of the directory (ours),
         header into the channel, lastId everywhere, created in the status."""
-        log_id = self._allocator.next_id(LOG_SUFFIX)
+        log_id = self._allocator.next_id(log_file_name)
         path = join(directory, log_file_name(log_id))
         try:
             handle = self._fs.open(path, create=True, exclusive=True)

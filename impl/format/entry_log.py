@@ -143,19 +143,3 @@ def encode_ledgers_map(ledgers: Iterable[tuple[int, int]]) -> bytes:
         for ledger_id, size in batch:
             out += _MAP_PAIR.pack(ledger_id, size)
     return bytes(out)
-
-
-def log_file_name(log_id: int) -> str:
-    """``<lower-case hex id>.log`` (Long.toHexString)."""
-    assert 0 <= log_id <= MAX_LOG_ID, log_id
-    return f"{log_id:x}.log"
-
-
-def compacting_file_name(log_id: int) -> str:
-    """``<hex id>.log.compacting``: a compaction log being written."""
-    return f"{log_id:x}.log.compacting"
-
-
-def compacted_file_name(new_log_id: int, src_log_id: int) -> str:
-    """``<hex new>.log.<hex src>.compacted``: a flushed compaction log of ``src``."""
-    return f"{new_log_id:x}.log.{src_log_id:x}.compacted"

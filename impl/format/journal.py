@@ -1,9 +1,9 @@
 """Journal codec: BookKeeper's journal format (Journal.java, JournalChannel.java), byte for byte.
 
 Normative page: spec/format/journal.md. tests/unit/impl/format/test_journal_page.py keeps every
-constant here equal to the value the page states, and checks the page's worked example
-against these functions and against tests/unit/bk_journal_layout.py (a second writer built
-from the page alone).
+constant here (and the journal's file names, impl/format/names.py) equal to the value the page
+states, and checks the page's worked example against these functions and against
+tests/unit/bk_journal_layout.py (a second writer built from the page alone).
 
 Grammar (big endian throughout)::
 
@@ -15,7 +15,7 @@ Grammar (big endian throughout)::
     end      = int32 0 | end of file | a record cut short
 
 This module is pure: bytes in, bytes or values out. Writing journals is impl/journal/journal.py,
-which also reads them (replay) with the decoding helpers below.
+reading them (replay) impl/journal/replay.py, with the decoding helpers below.
 
 Not verified here: that a key record's key or an explicit-LAC body means anything; the
 bookie decides what to do with them.
@@ -23,13 +23,10 @@ bookie decides what to do with them.
 
 from __future__ import annotations
 
-import re
 import struct
 from typing import Literal
 
 import attrs
-
-from spec.ids import INT64_MAX
 
 #: Fingerprint at offset 0 of every journal written since V2.
 MAGIC = b"BKLG"
@@ -71,14 +68,11 @@ METAENTRY_ID_LEDGER_EXPLICITLAC = -0x8000
 DEFAULT_MAX_RECORD_BYTES = 5 * 1024 * 1024
 #: lastMark: int64 journal id + int64 offset.
 LAST_MARK_SIZE = 16
-LAST_MARK_FILE_NAME = "lastMark"
-JOURNAL_FILE_SUFFIX = ".txn"
 
 _LEN = struct.Struct(">i")
 _IDS = struct.Struct(">qq")
 _META_HEAD = struct.Struct(">qqi")
 _PADDING_HEAD = struct.Struct(">ii")
-_NAME = re.compile(r"([0-9a-fA-F]+)\.txn")
 
 RecordKind = Literal["data", "key", "fence", "lac"]
 
@@ -248,22 +242,3 @@ def _check_version(version: int, needed: int, what: str, ledger_id: int) -> None
             f"a {what} record (ledger {ledger_id}) in a version {version} journal; "
             f"{what} records exist from version {needed}"
         )
-
-
-# --- file names ---------------------------------------------------------------------------
-
-
-def journal_file_name(journal_id: int) -> str:
-    """``<lower-case hex id>.txn`` (Long.toHexString)."""
-    assert 0 <= journal_id <= INT64_MAX, journal_id
-    return f"{journal_id:x}{JOURNAL_FILE_SUFFIX}"
-
-
-def parse_journal_file_name(name: str) -> int | None:
-    """The id of a ``<hex>.txn`` name (either case of hex digit, as Long.parseLong), or None
-    for any other name."""
-    match = _NAME.fullmatch(name)
-    if match is None:
-        return None
-    journal_id = int(match.group(1), 16)
-    return journal_id if journal_id <= INT64_MAX else None

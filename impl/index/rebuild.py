@@ -25,10 +25,10 @@ from typing import Literal
 
 import attrs
 
-from impl.entrylog.ids import parse_log_file_name
 from impl.entrylog.ledger_dirs import LedgerDirs
 from impl.entrylog.reader import ScannedRecord, extract_metadata, iter_records
 from impl.format.entry_log import LOGFILE_HEADER_SIZE
+from impl.format.names import parse_log_file_name
 from impl.fs.api import FileSystem, join
 from impl.index.ledger_index import LedgerIndex
 from spec.errors import EntryLogError, FsError

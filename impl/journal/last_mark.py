@@ -22,13 +22,11 @@ from collections.abc import Sequence
 
 import attrs
 
-from impl.format.journal import LAST_MARK_FILE_NAME, LAST_MARK_SIZE
+from impl.format.journal import LAST_MARK_SIZE
+from impl.format.names import LAST_MARK_FILE_NAME, journal_file_name, tmp_file_name
 from impl.fs.api import FileSystem, join
 from spec.errors import FsError, FsNotFound
 from spec.ids import INT64_MAX
-
-#: The temporary name a new mark is written under before it is renamed into place.
-LAST_MARK_TMP_SUFFIX = ".tmp"
 
 _MARK = struct.Struct(">qq")
 
@@ -50,7 +48,7 @@ class LogMark:
     offset: int = attrs.field(validator=_non_negative)
 
     def __str__(self) -> str:
-        return f"(journal {self.journal_id:x}.txn, offset {self.offset})"
+        return f"(journal {journal_file_name(self.journal_id)}, offset {self.offset})"
 
 
 NO_MARK = LogMark(0, 0)
@@ -143,7 +141,7 @@ def write_last_mark(
 def _write_one(fs: FileSystem, directory: str, file_name: str, mark: LogMark) -> None:
     """tmp, fsync, rename, fsync the directory; then read back and compare."""
     path = join(directory, file_name)
-    tmp = path + LAST_MARK_TMP_SUFFIX
+    tmp = join(directory, tmp_file_name(file_name))
     if fs.exists(tmp):
         fs.unlink(tmp)  # a leftover of a crash; nobody reads it
     handle = fs.open(tmp, create=True, exclusive=True)

@@ -32,6 +32,19 @@ from impl.entrylog.reader import (
     scan,
 )
 from impl.format.entry_log import LOGFILE_HEADER_SIZE, MAGIC, MAX_LOG_ID, Header
+from impl.format.names import (
+    COMPACTED_SUFFIX,
+    COMPACTING_SUFFIX,
+    CURRENT_DIR,
+    INSTANCE_ID_FILE_NAME,
+    JOURNAL_FILE_SUFFIX,
+    LAST_ID_FILE_NAME,
+    LAST_MARK_FILE_NAME,
+    LOG_SUFFIX,
+    VERSION_FILE_NAME,
+    log_id_prefix,
+    parse_compacted_file_name,
+)
 from impl.fs.api import FileHandle, FileSystem, join, split
 from impl.fs.os_backend import OsFileSystem
 from spec.errors import BkrefError
@@ -70,9 +83,8 @@ exit codes:
 """
 
 _HEX_ID = re.compile(r"[0-9a-fA-F]+")
-_COMPACTED = re.compile(r"([0-9a-f]+)\.log\.([0-9a-f]+)\.compacted")
 #: Names a bookie keeps beside its entry logs that this command recognises but does not read.
-_BOOKIE_FILES = ("VERSION", "lastMark", "instanceId")
+_BOOKIE_FILES = (VERSION_FILE_NAME, LAST_MARK_FILE_NAME, INSTANCE_ID_FILE_NAME)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -134,18 +146,10 @@ class LogReport:
         return EXIT_OK
 
 
-def parse_log_id(name: str) -> int | None:
-    """The log id of a file name: the hex digits before the first '.' (fileName2LogId)."""
-    head = name.split(".", 1)[0]
-    if not _HEX_ID.fullmatch(head):
-        return None
-    return int(head, 16)
-
-
 def inspect_log(fs: FileSystem, path: str) -> LogReport:
     """Read one file as an entry log; never raises for what the file holds."""
     name = split(path)[1]
-    log_id = parse_log_id(name)
+    log_id = log_id_prefix(name)
     bare = LogReport(path=path, name=name, log_id=log_id, size_bytes=None, header=None, error=None)
     if log_id is None:
         reason = f"the name {name!r} does not begin with a hex log id: not an entry log name"
@@ -381,14 +385,14 @@ def _severity(code: int) -> int:
 
 def inspect_dir(fs: FileSystem, given: str) -> DirReport:
     """Read every entry log of a ledger directory (or of its current/ subdirectory)."""
-    current = join(given, "current")
+    current = join(given, CURRENT_DIR)
     path = current if fs.is_dir(current) else given
     try:
         names = fs.listdir(path)
     except BkrefError as exc:
         return DirReport(given, path, (), None, (), (), (), (), error=str(exc))
     kinds = _classify(fs, path, names)
-    log_names = sorted(kinds["log"], key=lambda n: (parse_log_id(n) is None, parse_log_id(n), n))
+    log_names = sorted(kinds["log"], key=lambda n: (log_id_prefix(n) is None, log_id_prefix(n), n))
     logs = []
     for done, name in enumerate(log_names, start=1):
         logs.append(inspect_log(fs, join(path, name)))
@@ -397,7 +401,7 @@ def inspect_dir(fs: FileSystem, given: str) -> DirReport:
         given_path=given,
         path=path,
         logs=tuple(logs),
-        last_id_text=_read_text(fs, join(path, "lastId")) if kinds["lastId"] else None,
+        last_id_text=_read_text(fs, join(path, LAST_ID_FILE_NAME)) if kinds["lastId"] else None,
         compacting=tuple(kinds["compacting"]),
         compacted=tuple(kinds["compacted"]),
         bookie_files=tuple(kinds["bookie"]),
@@ -410,15 +414,19 @@ def _classify(fs: FileSystem, path: str, names: Sequence[str]) -> dict[str, list
         k: [] for k in ("log", "lastId", "compacting", "compacted", "bookie", "unknown")
     }
     for name in names:
-        if name.endswith(".log"):
+        if name.endswith(LOG_SUFFIX):
             kinds["log"].append(name)
-        elif name == "lastId":
+        elif name == LAST_ID_FILE_NAME:
             kinds["lastId"].append(name)
-        elif name.endswith(".log.compacting"):
+        elif name.endswith(COMPACTING_SUFFIX):
             kinds["compacting"].append(name)
-        elif name.endswith(".compacted"):
+        elif name.endswith(COMPACTED_SUFFIX):
             kinds["compacted"].append(name)
-        elif name in _BOOKIE_FILES or name.endswith(".txn") or fs.is_dir(join(path, name)):
+        elif (
+            name in _BOOKIE_FILES
+            or name.endswith(JOURNAL_FILE_SUFFIX)
+            or fs.is_dir(join(path, name))
+        ):
             kinds["bookie"].append(name)
         else:
             kinds["unknown"].append(name)
@@ -447,10 +455,10 @@ def _progress(done: int, total: int) -> None:
 
 
 def _compacted_json(name: str) -> dict[str, object]:
-    match = _COMPACTED.fullmatch(name)
-    if match is None:
+    ids = parse_compacted_file_name(name)
+    if ids is None:
         return {"name": name, "log_id": None, "src_log_id": None}
-    return {"name": name, "log_id": int(match[1], 16), "src_log_id": int(match[2], 16)}
+    return {"name": name, "log_id": ids[0], "src_log_id": ids[1]}
 
 
 def dir_json(report: DirReport) -> dict[str, object]:

@@ -5,7 +5,7 @@ Not part of the test run (these machines are noisy; a ratio from one run is what
 
 A journal of 1 KiB entries (about ``--mb`` MB, written by impl.journal.journal.Journal on real files
 in groups of 64 records, so with a padding record per group as BookKeeper writes it) is
-replayed with impl.journal.journal.replay from (0, 0), every record taken out of the iterator; the
+replayed with impl.journal.replay.replay from (0, 0), every record taken out of the iterator; the
 baseline reads the same file with ``os.read`` in 1 MiB chunks. Both are measured twice:
 warm (the file in the page cache, so the baseline is a memory copy) and cold (the file's
 pages dropped with posix_fadvise(DONTNEED) before each round, so the baseline reads the
@@ -28,8 +28,9 @@ from collections.abc import Callable
 from impl.clock import SystemClock
 from impl.format.journal import encode_data_record
 from impl.fs.os_backend import OsFileSystem
-from impl.journal.journal import Journal, JournalSettings, replay
+from impl.journal.journal import Journal, JournalSettings
 from impl.journal.last_mark import NO_MARK
+from impl.journal.replay import replay
 
 ENTRY_BODY_BYTES = 1024
 GROUP_RECORDS = 64

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from impl.bookie.bookie import Bookie
+from impl.bookie.checkpoint import Checkpointer
 from impl.journal.journal import Journal, OnDurable
 from impl.journal.last_mark import LogMark, write_last_mark
 
@@ -27,15 +27,17 @@ def journal_acking_at_once(
     return append
 
 
-def checkpoint_persisting_last_mark_first(self: Bookie, mark: LogMark, *, recovering: bool) -> None:
-    """A checkpoint that persists lastMark before the entry logs and the index are flushed:
-    a crash in between replays from a mark past records whose entries are not durable."""
-    if recovering or mark != self._last_mark:
-        write_last_mark(self._fs, list(self._layout.ledger_dirs), mark)
+def checkpoint_persisting_last_mark_first(
+    self: Checkpointer, mark: LogMark, journal: Journal | None
+) -> None:
+    """Checkpointer.complete persisting lastMark before the entry logs and the index are
+    flushed: a crash in between replays from a mark past records whose entries are not
+    durable. The post-replay checkpoint (``journal`` None) runs the same order."""
+    if journal is None or mark != self._last_mark:
+        write_last_mark(self._fs, list(self._ledger_dirs), mark)
     self._last_mark = mark
-    with self._lock:
+    with self._state_lock:
         self._entry_logger.flush()
         self._index.flush()
-    if not recovering:
-        assert self._journal is not None
-        self._journal.trim(mark)
+    if journal is not None:
+        journal.trim(mark)

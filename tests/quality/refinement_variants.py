@@ -21,12 +21,15 @@ from typing import Any
 
 import pytest
 
-import impl.bookie.bookie as bookie_module
-from impl.bookie.bookie import Ack, Bookie
+import impl.bookie.recovery as recovery_module
+from impl.bookie.ack import Ack
+from impl.bookie.bookie import Bookie
+from impl.bookie.checkpoint import Checkpointer
 from impl.clock import Clock
 from impl.entrylog.ids import RecentEntryLogsStatus
 from impl.entrylog.manager import SingleEntryLogManager
-from impl.format.journal import LAST_MARK_FILE_NAME, encode_key_record
+from impl.format.journal import encode_key_record
+from impl.format.names import LAST_MARK_FILE_NAME
 from impl.fs.api import FileSystem, join
 from impl.journal.journal import Journal, OnDurable, journal_settings_from_config
 from impl.journal.last_mark import LogMark, encode_last_mark
@@ -75,6 +78,10 @@ def apply_ack_at_append(monkeypatch: pytest.MonkeyPatch) -> None:
 # --- 2. persisting lastMark before the rotated logs are fsynced ------------------------------
 
 
+class _CheckpointerPersistingLastMarkFirst(Checkpointer):
+    complete = bookie_variants.checkpoint_persisting_last_mark_first
+
+
 class LastMarkBeforeLogsBookie(Bookie):
     """The checkpoint persists lastMark first, then fsyncs the entry logs and flushes the
     index (tests/quality/bookie_variants.checkpoint_persisting_last_mark_first).
@@ -84,7 +91,16 @@ class LastMarkBeforeLogsBookie(Bookie):
     crash drops; recovery replays the journal from the new mark, past their records, so
     nothing brings them back (property 1). The recovery checkpoint runs the same order."""
 
-    _checkpoint_to = bookie_variants.checkpoint_persisting_last_mark_first
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._checkpointer = _CheckpointerPersistingLastMarkFirst(
+            self._fs,
+            self._layout.ledger_dirs,
+            self._lock,
+            self._entry_logger,
+            self._index,
+            self._checkpointer.last_mark,
+        )
 
 
 def apply_rotated_logs_marked_flushed_unsynced(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -198,9 +214,9 @@ class StaleCheckpointOverwritesLastMarkBookie(Bookie):
         outer, self._outer_mark = self._outer_mark, None
         if outer is None:
             return inner
-        with self._checkpoint_lock:
+        with self._checkpointer.lock:
             write_last_mark_in_place(self._fs, self._layout.ledger_dirs, outer)
-            self._last_mark = outer
+            self._checkpointer._last_mark = outer
         return outer
 
 
@@ -216,8 +232,8 @@ class ReplayNotAdvancingMarkBookie(Bookie):
     restart replays (and re-applies) the same records again, and with journals trimmed by
     then from a later mark, a lastMark this old points at journals that may be gone."""
 
-    def _checkpoint_to(self, mark: LogMark, *, recovering: bool) -> None:
-        super()._checkpoint_to(self.last_mark if recovering else mark, recovering=recovering)
+    def _recovery_checkpoint(self, end: LogMark) -> None:
+        super()._recovery_checkpoint(self.last_mark)
 
 
 # --- 6. leastUnflushedLogId popping past an unflushed log ------------------------------------
@@ -253,12 +269,13 @@ def apply_least_unflushed_past_unflushed(monkeypatch: pytest.MonkeyPatch) -> Non
 def apply_recovery_trusting_unsynced_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
     """Recovery without its first step, the fsync of every file of the previous run.
 
-    The bug the refinement test found in bkref (fixed in impl/bookie/bookie.py,
-    ``sync_previous_run``): after a process restart (a failed shutdown, a kill), the page
-    cache still holds bytes the previous process never fsynced. Replay skips a record whose
-    entry the index has and that reads back the same, then moves lastMark past it; a power
-    loss afterwards loses an acknowledged entry that the journal no longer covers."""
-    monkeypatch.setattr(bookie_module, "sync_previous_run", lambda fs, layout: 0)
+    The bug the refinement test found in bkref (fixed in impl/bookie/layout.py,
+    ``sync_previous_run``, which impl/bookie/recovery.py runs first): after a process restart
+    (a failed shutdown, a kill), the page cache still holds bytes the previous process never
+    fsynced. Replay skips a record whose entry the index has and that reads back the same,
+    then moves lastMark past it; a power loss afterwards loses an acknowledged entry that the
+    journal no longer covers."""
+    monkeypatch.setattr(recovery_module, "sync_previous_run", lambda fs, layout: 0)
 
 
 class CheckpointAfterFailureBookie(Bookie):

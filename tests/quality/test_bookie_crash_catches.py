@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from impl.bookie.bookie import Bookie
+from impl.bookie.checkpoint import Checkpointer
 from impl.journal.journal import Journal
 from proofs.crash.bookie_check import run_bookie_check
 from tests.quality import bookie_variants
@@ -29,6 +29,6 @@ def test_catches_last_mark_persisted_before_the_entry_logs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(
-        Bookie, "_checkpoint_to", bookie_variants.checkpoint_persisting_last_mark_first
+        Checkpointer, "complete", bookie_variants.checkpoint_persisting_last_mark_first
     )
     assert "lost" in _messages()

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from collections.abc import Callable
 
 from impl.entrylog.buffered_channel import BufferedChannel
-from impl.entrylog.ids import LOG_SUFFIX, LogIdAllocator, read_last_id
+from impl.entrylog.ids import LogIdAllocator, read_last_id
 from impl.entrylog.manager import LogChannel, LogState, SingleEntryLogManager
-from impl.format.entry_log import encode_header, log_file_name
+from impl.format.entry_log import encode_header
+from impl.format.names import log_file_name
 from impl.fs.api import join
 from spec.errors import FsError
 from spec.ids import EntryLogId
@@ -24,7 +26,7 @@ def allocate_without_dir_fsync(self: SingleEntryLogManager, directory: str) -> L
     """BookKeeper's own allocateNewLog: the new log's name is never made durable (no fsync of
     the ledger directory). On a strict POSIX disk a crash can drop the whole file, even after
     its data was fsynced at a checkpoint."""
-    log_id = self._allocator.next_id(LOG_SUFFIX)
+    log_id = self._allocator.next_id(log_file_name)
     path = join(directory, log_file_name(log_id))
     handle = self._fs.open(path, create=True, exclusive=True)
     channel = BufferedChannel(
@@ -63,7 +65,7 @@ def allocator_start_from_last_id_only(self: LogIdAllocator, directory: str) -> i
 
 
 def allocator_next_id_without_existence_check(
-    self: LogIdAllocator, suffix: str = LOG_SUFFIX
+    self: LogIdAllocator, file_name: Callable[[int], str] = log_file_name
 ) -> EntryLogId:
     """next_id that does not skip ids whose file already exists in a ledger directory."""
     candidate = EntryLogId(0 if self._last_id >= 2**31 - 1 else self._last_id + 1)

@@ -1,18 +1,18 @@
 """impl/bookie/bookie.py: the composition root on the simulated disk.
 
-Layout and its durability, add/read/fence/delete semantics and their error order, the Ack
-(only after the journal fsync that covers the record: checked against the disk's durable
+The layout made durable by open, add/read/fence/delete semantics and their error order, the
+Ack (only after the journal fsync that covers the record: checked against the disk's durable
 state), restart semantics (a clean shutdown replays nothing; a crash loses no acknowledged
 add; replay advances the mark, BookKeeper #2087; lastMark never moves back, #4740), the
 checkpoint's order of effects on disk, failures of the journal, and inspect(). Hypothesis
-drives random workloads crashed under every kind of crash plan.
+drives random workloads crashed under every kind of crash plan. The parts on their own are
+test_ack.py, test_layout.py, test_recovery.py, test_checkpoint.py and test_state.py.
 """
 
 from __future__ import annotations
 
 import random
 import struct
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -21,14 +21,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from impl.bookie.bookie import (
-    Ack,
-    Bookie,
-    ReplayAction,
-    ensure_durable_dir,
-    layout_from_config,
-    replay_action,
-)
+from impl.bookie.ack import Ack
+from impl.bookie.bookie import Bookie
 from impl.clock import ManualClock
 from impl.config.config import ServerConfig, load_config
 from impl.fs.api import FileHandle, FileSystem, join
@@ -38,7 +32,6 @@ from spec.crash import CrashPlan, KeepPrefix, KeepSubset, LoseUnsynced, TornWrit
 from spec.errors import (
     BadRequest,
     BookieIOError,
-    ConfigError,
     Fenced,
     NoEntry,
     NoLedger,
@@ -115,19 +108,6 @@ def journal_files(disk: SimDisk) -> list[str]:
 # --- layout ---------------------------------------------------------------------------------------
 
 
-def test_layout_is_bookkeepers() -> None:
-    layout = layout_from_config(make_config())
-    assert layout.journal_dir == "/bk/journal/current"
-    assert layout.ledger_dirs == ("/bk/ledgers0/current", "/bk/ledgers1/current")
-    assert layout.index_dir == "/bk/ledgers0/current/bkref-index"
-
-
-def test_several_journal_dirs_are_refused_with_a_clear_error() -> None:
-    config = load_config(None, "", ["journalDirectories=/j0,/j1", "ledgerDirectories=/l"])
-    with pytest.raises(ConfigError, match="exactly one journal directory"):
-        layout_from_config(config)
-
-
 def test_open_makes_the_layout_durable() -> None:
     disk = SimDisk()
     bookie = open_bookie(disk)
@@ -136,14 +116,6 @@ def test_open_makes_the_layout_durable() -> None:
     for directory in (JOURNAL, *LEDGERS):
         assert disk.is_dir(join(directory, "current")), directory
     assert disk.is_dir("/bk/ledgers0/current/bkref-index")
-
-
-def test_ensure_durable_dir_fsyncs_each_new_parent() -> None:
-    disk = SimDisk()
-    assert ensure_durable_dir(disk, "/a/b/c")
-    assert not ensure_durable_dir(disk, "/a/b/c")
-    disk.crash(LoseUnsynced())
-    assert disk.is_dir("/a/b/c")
 
 
 def test_journal_files_live_under_current_and_a_new_one_at_every_start() -> None:
@@ -830,75 +802,3 @@ def test_inspect_describes_logs_ledgers_marks_and_fences() -> None:
         info.log_id for info in state.entry_logs if info.ledgers
     }
     assert {lid for info in restarted.entry_logs for lid in info.ledgers} == {1, 2}
-
-
-# --- the pure parts -------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("kind", "ledger", "deleted", "known", "key", "present", "expected"),
-    [
-        ("data", 1, True, False, None, False, ReplayAction.SKIP_DELETED),
-        ("key", 1, True, False, None, False, ReplayAction.SKIP_DELETED),
-        ("fence", 1, True, False, None, False, ReplayAction.SKIP_DELETED),
-        ("key", 1, False, False, None, False, ReplayAction.SET_KEY),
-        ("key", 1, False, True, None, False, ReplayAction.SET_KEY),
-        ("key", 1, False, True, KEY, False, ReplayAction.KEEP_KEY),
-        ("fence", 1, False, False, None, False, ReplayAction.FENCE),
-        ("lac", 1, False, True, KEY, False, ReplayAction.IGNORE_LAC),
-        ("data", 1, False, False, None, False, ReplayAction.SKIP_UNKNOWN),
-        ("data", 1, False, True, None, False, ReplayAction.RE_ADD),
-        ("data", 1, False, True, KEY, False, ReplayAction.RE_ADD),
-        ("data", 1, False, True, KEY, True, ReplayAction.PRESENT),
-        ("key", -5, False, False, None, False, ReplayAction.SKIP_BAD_ID),
-        ("fence", -1, False, False, None, False, ReplayAction.SKIP_BAD_ID),
-        ("data", -1, False, False, None, False, ReplayAction.SKIP_BAD_ID),
-    ],
-)
-def test_replay_action(
-    kind: str,
-    ledger: int,
-    deleted: bool,
-    known: bool,
-    key: bytes | None,
-    present: bool,
-    expected: ReplayAction,
-) -> None:
-    assert replay_action(kind, ledger, deleted, known, key, present) is expected
-
-
-def test_ack_runs_callbacks_once_and_keeps_the_first_outcome() -> None:
-    ack = Ack()
-    calls: list[object] = []
-    ack.add_done_callback(lambda a: calls.append(a.error))
-    assert not ack.wait(0)
-    assert ack.complete(None) == []
-    assert ack.complete(BookieIOError("late")) == []
-    assert ack.done and ack.error is None
-    ack.add_done_callback(lambda a: calls.append("after"))
-    assert calls == [None, "after"]
-
-
-def test_ack_returns_what_callbacks_raise_and_still_runs_the_others() -> None:
-    ack = Ack()
-    calls: list[int] = []
-
-    def bad(_: Ack) -> None:
-        raise ValueError("callback bug")
-
-    ack.add_done_callback(bad)
-    ack.add_done_callback(lambda _: calls.append(1))
-    raised = ack.complete(Fenced("x"))
-    assert [type(e) for e in raised] == [ValueError]
-    assert calls == [1]
-    assert isinstance(ack.error, Fenced)
-
-
-def test_ack_wakes_a_waiting_thread() -> None:
-    ack = Ack()
-    woke: list[bool] = []
-    thread = threading.Thread(target=lambda: woke.append(ack.wait(5)))
-    thread.start()
-    ack.complete(None)
-    thread.join(5)
-    assert woke == [True]

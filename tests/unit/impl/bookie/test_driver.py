@@ -19,7 +19,8 @@ from typing import TypeVar
 
 import pytest
 
-from impl.bookie.bookie import Ack, Bookie
+from impl.bookie.ack import Ack
+from impl.bookie.bookie import Bookie
 from impl.bookie.driver import BookieDriver
 from impl.clock import ManualClock, SystemClock
 from impl.config.config import ServerConfig

@@ -18,11 +18,10 @@ from impl.entrylog.ids import (
     last_id_for_dir,
     log_ids_in_names,
     next_log_id,
-    parse_compacted_file_name,
-    parse_log_file_name,
     read_last_id,
     write_last_id,
 )
+from impl.format.names import compacting_file_name
 from impl.fs.os_backend import OsFileSystem
 
 MAX = 2**31 - 1
@@ -75,17 +74,10 @@ def test_gap_is_free_bounded_and_largest(ids: list[int]) -> None:
 # --- names ----------------------------------------------------------------------------------
 
 
-def test_log_file_names_parse_case_insensitively() -> None:
-    assert parse_log_file_name("0.log") == 0
-    assert parse_log_file_name("7fffffff.log") == MAX
-    assert parse_log_file_name("AbC.log") == 0xABC
-    for other in ["x.log", "1.log.compacting", "1.LOG", ".log", "1.log ", "lastId", "80000000.log"]:
-        assert parse_log_file_name(other) is None, other
+# How each name parses is tests/unit/impl/format/test_names.py; here, which ids they take.
 
 
-def test_compacted_names_parse_and_count_their_new_id() -> None:
-    assert parse_compacted_file_name("81.log.7b.compacted") == (0x81, 0x7B)
-    assert parse_compacted_file_name("81.log.compacting") is None
+def test_compacted_names_count_their_new_id() -> None:
     names = ["7b.log", "81.log.7b.compacted", "85.log.compacting", "lastId", "junk"]
     assert log_ids_in_names(names) == [0x7B, 0x81]
 
@@ -181,9 +173,9 @@ def test_suffix_decides_what_counts_as_taken(tmp_path: Path) -> None:
     (directory,) = _dirs(tmp_path, 1)
     allocator = LogIdAllocator(OsFileSystem(), [directory])
     _touch(directory, "0.log.compacting")
-    assert allocator.next_id(".log.compacting") == 1
+    assert allocator.next_id(compacting_file_name) == 1
     _touch(directory, "2.log")
-    assert allocator.next_id(".log.compacting") == 2  # only the suffix asked for is checked
+    assert allocator.next_id(compacting_file_name) == 2  # only the name asked for is checked
 
 
 def test_last_id_is_the_max_over_dirs(tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
 """spec/format/entry_log.md against the codec and the independent writer.
 
 The page is normative: its constant table must equal impl/format/entry_log.py's constants,
-its file-name examples must be what the codec names, and its worked example must decode with
-the codec and be byte for byte what tests/unit/bk_layout.py builds from the page's words.
+its file-name examples must be what impl/format/names.py names, and its worked example must
+decode with the codec and be byte for byte what tests/unit/bk_layout.py builds from the page's
+words.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pytest
 import impl.format.entry_log as fmt
 import spec.ids
 from impl.entrylog.reader import extract_metadata, scan
+from impl.format import names
 from spec.ids import EntryLogId, make_location
 from tests.unit import bk_layout, format_page
 from tests.unit.bk_layout import BytesSource
@@ -45,9 +47,11 @@ def test_file_name_examples_are_what_the_codec_names() -> None:
     rows = {
         row[0]: row[2] for row in format_page.table_rows(format_page.section(PAGE, "File names"))
     }
-    assert rows["entry log"] == fmt.log_file_name(255)
-    assert rows["compaction log being written"] == fmt.compacting_file_name(255)
-    assert rows["compaction log flushed, index not yet updated"] == fmt.compacted_file_name(255, 10)
+    assert rows["entry log"] == names.log_file_name(255)
+    assert rows["compaction log being written"] == names.compacting_file_name(255)
+    assert rows["compaction log flushed, index not yet updated"] == names.compacted_file_name(
+        255, 10
+    )
     assert rows["last allocated id"] == "ff\\n"
 
 

@@ -94,24 +94,6 @@ def test_padding_small_gap_cases(offset: int, total: int) -> None:
     assert fmt.padding_length(offset, 512) == total
 
 
-@given(journal_id=ids)
-@settings(max_examples=100, deadline=None)
-def test_journal_file_names_round_trip(journal_id: int) -> None:
-    name = fmt.journal_file_name(journal_id)
-    assert name == bk.journal_name(journal_id)
-    assert fmt.parse_journal_file_name(name) == journal_id
-    assert fmt.parse_journal_file_name(name.upper().replace(".TXN", ".txn")) == journal_id
-
-
-@pytest.mark.parametrize(
-    "name",
-    ["VERSION", "lastMark", "abc.txn.tmp", "1.2.txn", ".txn", "-1.txn", "xyz.txn", "1.TXN",
-     "8000000000000000.txn"],
-)  # fmt: skip
-def test_other_names_are_not_journals(name: str) -> None:
-    assert fmt.parse_journal_file_name(name) is None
-
-
 def test_decode_meta_records_by_version() -> None:
     key = bk.key_payload(3, b"secret")
     assert fmt.decode_meta_record(3, 3, fmt.METAENTRY_ID_LEDGER_KEY, key) == ("key", b"secret")

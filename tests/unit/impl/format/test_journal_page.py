@@ -1,5 +1,6 @@
-"""spec/format/journal.md is normative: its constants table must equal the codec's constants,
-its file-name examples must be what the codec names, and its worked example must decode with
+"""spec/format/journal.md is normative: its constants table must equal the codec's constants
+and the journal's file names (impl/format/names.py), its file-name examples must be what
+impl/format/names.py names, and its worked example must decode with
 the codec, replay as the page says, and be byte for byte what tests/unit/bk_journal_layout.py
 builds from the page's words.
 """
@@ -12,15 +13,24 @@ import pytest
 
 import impl.format.journal as fmt
 import spec.ids
+from impl.format import names
 from impl.fs.api import join
-from impl.journal.journal import replay
 from impl.journal.last_mark import NO_MARK, LogMark, decode_last_mark, encode_last_mark
+from impl.journal.replay import replay
 from models.fs.simdisk import SimDisk
 from tests.unit import bk_journal_layout as bk
 from tests.unit import format_page
 
 PAGE = format_page.page_path("journal.md")
 EXAMPLE_ID = 1700000000000
+#: The journal's file names, which the page's constant table lists beside the codec's.
+NAME_CONSTANTS = ("LAST_MARK_FILE_NAME", "JOURNAL_FILE_SUFFIX")
+
+
+def _constants() -> dict[str, object]:
+    """The codec's constants and the journal's file names: what the page's table lists."""
+    codec = format_page.codec_constants(fmt, spec.ids, (int, bytes, str))
+    return codec | {name: getattr(names, name) for name in NAME_CONSTANTS}
 
 
 def _hex_blocks(title: str) -> list[bytes]:
@@ -37,19 +47,15 @@ def test_constant_table_is_parsed() -> None:
     assert constants["PADDING_MASK"] == -0x100
 
 
-@pytest.mark.parametrize(
-    "name", sorted(format_page.codec_constants(fmt, spec.ids, (int, bytes, str)))
-)
+@pytest.mark.parametrize("name", sorted(_constants()))
 def test_every_codec_constant_is_on_the_page_with_its_value(name: str) -> None:
     constants = format_page.page_constants(PAGE)
     assert name in constants, f"{name} is missing from the page's constant table"
-    assert constants[name] == format_page.codec_constants(fmt, spec.ids, (int, bytes, str))[name]
+    assert constants[name] == _constants()[name]
 
 
 def test_the_page_names_no_constant_the_codec_lacks() -> None:
-    assert set(format_page.page_constants(PAGE)) == set(
-        format_page.codec_constants(fmt, spec.ids, (int, bytes, str))
-    )
+    assert set(format_page.page_constants(PAGE)) == set(_constants())
 
 
 def test_the_meta_record_table_matches_the_codec() -> None:
@@ -66,10 +72,11 @@ def test_file_name_examples_are_what_the_codec_names() -> None:
         row[0]: row[3]
         for row in format_page.table_rows(format_page.section(PAGE, "File names and directories"))
     }
-    assert rows["journal"] == fmt.journal_file_name(EXAMPLE_ID)
-    assert fmt.parse_journal_file_name(rows["journal"]) == EXAMPLE_ID
-    assert rows["lastMark"] == fmt.LAST_MARK_FILE_NAME
-    assert rows["lastMark being written (bkref)"] == fmt.LAST_MARK_FILE_NAME + ".tmp"
+    assert rows["journal"] == names.journal_file_name(EXAMPLE_ID)
+    assert names.parse_journal_file_name(rows["journal"]) == EXAMPLE_ID
+    assert rows["lastMark"] == names.LAST_MARK_FILE_NAME
+    assert rows["lastMark being written (bkref)"] == names.LAST_MARK_FILE_NAME + ".tmp"
+    assert rows["lastMark being written (bkref)"] == names.tmp_file_name(names.LAST_MARK_FILE_NAME)
 
 
 def test_padding_examples_in_the_text_hold() -> None:
@@ -111,7 +118,7 @@ def _payload() -> bytes:
 def _replay_bytes(data: bytes) -> tuple[list[fmt.JournalRecord], LogMark]:
     disk = SimDisk()
     disk.mkdir("/j/current")
-    handle = disk.open(join("/j/current", fmt.journal_file_name(EXAMPLE_ID)), create=True)
+    handle = disk.open(join("/j/current", names.journal_file_name(EXAMPLE_ID)), create=True)
     handle.pwrite(0, data)
     handle.close()
     run = replay(disk, "/j/current", NO_MARK, skip_invalid=False)

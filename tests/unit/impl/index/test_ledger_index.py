@@ -1,17 +1,17 @@
-"""impl/index/ledger_index.py and spec/format/ledger_index.md.
+"""impl/index/ledger_index.py, the index's behaviour over spec/format/ledger_index.md.
 
 Semantics (put/get/last entry, keys, fences, deletion), persistence (flush, merge, load),
 damage (every corrupt segment or deleted-ledgers file is a RecoveryError naming the file),
-injected I/O failures, the page (constants and worked examples), and a Hypothesis state
+injected I/O failures, the page's worked example loaded from disk, and a Hypothesis state
 machine against a plain dict model that crashes the simulated disk under every kind of crash
 plan, at every operation of a flush or a delete, and checks what a reload gives back: the
 state of the last returned flush or of the interrupted one, never less, never a mix, with
-every acknowledged deletion and no deleted ledger coming back.
+every acknowledged deletion and no deleted ledger coming back. The codec alone, the page's
+constants and its worked examples in bytes are tests/unit/impl/format/test_ledger_index.py.
 """
 
 from __future__ import annotations
 
-import ast
 import re
 import struct
 import zlib
@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import attrs
 import pytest
-from hypothesis import given, settings
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -28,18 +28,19 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-import impl.index.ledger_index as li
+import impl.format.ledger_index as codec
+import impl.index.ledger_index as index_module
+from impl.format import names
 from impl.fs.api import join
 from impl.index.ledger_index import IndexState, LedgerIndex, LedgerRecord
 from models.fs.simdisk import SimDisk
 from spec.crash import CrashPlan, KeepPrefix, KeepSubset, LoseUnsynced, TornWrite
 from spec.errors import FsIOError, RecoveryError
 from spec.ids import EntryId, LedgerId, Location, make_location
-from tests.paths import ROOT
-from tests.unit.format_page import parse_page_hex
+from tests.unit.format_page import page_path, parse_page_hex, section
 
 INDEX_DIR = "/bk/l0/current/bkref-index"
-PAGE = ROOT / "spec" / "format" / "ledger_index.md"
+PAGE = page_path("ledger_index.md")
 
 
 # --- helpers ------------------------------------------------------------------------------------
@@ -73,7 +74,7 @@ def reload(disk: SimDisk, **kwargs: int) -> LedgerIndex:
 
 
 def segment_path(seq: int) -> str:
-    return join(INDEX_DIR, li.segment_file_name(seq))
+    return join(INDEX_DIR, names.segment_file_name(seq))
 
 
 def write_file(disk: SimDisk, path: str, data: bytes) -> None:
@@ -251,9 +252,9 @@ def test_a_delta_costs_what_changed_not_the_whole_index() -> None:
     assert index.segment_seqs() == [1, 2]
     full = len(disk.read_file(segment_path(1)))
     delta = len(disk.read_file(segment_path(2)))
-    header = li.SEGMENT_HEADER_SIZE + li.LEDGER_HEAD_SIZE
-    assert full == header + 2000 * li.ENTRY_PAIR_SIZE
-    assert delta == header + 1 * li.ENTRY_PAIR_SIZE
+    header = codec.SEGMENT_HEADER_SIZE + codec.LEDGER_HEAD_SIZE
+    assert full == header + 2000 * codec.ENTRY_PAIR_SIZE
+    assert delta == header + 1 * codec.ENTRY_PAIR_SIZE
     assert reload(disk).state() == index.state()
 
 
@@ -263,18 +264,18 @@ def test_merging_by_count_keeps_at_most_segments_max_files() -> None:
     for flush_number in range(1, 8):
         index.put_entry(L(flush_number % 3), E(flush_number), loc(1, 1028 + flush_number))
         index.flush()
-        names = [n for n in disk.listdir(INDEX_DIR) if n.endswith(li.SEGMENT_SUFFIX)]
-        assert len(names) <= 3, names
+        segments = [n for n in disk.listdir(INDEX_DIR) if n.endswith(names.SEGMENT_SUFFIX)]
+        assert len(segments) <= 3, segments
         assert reload(disk, segments_max=3).state() == index.state()
     # Flushes 1, 4 and 7 were full (1 + 2 deltas, then a merge), so 7 is the only file.
     assert index.segment_seqs() == [7]
-    assert disk.listdir(INDEX_DIR) == [li.segment_file_name(7)]
+    assert disk.listdir(INDEX_DIR) == [names.segment_file_name(7)]
 
 
 def test_merging_by_size_when_deltas_reach_the_full_segment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(li, "MERGE_MIN_BYTES", 0)
+    monkeypatch.setattr(index_module, "MERGE_MIN_BYTES", 0)
     disk = fresh_disk()
     index = LedgerIndex.load(disk, INDEX_DIR)
     for entry_id in range(10):
@@ -302,8 +303,8 @@ def test_merged_segments_drop_deleted_ledgers() -> None:
     index.delete_ledger(L(1))
     index.put_entry(L(2), E(1), loc(1, 1200))
     index.flush()  # segments_max=1: every flush is a full one
-    segment = li.decode_segment(disk.read_file(segment_path(2)))
-    assert isinstance(segment, li.Segment)
+    segment = codec.decode_segment(disk.read_file(segment_path(2)))
+    assert isinstance(segment, codec.Segment)
     assert [block.ledger_id for block in segment.blocks] == [2]
 
 
@@ -311,12 +312,12 @@ def test_a_leftover_tmp_file_is_ignored_and_removed_after_the_next_flush() -> No
     disk = fresh_disk()
     index = small_index(disk)
     index.flush()
-    write_file(disk, segment_path(2) + li.TMP_SUFFIX, b"half a segment")
+    write_file(disk, segment_path(2) + names.TMP_SUFFIX, b"half a segment")
     loaded = reload(disk)
     assert loaded.state() == index.state()
     loaded.put_entry(L(5), E(0), loc(3, 1028))
     loaded.flush()
-    assert disk.listdir(INDEX_DIR) == [li.segment_file_name(1), li.segment_file_name(2)]
+    assert disk.listdir(INDEX_DIR) == [names.segment_file_name(1), names.segment_file_name(2)]
     assert reload(disk).state() == loaded.state()
 
 
@@ -340,10 +341,10 @@ def test_segments_older_than_the_newest_full_one_are_not_read() -> None:
 
 def _reencoded(data: bytes, **fields: int) -> bytes:
     """``data`` with header fields replaced and both CRCs made right again."""
-    names = ("magic", "version", "kind", "ledgers", "seq", "entries", "body_bytes")
-    values = dict(zip(names, struct.unpack_from(">4sIIIQQQ", data), strict=True))
+    fields_in_order = ("magic", "version", "kind", "ledgers", "seq", "entries", "body_bytes")
+    values = dict(zip(fields_in_order, struct.unpack_from(">4sIIIQQQ", data), strict=True))
     values.update(fields)
-    body = data[li.SEGMENT_HEADER_SIZE :]
+    body = data[codec.SEGMENT_HEADER_SIZE :]
     head = struct.pack(">4sIIIQQQI", *values.values(), zlib.crc32(body))
     return head + struct.pack(">I", zlib.crc32(head)) + body
 
@@ -399,8 +400,8 @@ def test_a_missing_segment_below_a_delta_is_a_recovery_error() -> None:
 def test_a_first_segment_that_is_a_delta_is_a_recovery_error() -> None:
     disk = fresh_disk()
     disk.mkdir(INDEX_DIR)
-    block = li.encode_ledger_block(1, None, True, [])
-    write_file(disk, segment_path(1), li.encode_segment(li.SEGMENT_KIND_DELTA, 1, [block]))
+    block = codec.encode_ledger_block(1, None, True, [])
+    write_file(disk, segment_path(1), codec.encode_segment(codec.SEGMENT_KIND_DELTA, 1, [block]))
     with pytest.raises(RecoveryError, match="no full segment comes before it"):
         LedgerIndex.load(disk, INDEX_DIR)
 
@@ -411,90 +412,22 @@ def test_a_different_key_in_a_later_segment_is_a_recovery_error() -> None:
     index.flush()
     index.put_entry(L(1), E(2), loc(1, 1200))
     index.flush()
-    block, count = li.encode_ledger_block(1, b"other", False, [(2, loc(1, 1200))])
-    write_file(disk, segment_path(2), li.encode_segment(li.SEGMENT_KIND_DELTA, 2, [(block, count)]))
+    block, count = codec.encode_ledger_block(1, b"other", False, [(2, loc(1, 1200))])
+    write_file(
+        disk, segment_path(2), codec.encode_segment(codec.SEGMENT_KIND_DELTA, 2, [(block, count)])
+    )
     with pytest.raises(RecoveryError, match="another master key"):
         LedgerIndex.load(disk, INDEX_DIR)
-
-
-def _block(key: bytes = b"k") -> bytes:
-    """Ledger 1, key ``key``, entries 0 and 1: head 0..15, key 16.., then the pairs."""
-    block, _ = li.encode_ledger_block(1, key, False, [(0, 5), (1, 6)])
-    return block
-
-
-def _splice(data: bytes, offset: int, new: bytes) -> bytes:
-    return data[:offset] + new + data[offset + len(new) :]
-
-
-BAD_BLOCKS: dict[str, tuple[Callable[[], bytes], str]] = {
-    "negative ledger id": (lambda: _splice(_block(), 0, b"\xff"), "negative ledger id"),
-    "unknown flag": (lambda: _splice(_block(), 8, b"\x00\x05"), "unknown flag bits"),
-    "key without flag": (lambda: _splice(_block(), 8, b"\x00\x00"), "without the has-key"),
-    "key too long": (lambda: _splice(_block(), 10, b"\x07\xd0"), "above 1024"),
-    "negative entry": (lambda: _splice(_block(), 17, b"\xff" * 8), "negative entry id"),
-    "entry twice": (lambda: _splice(_block(), 33, _block()[17:25]), "appears twice"),
-    "too many entries": (lambda: _splice(_block(), 12, b"\x00\x00\x00\x03"), "past the end"),
-    "empty block": (lambda: struct.pack(">qHHI", 1, 0, 0, 0), "no key, no fence and no entry"),
-    "ledger twice": (lambda: _block() + _block(), "ledger 1 has two blocks"),
-}
-
-
-@pytest.mark.parametrize("case", sorted(BAD_BLOCKS))
-def test_a_damaged_block_is_refused_with_its_reason(case: str) -> None:
-    build, reason = BAD_BLOCKS[case]
-    body = build()
-    ledgers = 2 if case == "ledger twice" else 1
-    entries = 4 if case == "ledger twice" else 2
-    head = struct.pack(
-        ">4sIIIQQQI",
-        b"BKIX",
-        1,
-        li.SEGMENT_KIND_FULL,
-        ledgers,
-        1,
-        entries,
-        len(body),
-        zlib.crc32(body),
-    )
-    found = li.decode_segment(head + struct.pack(">I", zlib.crc32(head)) + body)
-    assert isinstance(found, str)
-    assert reason in found
-
-
-def test_the_intact_block_the_damage_cases_start_from_decodes() -> None:
-    # Guards the table above: without damage, the same construction is accepted.
-    body = _block()
-    found = li.decode_segment(li.encode_segment(li.SEGMENT_KIND_FULL, 1, [(body, 2)]))
-    assert isinstance(found, li.Segment)
-    assert found.blocks[0].key == b"k"
-    assert found.blocks[0].entries == {0: 5, 1: 6}
-
-
-@given(st.binary(max_size=200))
-@settings(max_examples=200, deadline=None)
-def test_decoding_arbitrary_bytes_never_raises(data: bytes) -> None:
-    for candidate in (data, li.SEGMENT_MAGIC + data, _reencoded_any(data)):
-        assert isinstance(li.decode_segment(candidate), li.Segment | str)
-    assert isinstance(li.decode_deleted_file(data), tuple | str)
-
-
-def _reencoded_any(data: bytes) -> bytes:
-    """Arbitrary bytes as a body behind a header with right CRCs (so the body is parsed)."""
-    head = struct.pack(
-        ">4sIIIQQQI", b"BKIX", 1, 0, len(data) % 4, 1, 0, len(data), zlib.crc32(data)
-    )
-    return head + struct.pack(">I", zlib.crc32(head)) + data
 
 
 # --- the deleted-ledgers file ---------------------------------------------------------------------
 
 
-DELETED_PATH = join(INDEX_DIR, li.DELETED_FILE_NAME)
+DELETED_PATH = join(INDEX_DIR, names.DELETED_FILE_NAME)
 
 
 def _records(*ledger_ids: int) -> bytes:
-    return b"".join(li.encode_deleted_record(ledger_id) for ledger_id in ledger_ids)
+    return b"".join(codec.encode_deleted_record(ledger_id) for ledger_id in ledger_ids)
 
 
 @pytest.mark.parametrize(
@@ -583,66 +516,9 @@ def test_a_failed_fsync_in_delete_changes_nothing() -> None:
 # --- the page -------------------------------------------------------------------------------------
 
 
-def _section(title: str) -> str:
-    text = PAGE.read_text(encoding="utf-8")
-    start = text.index(f"\n## {title}\n")
-    end = text.find("\n## ", start + 1)
-    return text[start : end if end != -1 else len(text)]
-
-
-def page_constants() -> dict[str, object]:
-    rows = [
-        [cell.strip().strip("`") for cell in line.strip("|").split("|")]
-        for line in _section("Constants").splitlines()
-        if line.startswith("|") and not line.startswith("| ---")
-    ][1:]
-    return {row[0]: ast.literal_eval(row[1]) for row in rows}
-
-
-def module_constants() -> dict[str, object]:
-    return {
-        name: value
-        for name, value in vars(li).items()
-        if re.fullmatch(r"[A-Z][A-Z0-9_]*", name)
-        and isinstance(value, int | bytes | str)
-        and name not in {"INT64_MAX"}
-    }
-
-
-def test_the_page_constant_table_equals_the_module() -> None:
-    constants = page_constants()
-    assert len(constants) >= 19  # guards against a misread table
-    assert constants == module_constants()
-
-
 def _hex_blocks() -> list[bytes]:
-    blocks = re.findall(r"```hex\n(.*?)```", _section("Worked example"), flags=re.S)
+    blocks = re.findall(r"```hex\n(.*?)```", section(PAGE, "Worked example"), flags=re.S)
     return [parse_page_hex(block) for block in blocks]
-
-
-def test_the_worked_segment_is_what_the_codec_writes_and_reads() -> None:
-    segment_bytes, _ = _hex_blocks()
-    assert len(segment_bytes) == 130
-    blocks = [
-        li.encode_ledger_block(5, b"k1", True, [(0, loc(1, 1028)), (1, loc(1, 1053))]),
-        li.encode_ledger_block(9, None, False, [(3, loc(2, 1028))]),
-    ]
-    assert li.encode_segment(li.SEGMENT_KIND_FULL, 1, blocks) == segment_bytes
-    decoded = li.decode_segment(segment_bytes)
-    assert isinstance(decoded, li.Segment)
-    assert (decoded.kind, decoded.seq, decoded.entry_count) == (li.SEGMENT_KIND_FULL, 1, 3)
-    assert [(b.ledger_id, b.key, b.fenced) for b in decoded.blocks] == [
-        (5, b"k1", True),
-        (9, None, False),
-    ]
-    assert decoded.blocks[0].entries == {0: 4294968324, 1: 4294968349}
-    assert decoded.blocks[1].entries == {3: (2 << 32) | 1028}
-
-
-def test_the_worked_deleted_record_is_what_the_codec_writes_and_reads() -> None:
-    _, deleted_bytes = _hex_blocks()
-    assert li.encode_deleted_record(7) == deleted_bytes
-    assert li.decode_deleted_file(deleted_bytes) == ([7], 16)
 
 
 def test_the_worked_example_loads_from_disk() -> None:
@@ -659,14 +535,6 @@ def test_the_worked_example_loads_from_disk() -> None:
         ),
         deleted=frozenset({L(7)}),
     )
-
-
-def test_file_names_are_fixed_width_hex() -> None:
-    assert li.segment_file_name(1) == "0000000000000001.seg"
-    assert li.segment_file_name(255) == "00000000000000ff.seg"
-    assert li.parse_segment_file_name("00000000000000ff.seg") == 255
-    for other in ("ff.seg", "00000000000000FF.seg", "0000000000000001.seg.tmp", "lastMark"):
-        assert li.parse_segment_file_name(other) is None
 
 
 # --- the state machine: model vs index, with crashes ----------------------------------------------

@@ -1,6 +1,6 @@
-"""The journal (impl/journal/journal.py, spec/format/journal.md): group commit on the simulated disk
-with a manual clock, rollover, trimming, failures, and replay, including BookieJournalTest's
-journals built independently from the page by tests/unit/bk_journal_layout.py."""
+"""The journal writer (impl/journal/journal.py, spec/format/journal.md): group commit on the
+simulated disk with a manual clock, rollover, trimming, failures and crashes, each checked by
+replaying what is on disk. Replay itself is tests/unit/impl/journal/test_replay.py."""
 
 from __future__ import annotations
 
@@ -14,10 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import impl.format.journal as fmt
-import impl.journal.journal as journal_module
 from impl.clock import ManualClock
 from impl.config.config import load_config
-from impl.format.journal import JournalRecord
+from impl.format.names import journal_file_name
 from impl.fs.api import join
 from impl.fs.os_backend import OsFileSystem
 from impl.journal.journal import (
@@ -25,25 +24,22 @@ from impl.journal.journal import (
     JournalSettings,
     journal_settings_from_config,
     journals_to_trim,
-    replay,
 )
 from impl.journal.last_mark import NO_MARK, LogMark
+from impl.journal.replay import replay
 from models.fs.simdisk import SimDisk
 from proofs.crash.explorer import explore, record_points
 from spec.crash import CrashPlan, KeepPrefix, KeepSubset, LoseUnsynced, TornWrite
-from spec.errors import BookieError, BookieIOError, RecoveryError
+from spec.errors import BookieError, BookieIOError
 from tests.unit import bk_journal_layout as bk
-
-JDIR = "/j/current"
-T0 = 1_700_000_000_000
-
-
-def _disk() -> SimDisk:
-    disk = SimDisk()
-    disk.mkdir(JDIR)
-    disk.fsync_dir("/")
-    disk.fsync_dir("/j")
-    return disk
+from tests.unit.impl.journal.journal_files import (
+    JDIR,
+    T0,
+    new_disk,
+    put_journal,
+    record_ids,
+    replayed,
+)
 
 
 def _journal(
@@ -56,21 +52,6 @@ def _journal(
 
 def _data(ledger: int, entry: int, body: bytes = b"body") -> bytes:
     return fmt.encode_data_record(bk.entry_payload(ledger, entry, body))
-
-
-def _replayed(disk: SimDisk, mark: LogMark = NO_MARK, **kw: bool) -> list[JournalRecord]:
-    return list(replay(disk, JDIR, mark, skip_invalid=kw.get("skip", False)))
-
-
-def _ids(records: list[JournalRecord]) -> list[tuple[str, int, int]]:
-    return [(r.kind, r.ledger_id, r.entry_id) for r in records]
-
-
-def _put(disk: SimDisk, journal_id: int, data: bytes) -> None:
-    handle = disk.open(join(JDIR, fmt.journal_file_name(journal_id)), create=True)
-    handle.pwrite(0, data)
-    handle.fsync()
-    handle.close()
 
 
 def _on_success(sink: list[int], tag: int) -> Callable[[BookieError | None], None]:
@@ -100,7 +81,7 @@ class Acks:
 
 
 def test_open_new_file_makes_header_and_name_durable() -> None:
-    disk = _disk()
+    disk = new_disk()
     journal, _ = _journal(disk)
     journal_id = journal.open_new_file()
     journal.check_invariants()
@@ -111,8 +92,8 @@ def test_open_new_file_makes_header_and_name_durable() -> None:
 
 
 def test_new_journal_ids_pass_both_the_clock_and_existing_journals() -> None:
-    disk = _disk()
-    _put(disk, T0 + 100, bk.header(6))
+    disk = new_disk()
+    put_journal(disk, T0 + 100, bk.header(6))
     journal, clock = _journal(disk)
     assert journal.open_new_file() == T0 + 101  # BookKeeper: largest + 1
     clock.advance_ms(1000)
@@ -123,7 +104,7 @@ def test_new_journal_ids_pass_both_the_clock_and_existing_journals() -> None:
 
 
 def test_append_before_the_first_file_is_a_bug() -> None:
-    journal, _ = _journal(_disk())
+    journal, _ = _journal(new_disk())
     with pytest.raises(AssertionError, match="before open_new_file"):
         journal.append(_data(1, 0))
 
@@ -132,7 +113,7 @@ def test_append_before_the_first_file_is_a_bug() -> None:
 
 
 def test_nothing_is_acknowledged_before_the_flush_and_everything_after_in_order() -> None:
-    disk = _disk()
+    disk = new_disk()
     journal, _ = _journal(disk)
     journal.open_new_file()
     acks = Acks()
@@ -146,11 +127,11 @@ def test_nothing_is_acknowledged_before_the_flush_and_everything_after_in_order(
     assert acks.got == [(entry, None) for entry in range(5)]
     assert journal.durable_mark() == LogMark(T0, 1024)
     disk.crash(LoseUnsynced())
-    assert _ids(_replayed(disk)) == [("data", 1, entry) for entry in range(5)]
+    assert record_ids(replayed(disk)) == [("data", 1, entry) for entry in range(5)]
 
 
 def test_a_crash_before_the_flush_loses_only_unacknowledged_records() -> None:
-    disk = _disk()
+    disk = new_disk()
     journal, _ = _journal(disk)
     journal.open_new_file()
     acks = Acks()
@@ -161,11 +142,11 @@ def test_a_crash_before_the_flush_loses_only_unacknowledged_records() -> None:
     journal.append(_data(1, 4), acks.cb(4))
     disk.crash(LoseUnsynced())
     assert acks.tags() == [0, 1, 2]
-    assert _ids(_replayed(disk)) == [("data", 1, 0), ("data", 1, 1), ("data", 1, 2)]
+    assert record_ids(replayed(disk)) == [("data", 1, 0), ("data", 1, 1), ("data", 1, 2)]
 
 
 def test_empty_flush_writes_nothing() -> None:
-    disk = _disk()
+    disk = new_disk()
     journal, _ = _journal(disk)
     journal.open_new_file()
     before = disk.operation_count
@@ -175,7 +156,7 @@ def test_empty_flush_writes_nothing() -> None:
 
 
 def test_should_flush_waits_strictly_longer_than_the_group_wait() -> None:
-    journal, clock = _journal(_disk(), max_group_wait_ms=2)
+    journal, clock = _journal(new_disk(), max_group_wait_ms=2)
     journal.open_new_file()
     assert not journal.should_flush()  # nothing queued
     assert journal.flush_deadline_ns() is None
@@ -190,7 +171,7 @@ def test_should_flush_waits_strictly_longer_than_the_group_wait() -> None:
 
 
 def test_should_flush_past_the_entry_threshold() -> None:
-    journal, _ = _journal(_disk(), max_group_wait_ms=1000, buffered_entries_threshold=3)
+    journal, _ = _journal(new_disk(), max_group_wait_ms=1000, buffered_entries_threshold=3)
     journal.open_new_file()
     for entry in range(3):
         journal.append(_data(1, entry))
@@ -203,7 +184,7 @@ def test_should_flush_past_the_byte_threshold_lengths_included() -> None:
     record = _data(1, 0, b"x" * 100)
     threshold = 2 * len(record)
     journal, _ = _journal(
-        _disk(), max_group_wait_ms=1000, buffered_writes_threshold_bytes=threshold
+        new_disk(), max_group_wait_ms=1000, buffered_writes_threshold_bytes=threshold
     )
     journal.open_new_file()
     journal.append(record)
@@ -219,7 +200,7 @@ def test_should_flush_past_the_byte_threshold_lengths_included() -> None:
     ids=["flag", "no-wait"],
 )
 def test_should_flush_when_the_queue_is_empty(settings_: JournalSettings) -> None:
-    journal = Journal(_disk(), JDIR, settings_, ManualClock())
+    journal = Journal(new_disk(), JDIR, settings_, ManualClock())
     journal.open_new_file()
     assert not journal.should_flush()
     journal.append(_data(1, 0))
@@ -228,7 +209,7 @@ def test_should_flush_when_the_queue_is_empty(settings_: JournalSettings) -> Non
 
 @pytest.mark.parametrize("alignment", [512, 1024, 4096])
 def test_each_flush_pads_to_the_alignment_as_the_page_says(alignment: int) -> None:
-    disk = _disk()
+    disk = new_disk()
     journal, _ = _journal(disk, alignment_bytes=alignment)
     journal.open_new_file()
     expected = bk.JournalBuilder(version=6, alignment=alignment)
@@ -246,7 +227,7 @@ def test_each_flush_pads_to_the_alignment_as_the_page_says(alignment: int) -> No
 
 @pytest.mark.parametrize("version", [4, 5])
 def test_older_write_versions_follow_the_page(version: int) -> None:
-    disk = _disk()
+    disk = new_disk()
     journal, _ = _journal(disk, write_version=version)
     journal.open_new_file()
     acks = Acks()
@@ -264,7 +245,7 @@ def test_older_write_versions_follow_the_page(version: int) -> None:
 
 
 def test_rollover_past_the_size_limit_starts_a_new_journal() -> None:
-    disk = _disk()
+    disk = new_disk()
     journal, _ = _journal(disk, max_size_bytes=2048)
     journal.open_new_file()
     for entry in range(6):
@@ -275,17 +256,17 @@ def test_rollover_past_the_size_limit_starts_a_new_journal() -> None:
     assert len(ids) >= 2
     assert ids == sorted(ids)
     assert journal.current_journal_id == ids[-1]
-    sizes = [len(disk.read_file(join(JDIR, fmt.journal_file_name(jid)))) for jid in ids]
+    sizes = [len(disk.read_file(join(JDIR, journal_file_name(jid)))) for jid in ids]
     assert all(size > 2048 for size in sizes[:-1])  # rolled only once past the limit
     disk.crash(LoseUnsynced())
-    assert _ids(_replayed(disk)) == [("data", 1, entry) for entry in range(6)]
+    assert record_ids(replayed(disk)) == [("data", 1, entry) for entry in range(6)]
 
 
 # --- trimming -------------------------------------------------------------------------------
 
 
 def test_trim_keeps_the_newest_backups_before_the_mark() -> None:
-    disk = _disk()
+    disk = new_disk()
     journal, clock = _journal(disk, max_backups=2)
     made = []
     for _ in range(5):
@@ -311,7 +292,7 @@ def test_trim_rule_of_checkpoint_complete() -> None:
 
 @pytest.mark.parametrize("op", ["fsync", "write"])
 def test_a_failed_write_or_fsync_fails_every_waiter_and_every_later_append(op: str) -> None:
-    disk = _disk()
+    disk = new_disk()
     journal, _ = _journal(disk)
     journal.open_new_file()
     acks = Acks()
@@ -334,11 +315,11 @@ def test_a_failed_write_or_fsync_fails_every_waiter_and_every_later_append(op: s
     journal.check_invariants()
     journal.close()  # closes without flushing
     disk.crash(LoseUnsynced())
-    assert _ids(_replayed(disk)) == [("data", 1, 0)]
+    assert record_ids(replayed(disk)) == [("data", 1, 0)]
 
 
 def test_a_callback_that_raises_does_not_stop_the_others() -> None:
-    journal, _ = _journal(_disk())
+    journal, _ = _journal(new_disk())
     journal.open_new_file()
     acks = Acks()
 
@@ -354,7 +335,7 @@ def test_a_callback_that_raises_does_not_stop_the_others() -> None:
 
 
 def test_close_flushes_what_is_queued_and_refuses_later_appends() -> None:
-    disk = _disk()
+    disk = new_disk()
     journal, _ = _journal(disk)
     journal.open_new_file()
     acks = Acks()
@@ -364,14 +345,14 @@ def test_close_flushes_what_is_queued_and_refuses_later_appends() -> None:
     with pytest.raises(BookieIOError, match="closed"):
         journal.append(_data(1, 1))
     disk.crash(LoseUnsynced())
-    assert _ids(_replayed(disk)) == [("data", 1, 0)]
+    assert record_ids(replayed(disk)) == [("data", 1, 0)]
 
 
 # --- concurrency ----------------------------------------------------------------------------
 
 
 def test_appends_go_on_while_the_flush_is_in_its_fsync() -> None:
-    disk = _disk()
+    disk = new_disk()
     journal, _ = _journal(disk)
     journal.open_new_file()
     acks = Acks()
@@ -451,13 +432,13 @@ def _workload(disk: SimDisk, acked: list[int]) -> Callable[[], None]:
 
 
 def test_every_crash_point_and_plan_keeps_every_acknowledged_record() -> None:
-    disk = _disk()
+    disk = new_disk()
     acked: list[int] = []
     points = record_points(disk, lambda: tuple(acked), _workload(disk, acked))
     assert len(points) > 10
 
     def check(crashed: SimDisk, acknowledged: tuple[int, ...]) -> tuple[int, list[str]]:
-        records = _replayed(crashed)
+        records = replayed(crashed)
         entries = [r.entry_id for r in records]
         problems = []
         if entries != list(range(len(entries))):
@@ -502,7 +483,7 @@ steps = st.lists(
 def test_random_appends_flushes_and_crashes_replay_every_acknowledged_record_once(
     steps: list[tuple[str, int]], crash_plans: list[CrashPlan]
 ) -> None:
-    disk = _disk()
+    disk = new_disk()
     clock = ManualClock(wall_ms=T0)
     appended: dict[int, list[int]] = {0: []}  # epoch (ledger) -> entries appended, in order
     acked: dict[int, list[int]] = {0: []}
@@ -544,339 +525,16 @@ def test_random_appends_flushes_and_crashes_replay_every_acknowledged_record_onc
             journal = crash_and_restart()
     journal.flush()
     disk.crash(LoseUnsynced())
-    replayed: dict[int, list[int]] = {}
-    for record in _replayed(disk):
+    by_epoch: dict[int, list[int]] = {}
+    for record in replayed(disk):
         assert record.kind == "data"
-        replayed.setdefault(record.ledger_id, []).append(record.entry_id)
-    assert list(replayed) == sorted(replayed)  # epochs replay in order
+        by_epoch.setdefault(record.ledger_id, []).append(record.entry_id)
+    assert list(by_epoch) == sorted(by_epoch)  # epochs replay in order
     for number, entries in appended.items():
-        got = replayed.get(number, [])
+        got = by_epoch.get(number, [])
         assert got == entries[: len(got)], "a prefix of that epoch's appends, each once"
         assert len(got) >= len(acked[number]), "every acknowledged record"
         assert acked[number] == entries[: len(acked[number])], "acknowledged in append order"
-
-
-# --- replay: BookieJournalTest and friends --------------------------------------------------
-
-
-def _v5_journal(entries: int, corrupt_length: bool = False) -> bk.JournalBuilder:
-    """BookieJournalTest.writeV5Journal: key, entries 1..N, padding after each, a fence."""
-    builder = bk.JournalBuilder(version=5)
-    builder.key(1, b"testV5Journal")
-    builder.flush()
-    for entry in range(1, entries + 1):
-        body = b"X" * entry
-        if corrupt_length:
-            builder.raw(b"\xff\xff\xff\xff")  # length -1
-            builder.raw(bk.entry_payload(1, entry, body))
-        else:
-            builder.entry(1, entry, body)
-        builder.flush()
-    builder.fence(1)
-    builder.flush()
-    return builder
-
-
-def _v4_journal(entries: int, invalid_at: int | None = None) -> bk.JournalBuilder:
-    """BookieJournalTest.writeV4Journal(WithInvalidRecord): key, entries 1..N, fence; the
-    invalid variant writes length -1 for entry ``invalid_at``."""
-    builder = bk.JournalBuilder(version=4)
-    builder.key(1, b"testPasswd")
-    for entry in range(1, entries + 1):
-        payload = bk.entry_payload(1, entry, b"X" * 1024)
-        if entry == invalid_at:
-            builder.raw(b"\xff\xff\xff\xff" + payload)
-        else:
-            builder.entry(1, entry, b"X" * 1024)
-    builder.fence(1)
-    return builder
-
-
-def _expected(builder: bk.JournalBuilder, journal_id: int) -> list[JournalRecord]:
-    """The records replay must yield for a journal the independent builder wrote."""
-    kinds: dict[str, fmt.RecordKind] = {
-        "data": "data",
-        "key": "key",
-        "fence": "fence",
-        "lac": "lac",
-    }
-    return [
-        JournalRecord(kinds[w.kind], w.ledger, w.entry, w.payload, journal_id, w.offset, w.end)
-        for w in builder.replayable()
-    ]
-
-
-def test_v5_journal_replays_key_entries_and_fence_in_order() -> None:
-    disk = _disk()
-    builder = _v5_journal(2 * 512)
-    _put(disk, T0, builder.file_bytes(zero_tail=4096))
-    run = replay(disk, JDIR, NO_MARK, skip_invalid=False)
-    records = list(run)
-    assert records == _expected(builder, T0)
-    assert [r.kind for r in records] == ["key"] + ["data"] * 1024 + ["fence"]
-    assert records[0].payload == b"testV5Journal"
-    assert records[-2].entry_id == 1024  # entry N+1 does not exist
-    assert run.end_mark == LogMark(T0, len(builder.data))  # stops at the zero tail
-
-
-@pytest.mark.parametrize("version", [1, 2, 3, 4])
-def test_pre_v5_journals_replay(version: int) -> None:
-    disk = _disk()
-    builder = bk.JournalBuilder(version=version)
-    if version >= 3:
-        builder.key(1, b"testPasswd")
-    for entry in range(1, 101):
-        builder.entry(1, entry, b"JournalTestData")
-    if version >= 4:
-        builder.fence(1)
-    _put(disk, T0, builder.file_bytes(zero_tail=512))
-    assert _replayed(disk) == _expected(builder, T0)
-
-
-def test_a_zeroed_last_length_loses_that_entry_only() -> None:
-    # BookieJournalTest.testTruncatedInLenJournal: zeros over the last record's length.
-    disk = _disk()
-    builder = bk.JournalBuilder(version=2)
-    for entry in range(1, 101):
-        builder.entry(1, entry, b"X" * 1024)
-    data = bytearray(builder.file_bytes(zero_tail=4096))
-    last = builder.written[-1]
-    data[last.offset : last.offset + 2048] = bytes(2048)
-    _put(disk, T0, bytes(data))
-    run = replay(disk, JDIR, NO_MARK, skip_invalid=False)
-    assert [r.entry_id for r in run] == list(range(1, 100))
-    assert run.end_mark == LogMark(T0, last.offset)
-
-
-def test_zeros_inside_the_last_entry_replay_as_zeros() -> None:
-    # BookieJournalTest.testTruncatedInEntryJournal: the entry is there, its bytes are junk.
-    disk = _disk()
-    builder = bk.JournalBuilder(version=2)
-    for entry in range(1, 101):
-        builder.entry(1, entry, b"X" * 1024)
-    data = bytearray(builder.file_bytes(zero_tail=4096))
-    end = builder.written[-1].end
-    data[end - 0x300 : end] = bytes(0x300)
-    _put(disk, T0, bytes(data))
-    records = _replayed(disk)
-    assert [r.entry_id for r in records] == list(range(1, 101))
-    assert records[-1].payload[-0x300:] == bytes(0x300)
-    assert records[-1].payload[:16] == bk.entry_payload(1, 100, b"")
-
-
-def test_a_negative_length_refuses_to_start() -> None:
-    # BookieInitializationTest.testNegativeLengthEntryBookieShutdown.
-    disk = _disk()
-    _put(disk, T0, _v5_journal(5, corrupt_length=True).file_bytes())
-    run = replay(disk, JDIR, NO_MARK, skip_invalid=False)
-    with pytest.raises(RecoveryError, match="negative length -1") as info:
-        list(run)
-    assert "skipReplayJournalInvalidRecord=true" in str(info.value)
-    assert "18bcfe56800.txn" in str(info.value)
-
-
-def test_skip_invalid_skips_the_rest_of_that_journal_only() -> None:
-    # BookieJournalTest.testJournalScanInvalidRecordWithSkipFlag, plus a later journal.
-    disk = _disk()
-    broken = _v4_journal(100, invalid_at=99)
-    _put(disk, T0, broken.file_bytes())
-    later = bk.JournalBuilder(version=6)
-    later.entry(2, 0, b"after")
-    later.flush()
-    _put(disk, T0 + 1, later.file_bytes())
-    with pytest.raises(RecoveryError, match="invalid record"):
-        _replayed(disk)
-    run = replay(disk, JDIR, NO_MARK, skip_invalid=True)
-    records = list(run)
-    assert _ids(records) == [("key", 1, -0x1000)] + [("data", 1, e) for e in range(1, 99)] + [
-        ("data", 2, 0)
-    ]
-    assert any("the rest of this journal" in note for note in run.notes)
-    assert run.end_mark == LogMark(T0 + 1, 1024)
-
-
-def test_an_all_junk_journal_refuses_to_start_with_a_clear_error() -> None:
-    # BookieJournalTest.testAllJunkJournal (which passes either way in BookKeeper).
-    disk = _disk()
-    _put(disk, T0, bk.junk())
-    with pytest.raises(RecoveryError) as info:
-        _replayed(disk)
-    message = str(info.value)
-    assert "length 1249209963" in message
-    assert "junk" in message
-    assert "does not start with BKLG" in message
-    assert _replayed(disk, skip=True) == []
-
-
-def test_junk_after_a_header_refuses_to_start() -> None:
-    # BookieJournalTest.testJunkEndedJournal: "JunkJunkJunk" after a V2 header.
-    disk = _disk()
-    _put(disk, T0, bk.header(2) + b"JunkJunkJunk" + bytes(512))
-    with pytest.raises(RecoveryError, match="junk"):
-        _replayed(disk)
-
-
-@pytest.mark.parametrize(
-    "data",
-    [b"", b"BK", bk.header(2), bk.header(5), bk.header(6) + bytes(4096), bytes(4096)],
-    ids=["empty", "3-bytes", "v2-header", "v5-header", "v6-zero-tail", "zeros"],
-)
-def test_empty_and_header_only_journals_start_fine(data: bytes) -> None:
-    # BookieJournalTest.testEmptyJournal and testHeaderOnlyJournal.
-    disk = _disk()
-    _put(disk, T0, data)
-    run = replay(disk, JDIR, NO_MARK, skip_invalid=False)
-    assert list(run) == []
-    assert run.end_mark.journal_id == T0
-
-
-def test_a_missing_marked_journal_is_a_clear_startup_error() -> None:
-    disk = _disk()
-    _put(disk, T0 + 5, bk.header(6))
-    with pytest.raises(RecoveryError, match=f"Recovery log {T0} is missing at {JDIR}"):
-        replay(disk, JDIR, LogMark(T0, 1024), skip_invalid=True)
-    with pytest.raises(RecoveryError, match="Recovery log"):
-        replay(_disk(), JDIR, LogMark(T0, 512), skip_invalid=False)
-
-
-def test_replay_starts_at_the_mark_and_skips_older_journals() -> None:
-    disk = _disk()
-    older = bk.JournalBuilder(version=6)
-    older.entry(9, 0, b"old")
-    older.flush()
-    _put(disk, T0 - 1, older.file_bytes())
-    marked = bk.JournalBuilder(version=6)
-    for entry in range(4):
-        marked.entry(1, entry, b"m")
-        marked.flush()
-    _put(disk, T0, marked.file_bytes())
-    later = bk.JournalBuilder(version=6)
-    later.entry(2, 0, b"l")
-    later.flush()
-    _put(disk, T0 + 1, later.file_bytes())
-    start = marked.written[2].offset
-    run = replay(disk, JDIR, LogMark(T0, start), skip_invalid=False)
-    assert run.journal_ids == [T0, T0 + 1]
-    assert _ids(list(run)) == [("data", 1, 2), ("data", 1, 3), ("data", 2, 0)]
-    assert run.end_mark == LogMark(T0 + 1, 1024)
-    assert _ids(_replayed(disk, LogMark(T0, 100))) == _ids(_replayed(disk, LogMark(T0, 512)))
-
-
-def test_no_journal_and_no_mark_replays_nothing() -> None:
-    run = replay(_disk(), JDIR, NO_MARK, skip_invalid=False)
-    assert list(run) == []
-    assert run.end_mark == NO_MARK
-
-
-def test_end_mark_is_known_only_after_the_iteration() -> None:
-    run = replay(_disk(), JDIR, NO_MARK, skip_invalid=False)
-    with pytest.raises(AssertionError, match="iterated to the end"):
-        _ = run.end_mark
-
-
-@pytest.mark.parametrize("skip", [False, True])
-def test_an_unknown_version_refuses_whatever_the_flag(skip: bool) -> None:
-    disk = _disk()
-    _put(disk, T0, b"BKLG" + (7).to_bytes(4, "big") + bytes(504))
-    with pytest.raises(RecoveryError, match="format version 7"):
-        _replayed(disk, skip=skip)
-
-
-def test_unknown_meta_records_are_skipped_with_a_note() -> None:
-    disk = _disk()
-    builder = bk.JournalBuilder(version=6)
-    builder.entry(1, 0, b"a")
-    builder.other(1, -0x10000, b"from a newer bookie")
-    builder.other(1, fmt.METAENTRY_ID_FORCE_LEDGER, b"")
-    builder.lac(1, b"\x00\x01")
-    builder.flush()
-    _put(disk, T0, builder.file_bytes())
-    lines: list[str] = []
-    run = replay(disk, JDIR, NO_MARK, skip_invalid=False, progress=lines.append)
-    assert list(run) == _expected(builder, T0)
-    assert sum("unknown kind" in line for line in lines) == 2
-    assert lines == run.notes
-    assert lines[0].startswith(f"replaying journal {JDIR}/18bcfe56800.txn: version 6")
-
-
-@pytest.mark.parametrize(
-    ("version", "raw", "reason"),
-    [
-        (3, bk.record(bk.fence_payload(1)), "fence records exist from version 4"),
-        (2, bk.record(bk.key_payload(1, b"k")), "ledger key records exist from version 3"),
-        (6, bk.record(b"short"), "too short"),
-        (4, bk.padding(8 + 20), "padding record in a version 4 journal"),
-        (6, b"\xff\xff\xff\x00\xff\xff\xff\xf0" + bytes(64), "padding record of -16 bytes"),
-        (6, (10**9).to_bytes(4, "big") + bytes(64), "junk"),
-    ],
-)
-def test_invalid_records_refuse_or_skip_the_rest(version: int, raw: bytes, reason: str) -> None:
-    disk = _disk()
-    builder = bk.JournalBuilder(version=version)
-    builder.entry(1, 0, b"before")
-    builder.raw(raw)
-    builder.entry(1, 1, b"after")
-    _put(disk, T0, builder.file_bytes())
-    with pytest.raises(RecoveryError, match=reason):
-        _replayed(disk)
-    assert _ids(_replayed(disk, skip=True)) == [("data", 1, 0)]
-
-
-@pytest.mark.parametrize("cut", range(1, 12))
-def test_a_padding_or_record_cut_short_ends_replay_cleanly(cut: int) -> None:
-    disk = _disk()
-    builder = bk.JournalBuilder(version=6)
-    builder.entry(1, 0, b"a" * 30)
-    end = builder.flush()
-    builder.entry(1, 1, b"b")
-    _put(disk, T0, builder.file_bytes()[: 512 + 4 + 16 + 30 + cut])
-    run = replay(disk, JDIR, NO_MARK, skip_invalid=False)
-    assert _ids(list(run)) == [("data", 1, 0)]
-    assert run.end_mark == LogMark(T0, 512 + 4 + 16 + 30)
-    assert end == 1024
-
-
-records_strategy = st.lists(
-    st.tuples(st.sampled_from(["entry", "key", "fence", "lac", "flush"]), st.binary(max_size=300)),
-    max_size=40,
-)
-
-
-@given(
-    items=records_strategy,
-    version=st.sampled_from([5, 6]),
-    chunk=st.integers(min_value=1, max_value=700),
-    tail=st.sampled_from([0, 3, 512]),
-    cut=st.integers(min_value=0, max_value=50),
-)
-@settings(max_examples=150, deadline=None)
-def test_replay_yields_exactly_the_whole_records_before_the_end(
-    items: list[tuple[str, bytes]], version: int, chunk: int, tail: int, cut: int
-) -> None:
-    builder = bk.JournalBuilder(version=version, alignment=512)
-    for number, (kind, body) in enumerate(items):
-        if kind == "entry":
-            builder.entry(number % 3, number, body)
-        elif kind == "key":
-            builder.key(number % 3, body)
-        elif kind == "fence":
-            builder.fence(number % 3)
-        elif kind == "lac" and version >= 6:
-            builder.lac(number % 3, body)
-        else:
-            builder.flush()
-    data = builder.file_bytes(zero_tail=tail)
-    data = data[: max(512, len(data) - cut)] if tail == 0 else data
-    expected = [record for record in _expected(builder, T0) if record.end_offset <= len(data)]
-    disk = _disk()
-    _put(disk, T0, data)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(journal_module, "REPLAY_CHUNK_BYTES", chunk)
-        run = replay(disk, JDIR, NO_MARK, skip_invalid=False)
-        records = list(run)
-    assert records == expected
-    assert run.records_replayed == len(expected)
-    assert run.end_mark.offset >= (expected[-1].end_offset if expected else 512)
 
 
 # --- settings -------------------------------------------------------------------------------
@@ -932,7 +590,7 @@ def test_settings_refuse_values_bookkeeper_refuses(knobs: dict[str, int]) -> Non
 
 
 def test_deferred_callbacks_run_after_the_next_write_before_its_fsync() -> None:
-    disk = _disk()
+    disk = new_disk()
     journal, _ = _journal(disk)
     journal.open_new_file()
     acks = Acks()
@@ -940,7 +598,7 @@ def test_deferred_callbacks_run_after_the_next_write_before_its_fsync() -> None:
     journal.flush(defer_callbacks=True)
     # Durable, but held back: nothing is acknowledged yet.
     assert acks.tags() == []
-    assert [r.entry_id for r in _replayed(_copy_crashed(disk))] == [0]
+    assert [r.entry_id for r in replayed(_copy_crashed(disk))] == [0]
     journal.append(_data(1, 1), acks.cb(1))
     order: list[str] = []
 
@@ -960,7 +618,7 @@ def test_deferred_callbacks_run_after_the_next_write_before_its_fsync() -> None:
 
 
 def test_a_failed_write_still_acknowledges_the_durable_deferred_group() -> None:
-    disk = _disk()
+    disk = new_disk()
     journal, _ = _journal(disk)
     journal.open_new_file()
     acks = Acks()

@@ -1,0 +1,323 @@
+"""Recovery: what a bookie does at start before it takes requests, and what journal replay does
+with each record.
+
+Spec pages: spec/format/journal.md ("Replay", "The lastMark file"), spec/format/ledger_index.md
+("Rebuilding"), spec/properties.md (1 durability, 2 fence durability, 4 no resurrection, 6
+forward progress). docs/design.md "Data flow" has the order of the steps.
+
+The steps (BookieImpl's start, with InterleavedLedgerStorage):
+
+0. fsync every file and directory the previous process left (impl/bookie/layout.py,
+   ``sync_previous_run``: it may have died before its fsyncs);
+1. clean up what an interrupted compaction left (a named no-op until compaction lands);
+2. load the ledger index, or rebuild it from the entry logs when it was never persisted but
+   logs exist (a directory written by BookKeeper);
+3. read lastMark and replay the journal from it, applying each record to the entry logs and
+   the index (:class:`JournalReplayer`);
+4. a checkpoint at where replay ended, and 5. a new journal file: both are the composition
+   root's (impl/bookie/bookie.py, ``Bookie.open``), which owns the checkpoint and the journal.
+
+Why the cut: the *decisions* are pure functions, state in and action out
+(:func:`replay_action`, :func:`must_rebuild_index`), so each choice below is tested on its own
+(tests/unit/impl/bookie/test_recovery.py); the *procedure* (:func:`recover`) is a function of
+the parts it recovers and returns them, so it needs no bookie and the bookie is built only
+once they are consistent.
+
+Choices where BookKeeper leaves room, each on purpose (the bookie's module docstring lists the
+ones of the request path):
+
+- Replay re-adds a data record of a ledger whose key it does not know if the index knows
+  the ledger: in a directory written by BookKeeper the keys live in BookKeeper's index files,
+  which we do not read, and the ledger is known from the rebuild of the entry logs. Such a
+  ledger takes the key of its next caller. A data record of a ledger neither keyed nor
+  indexed is skipped, as BookKeeper skips it (readMasterKey: NoLedgerException), so a record
+  made of zeros cannot create ledger 0. A fence record is applied even to an unknown ledger
+  (created fenced, without a key), where BookKeeper skips it: property 2 comes first.
+- Replay skips a data record whose entry the index already has and that reads back with the
+  same bytes (BookKeeper re-adds every record); otherwise it appends it again.
+- Replay skips the records of deleted ledgers (a deleted ledger stays deleted).
+- Explicit-LAC records are replayed as no-ops: bkref has no explicit LAC yet.
+
+Not verified here: compaction leftovers (the hook does nothing), multiple journal directories.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+
+import attrs
+
+from impl.bookie.layout import BookieLayout, sync_previous_run
+from impl.bookie.state import RecoveryReport
+from impl.config.config import ServerConfig
+from impl.entrylog.logger import EntryLogger
+from impl.format.journal import JournalRecord
+from impl.format.ledger_index import MASTER_KEY_MAX_BYTES
+from impl.format.names import journal_file_name
+from impl.fs.api import FileSystem
+from impl.index.ledger_index import LedgerIndex
+from impl.index.rebuild import PROGRESS_EVERY_LOGS, rebuild_index
+from impl.journal.last_mark import LogMark, read_last_mark
+from impl.journal.replay import Progress, replay
+from spec.errors import EntryLogError, FsError, NoWritableLedgerDir, RecoveryError
+from spec.ids import EntryId, EntryLogId, LedgerId
+
+__all__ = [
+    "Progress",
+    "Recovered",
+    "ReplayAction",
+    "cleanup_compaction_leftovers",
+    "must_rebuild_index",
+    "recover",
+    "replay_action",
+]
+
+# --- decisions (pure) -------------------------------------------------------------------------
+
+
+class ReplayAction(enum.Enum):
+    """What replay does with one journal record."""
+
+    SET_KEY = "set the ledger's key"
+    KEEP_KEY = "key already known (the first key sticks)"
+    FENCE = "fence the ledger"
+    RE_ADD = "append the entry again and index it"
+    PRESENT = "the entry is indexed and reads back the same: nothing to do"
+    SKIP_DELETED = "the ledger was deleted: skip"
+    SKIP_UNKNOWN = "an entry of a ledger with no key and no index entry: skip (as BookKeeper)"
+    SKIP_BAD_ID = "a negative ledger id (junk that parsed as a record): skip"
+    IGNORE_LAC = "explicit LAC: not kept by bkref"
+
+
+def replay_action(
+    kind: str,
+    ledger_id: int,
+    deleted: bool,
+    known: bool,
+    known_key: bytes | None,
+    entry_present: bool,
+) -> ReplayAction:
+    """The decision for one record, from the ledger's state (BookieImpl.readJournal's
+    scanner, with the choices listed in the module docstring). ``known``: the index has the
+    ledger (a key, a fence or an entry); ``entry_present``: the index has the entry and it
+    reads back with the record's bytes."""
+    assert kind in ("data", "key", "fence", "lac"), kind
+    assert known or known_key is None
+    assert known or not entry_present
+    if ledger_id < 0:
+        return ReplayAction.SKIP_BAD_ID
+    if deleted:
+        return ReplayAction.SKIP_DELETED
+    if kind == "key":
+        return ReplayAction.SET_KEY if known_key is None else ReplayAction.KEEP_KEY
+    if kind == "fence":
+        return ReplayAction.FENCE
+    if kind == "lac":
+        return ReplayAction.IGNORE_LAC
+    if not known:
+        return ReplayAction.SKIP_UNKNOWN
+    return ReplayAction.PRESENT if entry_present else ReplayAction.RE_ADD
+
+
+def must_rebuild_index(index_persisted: bool, log_ids: Sequence[EntryLogId]) -> bool:
+    """Whether recovery rebuilds the index from the entry logs: only when our index was never
+    persisted and there are logs to index (a directory written by BookKeeper, or an index
+    moved aside by an operator). An index that was persisted is never rebuilt: it holds keys
+    and fences the logs do not."""
+    return not index_persisted and bool(log_ids)
+
+
+# --- the procedure ------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Recovered:
+    """What recovery hands the bookie: the index, consistent with the entry logs and the
+    journal up to ``report.end_mark``, and the report (``start_mark`` is the lastMark on disk,
+    which the recovery checkpoint then moves to ``end_mark``)."""
+
+    index: LedgerIndex
+    report: RecoveryReport
+
+
+def cleanup_compaction_leftovers(fs: FileSystem, layout: BookieLayout) -> None:
+    """Recovery step 1, a hook for the compaction issue: remove ``.compacting`` files and
+    finish or undo interrupted compactions. Nothing to do while bkref does not compact."""
+    del fs, layout
+
+
+def recover(
+    fs: FileSystem,
+    config: ServerConfig,
+    layout: BookieLayout,
+    entry_logger: EntryLogger,
+    say: Progress,
+) -> Recovered:
+    """Steps 0 to 3 (module docstring): the index, and the entry logs with every journal
+    record after lastMark applied. Raises RecoveryError (or ConfigError from the parts) with
+    what to do; what it wrote is then only what a later start writes again (replay is
+    idempotent)."""
+    sync_previous_run(fs, layout)  # (0)
+    cleanup_compaction_leftovers(fs, layout)  # (1)
+    index = LedgerIndex.load(fs, layout.index_dir)  # (2)
+    rebuilt: int | None = None
+    if must_rebuild_index(index.persisted, entry_logger.log_ids()):
+        say(f"ledger index not found in {layout.index_dir}: rebuilding it from entry logs")
+        stats = rebuild_index(fs, list(layout.ledger_dirs), index, say)
+        if stats.logs < PROGRESS_EVERY_LOGS and not stats.failures:
+            say(stats.summary())  # rebuild_index prints it itself on large directories
+        rebuilt = stats.entries_indexed
+    mark = read_last_mark(fs, list(layout.ledger_dirs))  # (3)
+    replayer = JournalReplayer(index, entry_logger, say)
+    records = replay(
+        fs,
+        layout.journal_dir,
+        mark,
+        skip_invalid=config.skip_replay_journal_invalid_record,
+        max_record_bytes=config.netty_max_frame_size_bytes,
+        progress=say,
+    )
+    for record in records:
+        replayer.apply(record)
+    end = records.end_mark
+    assert end >= mark, (end, mark)
+    report = replayer.report(start_mark=mark, end_mark=end, entries_rebuilt=rebuilt)
+    if report.records_replayed:
+        say(f"replayed {report.records_replayed} journal records up to {end}")
+    return Recovered(index, report)
+
+
+# --- applying records -----------------------------------------------------------------------------
+
+
+def _where(record: JournalRecord) -> str:
+    """Where a record lies, for messages."""
+    return f"journal {journal_file_name(record.journal_id)} offset {record.offset}"
+
+
+class JournalReplayer:
+    """Applies replayed journal records to the index and the entry logs, one at a time, in
+    journal order (BookieImpl.readJournal's scanner), and counts what it did with each kind.
+    Single-threaded: it runs before the bookie takes requests."""
+
+    def __init__(self, index: LedgerIndex, entry_logger: EntryLogger, say: Progress) -> None:
+        self._index = index
+        self._entry_logger = entry_logger
+        self._say = say
+        self._counts: dict[ReplayAction, int] = {}
+        #: Ledgers whose skipped entries were reported once already.
+        self._unknown_noted: set[LedgerId] = set()
+
+    def apply(self, record: JournalRecord) -> ReplayAction:
+        """Apply one record; returns what was done with it."""
+        ledger_id = LedgerId(record.ledger_id)
+        index = self._index
+        if (
+            record.kind == "data"
+            and index.has_ledger(ledger_id)
+            and index.get_location(ledger_id, EntryId(record.entry_id)) is None
+        ):
+            # replay_action's common case, inlined for replay speed: a known ledger (so not
+            # deleted and a valid id) and an entry the index does not have -> RE_ADD.
+            self._re_add(record)
+            self._counts[ReplayAction.RE_ADD] = self._counts.get(ReplayAction.RE_ADD, 0) + 1
+            return ReplayAction.RE_ADD
+        present = record.kind == "data" and self._entry_reads_back(record)
+        action = replay_action(
+            record.kind,
+            ledger_id,
+            index.is_deleted(ledger_id),
+            index.has_ledger(ledger_id),
+            index.master_key(ledger_id),
+            present,
+        )
+        self._act(action, record)
+        self._counts[action] = self._counts.get(action, 0) + 1
+        return action
+
+    def _act(self, action: ReplayAction, record: JournalRecord) -> None:
+        ledger_id = LedgerId(record.ledger_id)
+        if action is ReplayAction.RE_ADD:
+            self._re_add(record)
+        elif action is ReplayAction.SET_KEY:
+            self._set_key(record)
+        elif action is ReplayAction.FENCE:
+            self._index.set_fenced(ledger_id)
+        elif action is ReplayAction.KEEP_KEY:
+            if self._index.master_key(ledger_id) != record.payload:
+                self._say(
+                    f"{_where(record)}: a second, different key for ledger {ledger_id} is ignored"
+                )
+        elif action is ReplayAction.SKIP_BAD_ID:
+            self._say(f"{_where(record)}: skipped a {record.kind} record of ledger id {ledger_id}")
+        elif action is ReplayAction.SKIP_UNKNOWN and ledger_id not in self._unknown_noted:
+            self._unknown_noted.add(ledger_id)
+            self._say(
+                f"{_where(record)}: skipping the entries of ledger {ledger_id}: no key record "
+                "and not in the index (BookKeeper skips them too, as a deleted ledger's)"
+            )
+
+    def _set_key(self, record: JournalRecord) -> None:
+        if len(record.payload) > MASTER_KEY_MAX_BYTES:
+            raise RecoveryError(
+                f"{_where(record)}: the key record of ledger {record.ledger_id} holds a key of "
+                f"{len(record.payload)} bytes, more than any bookie accepts "
+                f"({MASTER_KEY_MAX_BYTES}): the journal is damaged. Restore it from a copy."
+            )
+        self._index.set_master_key(LedgerId(record.ledger_id), record.payload)
+
+    def _entry_reads_back(self, record: JournalRecord) -> bool:
+        """The index has the record's entry and its bytes in the entry log are the record's."""
+        ledger_id, entry_id = LedgerId(record.ledger_id), EntryId(record.entry_id)
+        location = self._index.get_location(ledger_id, entry_id)
+        if location is None:
+            return False
+        try:
+            stored = self._entry_logger.read_entry(ledger_id, entry_id, location)
+        except EntryLogError:
+            return False
+        return stored == record.payload
+
+    def _re_add(self, record: JournalRecord) -> None:
+        ledger_id, entry_id = LedgerId(record.ledger_id), EntryId(record.entry_id)
+        try:
+            location = self._entry_logger.add_entry(ledger_id, record.payload)
+        except NoWritableLedgerDir as exc:
+            raise RecoveryError(
+                f"cannot replay entry {entry_id} of ledger {ledger_id} from journal "
+                f"{journal_file_name(record.journal_id)}: {exc}"
+            ) from exc
+        except FsError as exc:
+            raise RecoveryError(
+                f"cannot replay entry {entry_id} of ledger {ledger_id} from journal "
+                f"{journal_file_name(record.journal_id)}: {exc}. Check the disk, then start "
+                "again: replay is idempotent."
+            ) from exc
+        self._index.put_entry(ledger_id, entry_id, location)
+
+    def report(
+        self, *, start_mark: LogMark, end_mark: LogMark, entries_rebuilt: int | None
+    ) -> RecoveryReport:
+        """The recovery report of this replay; ``entries_rebuilt`` None: no index rebuild."""
+        counts = self._counts
+        return RecoveryReport(
+            index_rebuilt=entries_rebuilt is not None,
+            entries_rebuilt=entries_rebuilt or 0,
+            start_mark=start_mark,
+            end_mark=end_mark,
+            records_replayed=sum(counts.values()),
+            keys_set=counts.get(ReplayAction.SET_KEY, 0),
+            fences_set=counts.get(ReplayAction.FENCE, 0),
+            entries_re_added=counts.get(ReplayAction.RE_ADD, 0),
+            entries_present=counts.get(ReplayAction.PRESENT, 0),
+            skipped_deleted=counts.get(ReplayAction.SKIP_DELETED, 0),
+            skipped_unknown=counts.get(ReplayAction.SKIP_UNKNOWN, 0)
+            + counts.get(ReplayAction.SKIP_BAD_ID, 0),
+            ignored=counts.get(ReplayAction.KEEP_KEY, 0) + counts.get(ReplayAction.IGNORE_LAC, 0),
+        )
+
+    def check_invariants(self) -> None:
+        assert all(count > 0 for count in self._counts.values()), self._counts
+        for ledger_id in self._unknown_noted:
+            assert self._counts.get(ReplayAction.SKIP_UNKNOWN, 0) > 0, ledger_id

@@ -1,0 +1,373 @@
+"""Journal replay: every record after a mark, in order, over the journals from the marked one on.
+
+Spec page: spec/format/journal.md ("Replay", "Invalid records", "Crash states"). Codec:
+impl/format/journal.py. The writer is impl/journal/journal.py; the bookie applies what replay
+yields (impl/bookie/recovery.py).
+
+Why a module of its own: the writer and the reader of the journal share only the format and
+the directory listing, and are used at different times (replay runs once, at start, before
+the writer opens its first file). Replay is also a hot loop of its own
+(tests/bench/bench_journal_replay.py): it reads the files in chunks of REPLAY_CHUNK_BYTES and
+takes the data records out of a chunk in one tight loop (``_data_run``), falling back to one
+record at a time only at a chunk boundary, padding, a meta record or the end.
+
+Where this differs from BookKeeper is listed on :class:`JournalReplay`.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Generator, Iterator
+from typing import Final
+
+from impl.format.journal import (
+    CURRENT_VERSION,
+    DEFAULT_MAX_RECORD_BYTES,
+    MIN_COMPAT_VERSION,
+    MIN_PAYLOAD_SIZE,
+    PADDING_HEADER_SIZE,
+    PADDING_MASK,
+    RECORD_SIZE_PREFIX,
+    V5,
+    VERSION_HEADER_SIZE,
+    InvalidRecord,
+    JournalRecord,
+    decode_meta_record,
+    decode_version,
+    header_size,
+)
+from impl.format.names import journal_file_name
+from impl.fs.api import FileHandle, FileSystem, join
+from impl.journal.journal import list_journal_files
+from impl.journal.last_mark import LogMark
+from spec.errors import FsError, RecoveryError
+
+#: Receives one human-readable line per replay event (journal started, record skipped, ...).
+Progress = Callable[[str], None]
+
+#: Replay reads journals in chunks of this size.
+REPLAY_CHUNK_BYTES: Final = 4 * 1024 * 1024
+
+_LEN = struct.Struct(">i")
+_IDS = struct.Struct(">qq")
+#: A record's length and ids at once (the replay's common case).
+_HEAD = struct.Struct(">iqq")
+
+
+def journals_to_replay(ids: list[int], mark: LogMark, journal_dir: str) -> list[int]:
+    """BookieImpl.replay: the journals with id >= the mark's, ascending. Raises RecoveryError
+    when the mark names a journal that is not there."""
+    chosen = sorted(journal_id for journal_id in ids if journal_id >= mark.journal_id)
+    if mark.journal_id > 0 and (not chosen or chosen[0] != mark.journal_id):
+        present = ", ".join(journal_file_name(jid) for jid in sorted(ids)[-5:]) or "none"
+        raise RecoveryError(
+            f"Recovery log {mark.journal_id} is missing at {journal_dir}: lastMark {mark} names "
+            f"journal {journal_file_name(mark.journal_id)}, which is not there (newest journals "
+            f"present: {present}). Records after the mark were acknowledged and may exist "
+            "nowhere else. What to do: restore that journal file; if it is lost for good, move "
+            "the lastMark files out of the ledger directories so that replay starts from the "
+            "oldest journal present, knowing that the entries only in the lost journal are gone"
+        )
+    return chosen
+
+
+def _read_at(handle: FileHandle, offset: int, need: int) -> bytes:
+    """The file's bytes from ``offset``: REPLAY_CHUNK_BYTES, or ``need`` if more, or fewer at
+    the end of the file. Re-reading a record cut by the previous chunk from the file costs
+    less than copying the chunk to prepend it."""
+    return handle.pread(offset, max(REPLAY_CHUNK_BYTES, need))
+
+
+class JournalReplay:
+    """Every record after a mark, in order, over the journals from the marked one on
+    (BookieImpl.replay with Journal.scanJournal). Iterate it once; ``end_mark`` then says
+    where replay ended, so the caller can advance lastMark past what it replayed (BookKeeper
+    issue #2087). Padding is skipped; meta records with an unknown negative entry id are
+    skipped with a note, as BookKeeper does. Notes go to ``progress`` and ``notes``.
+
+    Where this differs from BookKeeper: a positive length above ``max_record_bytes`` is an
+    invalid record (junk), where BookKeeper allocates that much and stops at the short read
+    or dies of OutOfMemoryError; a record too short for its ids, a key or LAC record whose
+    length field overruns it, and a negative padding length are invalid records too (in
+    BookKeeper runtime exceptions that stop the bookie whatever skipReplayJournalInvalidRecord
+    says); a mark offset inside the header starts at the header's end.
+    """
+
+    def __init__(
+        self,
+        fs: FileSystem,
+        journal_dir: str,
+        mark: LogMark,
+        *,
+        skip_invalid: bool,
+        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+        progress: Progress | None = None,
+    ) -> None:
+        assert max_record_bytes > 0, max_record_bytes
+        self._fs = fs
+        self._dir = journal_dir
+        self._mark = mark
+        self._skip_invalid = skip_invalid
+        self._max_record_bytes = max_record_bytes
+        self._progress = progress
+        self._files = list_journal_files(fs, journal_dir)
+        self._ids = journals_to_replay(list(self._files), mark, journal_dir)
+        self._end = mark
+        self._started = False
+        self._done = False
+        self.notes: list[str] = []
+        self.records_replayed = 0
+
+    @property
+    def journal_ids(self) -> list[int]:
+        """The journals this replay reads, in order."""
+        return list(self._ids)
+
+    @property
+    def end_mark(self) -> LogMark:
+        """Where replay ended: the last journal read and the offset its scan stopped at.
+        Only after the iteration has finished."""
+        assert self._done, "end_mark is known only once the replay has been iterated to the end"
+        return self._end
+
+    def __iter__(self) -> Iterator[JournalRecord]:
+        assert not self._started, "a JournalReplay is iterated once"
+        self._started = True
+        return self._replay()
+
+    def _replay(self) -> Iterator[JournalRecord]:
+        for journal_id in self._ids:
+            start = self._mark.offset if journal_id == self._mark.journal_id else 0
+            scan = self._scan(journal_id, start)
+            while True:
+                try:
+                    batch = next(scan)
+                except StopIteration as stop:
+                    end_offset: int = stop.value
+                    break
+                yield from batch
+            new_end = LogMark(journal_id, end_offset)
+            assert new_end >= self._end, (new_end, self._end)
+            self._end = new_end
+        self._done = True
+
+    def _say(self, line: str) -> None:
+        self.notes.append(line)
+        if self._progress is not None:
+            self._progress(line)
+
+    def _scan(self, journal_id: int, start: int) -> Generator[list[JournalRecord], None, int]:
+        path = join(self._dir, self._files[journal_id])
+        try:
+            handle = self._fs.open(path, read_only=True)
+        except FsError as exc:
+            raise RecoveryError(
+                f"cannot open journal {path} for replay: {exc}. Check the journal directory's "
+                "permissions and disk, then restart"
+            ) from exc
+        try:
+            size = handle.size()
+            version = decode_version(handle.pread(0, VERSION_HEADER_SIZE))
+            if not MIN_COMPAT_VERSION <= version <= CURRENT_VERSION:
+                raise RecoveryError(
+                    f"journal {path} has format version {version}; bkref (like BookKeeper) reads "
+                    f"versions {MIN_COMPAT_VERSION} to {CURRENT_VERSION}. The file is not a "
+                    "journal or was written by a newer bookie: move it away or use that bookie"
+                )
+            offset = max(start, header_size(version))
+            self._say(
+                f"replaying journal {path}: version {version}, {size} bytes, from offset {offset}"
+            )
+            return (yield from self._records(handle, journal_id, version, offset, size))
+        except FsError as exc:
+            raise RecoveryError(
+                f"cannot read journal {path} during replay: {exc}. Check the disk, then restart"
+            ) from exc
+        finally:
+            handle.close()
+
+    def _records(
+        self, handle: FileHandle, journal_id: int, version: int, offset: int, size: int
+    ) -> Generator[list[JournalRecord], None, int]:
+        """Journal.scanJournal's loop over one file, from ``offset``, yielding the records in
+        batches; returns the offset it stopped at. ``_data_run`` takes the whole data records
+        out of the chunk in hand; every other case (a chunk boundary, padding, a meta record,
+        the end) is one ``_step``."""
+        buf, base, i = b"", offset, 0
+        where = (handle.path, version, size)
+        while True:
+            batch, i = _data_run(buf, i, base, journal_id, self._max_record_bytes)
+            if batch:
+                self.records_replayed += len(batch)
+                yield batch
+            buf, base, i, record, stop = self._step(handle, where, journal_id, buf, base, i)
+            if stop is not None:
+                return stop
+            if record is not None:
+                self.records_replayed += 1
+                yield [record]
+
+    def _step(
+        self, handle: FileHandle, where: _Where, journal_id: int, buf: bytes, base: int, i: int
+    ) -> tuple[bytes, int, int, JournalRecord | None, int | None]:
+        """One step of scanJournal at ``buf[i]`` (file offset ``base + i``), reading more of
+        the file when needed: (buf, base, index, record or None, stop offset or None)."""
+        if len(buf) - i < RECORD_SIZE_PREFIX:
+            buf, base, i = _read_at(handle, base + i, RECORD_SIZE_PREFIX), base + i, 0
+            if len(buf) < RECORD_SIZE_PREFIX:
+                return buf, base, i, None, self._stopped(where, base, "the end of the file")
+        length = _LEN.unpack_from(buf, i)[0]
+        if length == 0:
+            return buf, base, i, None, self._stopped(where, base + i, "a zero length (the end)")
+        if length < 0 and (length != PADDING_MASK or where[1] < V5):
+            return buf, base, i, None, self._invalid(where, base + i, _negative(length, where[1]))
+        if length == PADDING_MASK:
+            return self._padding(handle, where, buf, base, i)
+        if length > self._max_record_bytes:
+            reason = _too_long(length, self._max_record_bytes)
+            return buf, base, i, None, self._invalid(where, base + i, reason)
+        end = i + RECORD_SIZE_PREFIX + length
+        if end > len(buf):
+            buf, base, i = _read_at(handle, base + i, end - i), base + i, 0
+            end = RECORD_SIZE_PREFIX + length
+            if end > len(buf):
+                return buf, base, i, None, self._stopped(where, base, "a record cut short")
+        if length < MIN_PAYLOAD_SIZE:
+            return buf, base, i, None, self._invalid(where, base + i, _too_short(length))
+        payload = buf[i + RECORD_SIZE_PREFIX : end]
+        ledger_id, entry_id = _IDS.unpack_from(payload, 0)
+        if entry_id >= 0:
+            record = JournalRecord(
+                "data", ledger_id, entry_id, payload, journal_id, base + i, base + end
+            )
+            return buf, base, end, record, None
+        meta = self._meta(where, journal_id, base + i, payload)
+        if isinstance(meta, int):
+            return buf, base, i, None, meta
+        return buf, base, end, meta, None
+
+    def _padding(
+        self, handle: FileHandle, where: _Where, buf: bytes, base: int, i: int
+    ) -> tuple[bytes, int, int, JournalRecord | None, int | None]:
+        """Skip a padding record (V5+): PADDING_MASK, int32 n, n zero bytes."""
+        if len(buf) - i < PADDING_HEADER_SIZE:
+            buf, base, i = _read_at(handle, base + i, PADDING_HEADER_SIZE), base + i, 0
+            if len(buf) < PADDING_HEADER_SIZE:
+                return buf, base, i, None, self._stopped(where, base, "a padding record cut short")
+        zeros = _LEN.unpack_from(buf, i + RECORD_SIZE_PREFIX)[0]
+        if not 0 <= zeros <= self._max_record_bytes:
+            reason = f"a padding record of {zeros} bytes"
+            return buf, base, i, None, self._invalid(where, base + i, reason)
+        end = i + PADDING_HEADER_SIZE + zeros
+        if end > len(buf):
+            buf, base, i = _read_at(handle, base + i, end - i), base + i, 0
+            end = PADDING_HEADER_SIZE + zeros
+            if end > len(buf):
+                return buf, base, i, None, self._stopped(where, base, "a padding record cut short")
+        return buf, base, end, None, None
+
+    def _meta(
+        self, where: _Where, journal_id: int, offset: int, payload: bytes
+    ) -> JournalRecord | int | None:
+        """A meta record, None for one BookKeeper skips, or (int) the offset replay of this
+        journal stops at because the record is invalid."""
+        ledger_id, entry_id = _IDS.unpack_from(payload, 0)
+        try:
+            meta = decode_meta_record(where[1], ledger_id, entry_id, payload)
+        except InvalidRecord as exc:
+            return self._invalid(where, offset, exc.reason)
+        end = offset + RECORD_SIZE_PREFIX + len(payload)
+        if meta is None:
+            self._say(
+                f"journal {where[0]}: skipped a record of unknown kind at offset {offset} "
+                f"(ledger {ledger_id}, entry id {entry_id}), as BookKeeper does"
+            )
+            return None
+        kind, body = meta
+        return JournalRecord(kind, ledger_id, entry_id, body, journal_id, offset, end)
+
+    def _stopped(self, where: _Where, offset: int, why: str) -> int:
+        self._say(f"journal {where[0]}: replay stopped at offset {offset}: {why}")
+        return offset
+
+    def _invalid(self, where: _Where, offset: int, reason: str) -> int:
+        path, version, size = where
+        hint = ""
+        if version == 1:
+            hint = " (the file does not start with BKLG, so it was read as a version 1 journal)"
+        if self._skip_invalid:
+            self._say(
+                f"journal {path}: invalid record at offset {offset}: {reason}{hint}; "
+                "skipReplayJournalInvalidRecord=true, so the rest of this journal "
+                f"({max(0, size - offset)} bytes) is skipped"
+            )
+            return max(size, offset)
+        raise RecoveryError(
+            f"journal {path}: invalid record at offset {offset}: {reason}{hint}. Replay cannot "
+            "go past it (BookKeeper refuses to start too). What to do: if the file is damaged "
+            f"and losing the records from offset {offset} to the end of this journal is "
+            "acceptable, start with skipReplayJournalInvalidRecord=true; otherwise restore "
+            "the journal from a copy"
+        )
+
+
+_Where = tuple[str, int, int]  # path, version, file size
+
+
+def _data_run(
+    buf: bytes, i: int, base: int, journal_id: int, max_record: int
+) -> tuple[list[JournalRecord], int]:
+    """The whole data records from ``buf[i:]`` on (``buf[0]`` at file offset ``base``), up to
+    the first thing that is not one; and the index after them. The replay's hot loop: one
+    unpack and one slice per record."""
+    out: list[JournalRecord] = []
+    append, unpack, record = out.append, _HEAD.unpack_from, JournalRecord
+    in_hand = len(buf)
+    while in_hand - i >= _HEAD.size:
+        length, ledger_id, entry_id = unpack(buf, i)
+        end = i + RECORD_SIZE_PREFIX + length
+        if entry_id < 0 or not MIN_PAYLOAD_SIZE <= length <= max_record or end > in_hand:
+            break
+        payload = buf[i + RECORD_SIZE_PREFIX : end]
+        append(record("data", ledger_id, entry_id, payload, journal_id, base + i, base + end))
+        i = end
+    return out, i
+
+
+def _too_long(length: int, max_record: int) -> str:
+    return (
+        f"length {length} is larger than any record a bookie writes ({max_record} bytes, "
+        "nettyMaxFrameSizeBytes): junk, not a record"
+    )
+
+
+def _too_short(length: int) -> str:
+    return f"length {length} is too short for a ledger id and an entry id ({MIN_PAYLOAD_SIZE})"
+
+
+def _negative(length: int, version: int) -> str:
+    if length == PADDING_MASK:
+        return f"a padding record in a version {version} journal (padding exists from V5)"
+    return f"negative length {length}"
+
+
+def replay(
+    fs: FileSystem,
+    journal_dir: str,
+    mark: LogMark,
+    *,
+    skip_invalid: bool,
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+    progress: Progress | None = None,
+) -> JournalReplay:
+    """Every record after ``mark`` (see JournalReplay). Raises RecoveryError at once when the
+    marked journal is missing, and while iterating on an unreadable journal or (unless
+    ``skip_invalid``) an invalid record."""
+    return JournalReplay(
+        fs,
+        journal_dir,
+        mark,
+        skip_invalid=skip_invalid,
+        max_record_bytes=max_record_bytes,
+        progress=progress,
+    )
