@@ -270,16 +270,31 @@ REGISTRY: Mapping[type[Operation], OperationSpec] = {spec.cls: spec for spec in 
 OPERATIONS: Mapping[str, type[Operation]] = {spec.name: spec.cls for spec in _DECLARED}
 
 
+def union_problem(
+    union_name: str, union: object, kind: Kind, registry: Iterable[OperationSpec]
+) -> str | None:
+    """Why the static union ``union`` (named ``union_name``) does not name exactly the
+    operations of ``kind`` in ``registry``, or None."""
+    in_union = set(typing.get_args(union))
+    declared = {spec.cls for spec in registry if spec.kind is kind}
+    missing = sorted(cls.__name__ for cls in declared - in_union)
+    extra = sorted(cls.__name__ for cls in in_union - declared)
+    if not missing and not extra:
+        return None
+    return (
+        f"the {union_name} union of spec/operations.py must name every {kind.value} "
+        f"operation declared, and no other: missing {missing}, extra {extra}"
+    )
+
+
 def _check_unions() -> None:
     """The unions (the static types) name exactly the declared classes of their kind."""
-    unions = {Kind.REQUEST: Request, Kind.BACKGROUND: Background, Kind.ENVIRONMENT: Environment}
-    declared = [spec.cls for spec in _DECLARED]
-    assert list(typing.get_args(Operation)) == declared, (
-        f"the Operation union {typing.get_args(Operation)} is not the registry {declared}"
-    )
-    for kind, union in unions.items():
-        of_kind = [spec.cls for spec in _DECLARED if spec.kind is kind]
-        assert list(typing.get_args(union)) == of_kind, (kind, typing.get_args(union), of_kind)
+    unions = {"Request": Request, "Background": Background, "Environment": Environment}
+    for (union_name, union), kind in zip(unions.items(), Kind, strict=True):
+        problem = union_problem(union_name, union, kind, _DECLARED)
+        if problem is not None:
+            raise IncompleteTable(problem)
+    assert set(typing.get_args(Operation)) == {spec.cls for spec in _DECLARED}
 
 
 _check_unions()

@@ -38,6 +38,7 @@ from spec.operations import (
     require_fields,
     spec_of,
     table_problem,
+    union_problem,
 )
 from spec.trace import FIELD_DECODERS
 from tests.paths import ROOT
@@ -64,6 +65,17 @@ def test_the_unions_are_the_registry() -> None:
         assert list(typing.get_args(union)) == [c for c, s in REGISTRY.items() if s.kind is kind]
     environment = [c for c, s in REGISTRY.items() if s.kind is Kind.ENVIRONMENT]
     assert list(typing.get_args(Environment)) == environment
+
+
+def test_a_declared_operation_missing_from_its_union_is_named() -> None:
+    registry = [*REGISTRY.values(), _fake("gc")]
+    assert union_problem("Background", Background, Kind.BACKGROUND, REGISTRY.values()) is None
+    problem = union_problem("Background", Background, Kind.BACKGROUND, registry)
+    assert problem is not None and problem.endswith("missing ['Fake'], extra []")
+    problem = union_problem("Request", Request | Fence, Kind.BACKGROUND, REGISTRY.values())
+    assert (
+        problem is not None and "extra ['Add', 'Checkpoint', 'Delete', 'Fence', 'Read']" in problem
+    )
 
 
 def test_only_adds_and_fences_are_answered_later() -> None:
