@@ -272,6 +272,7 @@ class InProcessBookie:
             return failed(exc.code)
 
     def _bookie(self) -> Bookie:
+        """The running bookie (_dispatch checked that there is one)."""
         assert self.bookie is not None
         return self.bookie
 
