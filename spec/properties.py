@@ -374,14 +374,16 @@ class PropertyMonitor:
         grows (the step count, the acknowledged keys)."""
         seen = self._next_index
         assert seen >= 0, seen
-        assert all(0 <= i < seen for i in self._pending), self._pending
-        assert all(isinstance(op, Add | Fence) for op in self._pending.values())
+        if self._pending:
+            assert min(self._pending) >= 0 and max(self._pending) < seen, self._pending
+            assert all(isinstance(op, Add | Fence) for op in self._pending.values())
         assert not (self._clean_stop and self._up), "a clean stop while up"
         for ledger, at in self._deleted_at.items():
             assert self._delete_issued[ledger] <= at < seen, (ledger, at)
-        assert all(at < seen for at in self._delete_issued.values())
-        assert all(at < seen for at in self._fence_acked_at.values())
-        assert all(at < seen for _, at in self._keys.values())
+        # Step numbers recorded so far are all before the next one (max: one call, no loop).
+        assert max(self._delete_issued.values(), default=-1) < seen
+        assert max(self._fence_acked_at.values(), default=-1) < seen
+        assert max((at for _, at in self._keys.values()), default=-1) < seen
         for ledger, entry in self._touched:
             records = self._adds[(ledger, entry)]
             steps = [r.step for r in records]
