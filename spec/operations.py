@@ -36,8 +36,12 @@ Hypothesis machine) keeps a table keyed by operation class and passes it to
 :func:`require_complete` when the table is built (at import): the check raises
 :class:`IncompleteTable` naming the consumer and every operation its table misses or has in
 excess. So a new operation is one declaration here plus one entry in each table, and the
-imports (and tests/unit/spec/test_operations.py, which checks every table recorded by
-:func:`checked_tables`) name every place still missing it.
+imports name every place still missing it: the first one on each import chain, and
+tests/unit/proofs/harness/test_registry_tables.py (which gathers the tables recorded by
+:func:`checked_tables`) all of them at once. Tables keyed by field name (the trace codec's)
+are checked by :func:`require_fields`. A new operation is also added to the union of its
+kind (:data:`Request`, :data:`Background`, :data:`Environment`); the import refuses a union
+that misses one.
 """
 
 from __future__ import annotations
