@@ -376,7 +376,7 @@ class PropertyMonitor:
         assert seen >= 0, seen
         if self._pending:
             assert min(self._pending) >= 0 and max(self._pending) < seen, self._pending
-            assert all(isinstance(op, Add | Fence) for op in self._pending.values())
+            assert all(type(op) in ACK_RULES for op in self._pending.values()), self._pending
         assert not (self._clean_stop and self._up), "a clean stop while up"
         for ledger, at in self._deleted_at.items():
             assert self._delete_issued[ledger] <= at < seen, (ledger, at)
