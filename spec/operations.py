@@ -1,10 +1,9 @@
 """The shared vocabulary: operations on a bookie, what they return, and how acks arrive.
 
 The model (models/bookie/bookie.py), the implementation's harness (proofs/harness/refinement.py),
-the trace
-format (spec/trace.md, spec/trace.py) and the adapter protocol (spec/adapter.md) all speak in
-these terms. Operation names and error codes are the adapter protocol's, so a trace recorded
-through an adapter reads the same as one recorded in process.
+the trace format (spec/trace.md, spec/trace.py) and the adapter protocol (spec/adapter.md) all
+speak in these terms. Operation names and error codes are the adapter protocol's, so a trace
+recorded through an adapter reads the same as one recorded in process.
 
 Three kinds of step:
 
@@ -18,13 +17,44 @@ Three kinds of step:
 An add or a fence is acknowledged later than it is accepted: its request returns ``pending``
 and a later step (a journal force, a clean shutdown) carries its :class:`Completion`. A step
 interrupted by a crash has the result ``crashed``; the next step is then the crash itself.
+
+The registry
+------------
+
+Every operation is declared once, here: an ``@attrs.frozen`` class whose ``name`` is its
+name in traces, whose attrs fields are its fields (in the order traces write them) and whose
+docstring is its one-line description, under the :func:`operation` decorator, which gives
+its :class:`Kind`, whether it is answered later through a :class:`Completion`
+(``answered_later``), and its op name in the adapter protocol (``adapter_op``, None when
+spec/adapter.md has no such op). The decorator records an :class:`OperationSpec` in
+:data:`REGISTRY`, in declaration order; the class also joins the :data:`Operation` union (the
+static type), and the import of this module checks that union and registry agree.
+
+Whoever does something per operation (the model's step handlers, the in-process system under
+test, the trace codec, the property monitor, the describers of check-trace and explain, the
+Hypothesis machine) keeps a table keyed by operation class and passes it to
+:func:`require_complete` when the table is built (at import): the check raises
+:class:`IncompleteTable` naming the consumer and every operation its table misses or has in
+excess. So a new operation is one declaration here plus one entry in each table, and the
+imports name every place still missing it: the first one on each import chain, and
+tests/unit/proofs/harness/test_registry_tables.py (which gathers the tables recorded by
+:func:`checked_tables`) all of them at once. Tables keyed by field name (the trace codec's)
+are checked by :func:`require_fields`. A new operation is also added to the union of its
+kind (:data:`Request`, :data:`Background`, :data:`Environment`); the import refuses a union
+that misses one.
 """
 
 from __future__ import annotations
 
+import enum
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
 import attrs
 
 from spec.crash import CrashPlan
+from spec.errors import BkrefError
 
 #: The adapter protocol's error codes (spec/adapter.md, "Error codes").
 ERROR_CODES = (
@@ -49,9 +79,69 @@ def _id(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
         raise ValueError(f"{attribute.name} must be 0 .. 2^63-1, got {value}")
 
 
+# --- the registry --------------------------------------------------------------------------
+
+
+class Kind(enum.Enum):
+    """Who causes the step (see the module docstring)."""
+
+    REQUEST = "request"
+    BACKGROUND = "background"
+    ENVIRONMENT = "environment"
+
+
+@attrs.frozen
+class OperationSpec:
+    """One operation's declaration: its class, its name in traces, its fields in order, its
+    kind, whether its ack comes later in a Completion, its adapter op name (None: not in
+    spec/adapter.md), and its one-line description."""
+
+    cls: type[Any]
+    name: str
+    fields: tuple[str, ...]
+    kind: Kind
+    answered_later: bool
+    adapter_op: str | None
+    description: str
+
+
+class IncompleteTable(BkrefError):
+    """A per-operation table does not cover the registry: a new operation was declared and a
+    consumer does not handle it yet (or handles one that is not declared). The message names
+    the consumer and the operations."""
+
+
+_C = TypeVar("_C", bound=type[Any])
+_V = TypeVar("_V")
+
+_DECLARED: list[OperationSpec] = []
+
+
+def operation(
+    kind: Kind, *, answered_later: bool = False, adapter_op: str | None = None
+) -> Callable[[_C], _C]:
+    """Declare the decorated attrs class as an operation (see "The registry" above)."""
+
+    def declare(cls: _C) -> _C:
+        name = cls.__dict__.get("name")
+        assert isinstance(name, str) and name, f"{cls.__name__} needs a class attribute name"
+        doc = (cls.__doc__ or "").strip().split("\n\n")[0]
+        assert doc, f"{cls.__name__} needs a docstring: its one-line description"
+        assert all(spec.name != name for spec in _DECLARED), f"operation {name!r} twice"
+        fields = tuple(field.name for field in attrs.fields(cls))
+        description = " ".join(doc.split())
+        _DECLARED.append(
+            OperationSpec(cls, name, fields, kind, answered_later, adapter_op, description)
+        )
+        return cls
+
+    return declare
+
+
 # --- requests ------------------------------------------------------------------------------
 
 
+@operation(Kind.REQUEST, answered_later=True, adapter_op="add")
 @attrs.frozen
 class Add:
     """Add entry ``entry`` of ledger ``ledger`` with the ledger's master ``key``."""
@@ -63,6 +153,7 @@ class Add:
     name = "add"
 
 
+@operation(Kind.REQUEST, adapter_op="read")
 @attrs.frozen
 class Read:
     """Read one entry back."""
@@ -72,6 +163,7 @@ class Read:
     name = "read"
 
 
+@operation(Kind.REQUEST, answered_later=True, adapter_op="fence")
 @attrs.frozen
 class Fence:
     """Fence a ledger: no add to it is acknowledged after the fence's ack."""
@@ -81,6 +173,7 @@ class Fence:
     name = "fence"
 
 
+@operation(Kind.REQUEST, adapter_op="delete")
 @attrs.frozen
 class Delete:
     """Delete a ledger; durable when it returns."""
@@ -89,6 +182,7 @@ class Delete:
     name = "delete"
 
 
+@operation(Kind.REQUEST, adapter_op="checkpoint")
 @attrs.frozen
 class Checkpoint:
     """Make everything the journal holds durable elsewhere and persist lastMark."""
@@ -99,6 +193,7 @@ class Checkpoint:
 # --- background steps ----------------------------------------------------------------------
 
 
+@operation(Kind.BACKGROUND)
 @attrs.frozen
 class JournalForce:
     """The group commit: write and fsync the queued journal records, completing their acks."""
@@ -106,6 +201,7 @@ class JournalForce:
     name = "journal_force"
 
 
+@operation(Kind.BACKGROUND)
 @attrs.frozen
 class Rotate:
     """Seal the active entry log and start a new one."""
@@ -116,6 +212,7 @@ class Rotate:
 # --- the environment -----------------------------------------------------------------------
 
 
+@operation(Kind.ENVIRONMENT)
 @attrs.frozen
 class Crash:
     """The machine dies; ``plan`` decides which unsynced operations reach the disk."""
@@ -124,6 +221,7 @@ class Crash:
     name = "crash"
 
 
+@operation(Kind.ENVIRONMENT)
 @attrs.frozen
 class Restart:
     """Start the bookie again on the same disk (recovery, journal replay)."""
@@ -131,6 +229,7 @@ class Restart:
     name = "restart"
 
 
+@operation(Kind.ENVIRONMENT, adapter_op="shutdown")
 @attrs.frozen
 class Shutdown:
     """Clean shutdown: force the journal, checkpoint, close."""
@@ -138,6 +237,7 @@ class Shutdown:
     name = "shutdown"
 
 
+@operation(Kind.ENVIRONMENT)
 @attrs.frozen
 class DiskFull:
     """Every ledger directory is out of space from now on."""
@@ -145,6 +245,7 @@ class DiskFull:
     name = "disk_full"
 
 
+@operation(Kind.ENVIRONMENT)
 @attrs.frozen
 class DiskWritable:
     """The ledger directories have room again (and a disk check has seen it)."""
@@ -152,6 +253,7 @@ class DiskWritable:
     name = "disk_writable"
 
 
+@operation(Kind.ENVIRONMENT)
 @attrs.frozen
 class FailFsync:
     """The next fsync of any file of the bookie fails with EIO (its unsynced data is lost)."""
@@ -159,30 +261,147 @@ class FailFsync:
     name = "fail_fsync"
 
 
+#: The static types, one union per kind; the import checks them against the registry.
 Request = Add | Read | Fence | Delete | Checkpoint
 Background = JournalForce | Rotate
 Environment = Crash | Restart | Shutdown | DiskFull | DiskWritable | FailFsync
 Operation = Request | Background | Environment
 
+#: Every declared operation, by class, in declaration order.
+REGISTRY: Mapping[type[Operation], OperationSpec] = {spec.cls: spec for spec in _DECLARED}
+
 #: Every operation class, by its name (the trace's and the adapter's ``op``).
-OPERATIONS: dict[str, type[Operation]] = {
-    cls.name: cls
-    for cls in (
-        Add,
-        Read,
-        Fence,
-        Delete,
-        Checkpoint,
-        JournalForce,
-        Rotate,
-        Crash,
-        Restart,
-        Shutdown,
-        DiskFull,
-        DiskWritable,
-        FailFsync,
+OPERATIONS: Mapping[str, type[Operation]] = {spec.name: spec.cls for spec in _DECLARED}
+
+
+def union_problem(
+    union_name: str, union: object, kind: Kind, registry: Iterable[OperationSpec]
+) -> str | None:
+    """Why the static union ``union`` (named ``union_name``) does not name exactly the
+    operations of ``kind`` in ``registry``, or None."""
+    in_union = set(typing.get_args(union))
+    declared = {spec.cls for spec in registry if spec.kind is kind}
+    missing = sorted(cls.__name__ for cls in declared - in_union)
+    extra = sorted(cls.__name__ for cls in in_union - declared)
+    if not missing and not extra:
+        return None
+    return (
+        f"the {union_name} union of spec/operations.py must name every {kind.value} "
+        f"operation declared, and no other: missing {missing}, extra {extra}"
     )
-}
+
+
+def _check_unions() -> None:
+    """The unions (the static types) name exactly the declared classes of their kind."""
+    unions = {"Request": Request, "Background": Background, "Environment": Environment}
+    for (union_name, union), kind in zip(unions.items(), Kind, strict=True):
+        problem = union_problem(union_name, union, kind, _DECLARED)
+        if problem is not None:
+            raise IncompleteTable(problem)
+    assert set(typing.get_args(Operation)) == {spec.cls for spec in _DECLARED}
+
+
+_check_unions()
+
+
+def spec_of(op: Operation) -> OperationSpec:
+    """The declaration of ``op``'s class."""
+    return REGISTRY[type(op)]
+
+
+# --- tables over the registry ----------------------------------------------------------------
+
+
+def everything(_spec: OperationSpec) -> bool:
+    """The default ``among`` of a table: it covers every declared operation."""
+    return True
+
+
+def answered_later(spec: OperationSpec) -> bool:
+    """An ``among`` for tables about acknowledgements: the operations answered later."""
+    return spec.answered_later
+
+
+@attrs.frozen
+class CheckedTable:
+    """A table that passed :func:`require_complete`: its consumer, the table itself and
+    which operations it must cover (an ``among`` predicate over the declarations)."""
+
+    consumer: str
+    table: Mapping[type[Any], object]
+    among: Callable[[OperationSpec], bool]
+
+
+_CHECKED: dict[str, CheckedTable] = {}
+
+
+def table_problem(
+    table: Mapping[type[Any], object],
+    consumer: str,
+    *,
+    among: Callable[[OperationSpec], bool] = everything,
+    registry: Iterable[OperationSpec] | None = None,
+) -> str | None:
+    """Why ``table`` does not cover exactly the operations of ``registry`` (by default the
+    declared ones) that ``among`` selects, or None."""
+    specs = list(_DECLARED if registry is None else registry)
+    wanted = [spec for spec in specs if among(spec)]
+    missing = [spec.name for spec in wanted if spec.cls not in table]
+    selected = {spec.cls for spec in wanted}
+    extra = [getattr(cls, "name", cls.__name__) for cls in table if cls not in selected]
+    problems = []
+    if missing:
+        problems.append(
+            f"has no entry for the operation(s) {', '.join(missing)} declared in "
+            "spec/operations.py: add their behaviour to its table"
+        )
+    if extra:
+        problems.append(
+            f"has entries for {', '.join(map(str, extra))}, which it should not cover "
+            "(not declared in spec/operations.py, or outside the operations it is about)"
+        )
+    return f"{consumer} {'; and '.join(problems)}" if problems else None
+
+
+def require_complete(
+    table: Mapping[type[Any], _V],
+    consumer: str,
+    *,
+    among: Callable[[OperationSpec], bool] = everything,
+) -> Mapping[type[Any], _V]:
+    """Check that ``table`` covers exactly the declared operations ``among`` selects and
+    return it; raises IncompleteTable naming ``consumer`` and the culprits. A table that
+    passes is recorded (:func:`checked_tables`) for the registry's own tests."""
+    problem = table_problem(table, consumer, among=among)
+    if problem is not None:
+        raise IncompleteTable(problem)
+    _CHECKED[consumer] = CheckedTable(consumer, table, among)
+    return table
+
+
+def require_fields(table: Mapping[str, _V], consumer: str) -> Mapping[str, _V]:
+    """Check that ``table`` (keyed by field name) covers exactly the fields of the declared
+    operations and return it; raises IncompleteTable naming ``consumer``, the fields and the
+    operations that have them."""
+    used: dict[str, list[str]] = {}
+    for spec in _DECLARED:
+        for field in spec.fields:
+            used.setdefault(field, []).append(spec.name)
+    missing = [f"{field} (of {', '.join(used[field])})" for field in used if field not in table]
+    extra = [field for field in table if field not in used]
+    problems = []
+    if missing:
+        problems.append(f"has no entry for the field(s) {'; '.join(missing)}: add one")
+    if extra:
+        problems.append(f"has entries for {', '.join(extra)}, which no operation has")
+    if problems:
+        raise IncompleteTable(f"{consumer} {'; and '.join(problems)}")
+    return table
+
+
+def checked_tables() -> list[CheckedTable]:
+    """Every table that passed :func:`require_complete` so far (in this process)."""
+    return list(_CHECKED.values())
 
 
 # --- results -------------------------------------------------------------------------------

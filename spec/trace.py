@@ -37,9 +37,26 @@ from spec.operations import (
     ERROR_CODES,
     OPERATIONS,
     PENDING,
+    REGISTRY,
+    Add,
+    Checkpoint,
     Completion,
+    Crash,
+    Delete,
+    DiskFull,
+    DiskWritable,
+    FailFsync,
+    Fence,
+    JournalForce,
     Operation,
+    Read,
+    Restart,
     Result,
+    Rotate,
+    Shutdown,
+    require_complete,
+    require_fields,
+    spec_of,
 )
 from spec.state import LOG_STATES, AbstractState, LedgerView, LogView, Mark
 from spec.strict_json import STRICT_DECODER, StrictJsonError, describe
@@ -53,8 +70,9 @@ ID_MAX = 2**63 - 1
 #: Entry log ids are Java ints (spec/format/entry_log.md).
 LOG_ID_MAX = 2**31 - 1
 
-#: Only these ops may answer ``pending``: their ack comes with a later step's completion.
-PENDING_OPS = ("add", "fence")
+#: Only these ops may answer ``pending``: their ack comes with a later step's completion
+#: (the operations declared ``answered_later``, spec/operations.py).
+PENDING_OPS = tuple(spec.name for spec in REGISTRY.values() if spec.answered_later)
 
 #: The ``kind`` of each crash plan on the wire, and its class (spec/crash.py).
 PLAN_KINDS: dict[str, type[CrashPlan]] = {
@@ -244,40 +262,91 @@ def _plan_from_json(value: object, path: str) -> CrashPlan:
 # --- operations ------------------------------------------------------------------------------
 
 _Decode = Callable[[object, str], object]
+_Encode = Callable[[object], object]
 
-#: How each field of an operation is written (spec/trace.md, "Field types").
-FIELD_DECODERS: dict[str, _Decode] = {
-    "ledger": _int,
-    "entry": _int,
-    "key": _hex,
-    "data": _base64,
-    "plan": _plan_from_json,
-}
+
+def _id_to_json(value: object) -> object:
+    assert isinstance(value, int) and not isinstance(value, bool), value
+    return value
+
+
+def _hex_to_json(value: object) -> object:
+    assert isinstance(value, bytes), value
+    return value.hex()
+
+
+def _base64_to_json(value: object) -> object:
+    assert isinstance(value, bytes), value
+    return base64.b64encode(value).decode("ascii")
+
+
+def _plan_to_json(value: object) -> object:
+    assert isinstance(value, LoseUnsynced | KeepPrefix | TornWrite | KeepSubset), value
+    return plan_to_json(value)
+
+
+#: How each field of an operation is read (spec/trace.md, "Field types"): every field of
+#: every declared operation has an entry (checked at import).
+FIELD_DECODERS: Mapping[str, _Decode] = require_fields(
+    {"ledger": _int, "entry": _int, "key": _hex, "data": _base64, "plan": _plan_from_json},
+    "the trace codec's field decoders (spec/trace.py FIELD_DECODERS)",
+)
+#: How each field is written: the inverse of FIELD_DECODERS.
+FIELD_ENCODERS: Mapping[str, _Encode] = require_fields(
+    {
+        "ledger": _id_to_json,
+        "entry": _id_to_json,
+        "key": _hex_to_json,
+        "data": _base64_to_json,
+        "plan": _plan_to_json,
+    },
+    "the trace codec's field encoders (spec/trace.py FIELD_ENCODERS)",
+)
+
+
+@attrs.frozen
+class ResultShape:
+    """What an ok result of an operation carries besides ``ok`` (spec/trace.md, "Results"):
+    ``data``, the bytes read (always, when ok), and ``replayed``, the journal records
+    recovery replayed (when the recorder knows). Pending and crashed results are the same
+    for every operation; only the operations declared ``answered_later`` may be pending."""
+
+    data: bool = False
+    replayed: bool = False
+
+
+#: The result shape of every operation, checked against the registry at import.
+RESULT_SHAPES: Mapping[type[Operation], ResultShape] = require_complete(
+    {
+        Add: ResultShape(),
+        Read: ResultShape(data=True),
+        Fence: ResultShape(),
+        Delete: ResultShape(),
+        Checkpoint: ResultShape(),
+        JournalForce: ResultShape(),
+        Rotate: ResultShape(),
+        Crash: ResultShape(),
+        Restart: ResultShape(replayed=True),
+        Shutdown: ResultShape(),
+        DiskFull: ResultShape(),
+        DiskWritable: ResultShape(),
+        FailFsync: ResultShape(),
+    },
+    "the trace codec's result shapes (spec/trace.py RESULT_SHAPES)",
+)
+_DATA_OPS = tuple(cls.name for cls, shape in RESULT_SHAPES.items() if shape.data)
+_REPLAYED_OPS = tuple(cls.name for cls, shape in RESULT_SHAPES.items() if shape.replayed)
 
 
 def _op_field_names(name: str) -> tuple[str, ...]:
-    return tuple(field.name for field in attrs.fields(OPERATIONS[name]))
-
-
-def _field_to_json(field: str, value: object) -> object:
-    if field == "key":
-        assert isinstance(value, bytes), value
-        return value.hex()
-    if field == "data":
-        assert isinstance(value, bytes), value
-        return base64.b64encode(value).decode("ascii")
-    if field == "plan":
-        assert isinstance(value, LoseUnsynced | KeepPrefix | TornWrite | KeepSubset), value
-        return plan_to_json(value)
-    assert isinstance(value, int) and not isinstance(value, bool), (field, value)
-    return value
+    return REGISTRY[OPERATIONS[name]].fields
 
 
 def op_to_json(op: Operation) -> dict[str, object]:
     """``{"op": name, ...its fields}``, fields in the class's order."""
     obj: dict[str, object] = {"op": op.name}
-    for field in _op_field_names(op.name):
-        obj[field] = _field_to_json(field, getattr(op, field))
+    for field in spec_of(op).fields:
+        obj[field] = FIELD_ENCODERS[field](getattr(op, field))
     return obj
 
 
@@ -338,17 +407,23 @@ def _result_from_json(value: object) -> Result:
 
 def _result_problem(op: Operation, result: Result) -> str | None:
     """Why ``result`` cannot be the result of ``op``, or None."""
-    if result.pending and op.name not in PENDING_OPS:
+    shape = RESULT_SHAPES[type(op)]
+    if result.pending and not spec_of(op).answered_later:
         return f"a {op.name!r} cannot be pending: only {' and '.join(PENDING_OPS)} are"
-    if result.data is not None and op.name != "read":
-        return f"a {op.name!r} returns no data: only a read does"
-    if op.name == "read" and result.ok and result.data is None:
-        return "an ok read must carry the data it returned ('data')"
-    if result.replayed is not None and op.name != "restart":
-        return f"a {op.name!r} reports no 'replayed': only a restart does"
+    if result.data is not None and not shape.data:
+        return f"a {op.name!r} returns no data: only {_only(_DATA_OPS)}"
+    if shape.data and result.ok and result.data is None:
+        return f"an ok {op.name} must carry the data it returned ('data')"
+    if result.replayed is not None and not shape.replayed:
+        return f"a {op.name!r} reports no 'replayed': only {_only(_REPLAYED_OPS)}"
     if result.replayed is not None and not result.ok:
-        return "only an ok restart reports 'replayed'"
+        return f"only an ok {' or '.join(_REPLAYED_OPS)} reports 'replayed'"
     return None
+
+
+def _only(names: tuple[str, ...]) -> str:
+    """``a read does``; ``read and gc do``."""
+    return f"a {names[0]} does" if len(names) == 1 else f"{' and '.join(names)} do"
 
 
 def _completion_to_json(completion: Completion) -> dict[str, object]:

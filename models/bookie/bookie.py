@@ -6,19 +6,23 @@ every step), spec/adapter.md (the answers), docs/design.md "Data flow", spec/pro
 The model is built from three sub-models, each named after the implementation's module for
 the same concept: models/index/ledger_index.py (keys, fences, entries, deletions),
 models/entrylog/manager.py (entry logs, rotation, leastUnflushedLogId) and
-models/journal/last_mark.py (the journal's durable mark and lastMark). Its state splits into what is
-*persistent* (facts marked durable: they must survive any crash) and what is *volatile*
-(pending facts, the active log's unflushed bytes, the queued journal records).
+models/journal/last_mark.py (the journal's durable mark and lastMark). Its state splits into
+what is *persistent* (facts marked durable: they must survive any crash) and what is
+*volatile* (pending facts, the active log's unflushed bytes, the queued journal records).
 
 The request handlers carry the Bookie's method names, in the Bookie's order (``_add_entry``,
 ``_fence``, ``_read_entry``, ``_delete_ledger``, ``_checkpoint``), so the two read side by
-side. How it is used (proofs/harness/refinement.py): after the implementation ran a step,
-:meth:`step` gets the step and what the implementation answered; if that answer is not one the model
-allows, it raises :class:`Divergence`. Then :meth:`compare` gets the implementation's abstract
-state and checks it. Where the model allows more than one outcome (an unacknowledged add may
-or may not survive a crash; a failed disk may or may not have kept a write), the observation
-decides, and the model holds the implementation to that choice from then on: nondeterminism
-is resolved by observation.
+side. Which handler takes which operation, and what else the model must know of it (whether
+it forces the journal, what it may have done when a crash cut it short), is one table,
+:data:`STEP_RULES`, checked against the operation registry (spec/operations.py) at import.
+
+How it is used (proofs/harness/judge.py, for the live harness and the trace replay alike):
+after the implementation ran a step, :meth:`step` gets the step and what the implementation
+answered; if that answer is not one the model allows, it raises :class:`Divergence`. Then
+:meth:`compare` gets the implementation's abstract state and checks it. Where the model
+allows more than one outcome (an unacknowledged add may or may not survive a crash; a failed
+disk may or may not have kept a write), the observation decides, and the model holds the
+implementation to that choice from then on: nondeterminism is resolved by observation.
 
 Choices a correct bookie may make differently, and so the model allows both: a read may or
 may not see an add that is not yet acknowledged; while a fault is active (a full disk, a
@@ -31,7 +35,8 @@ directories, entry log per ledger, preallocation.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import attrs
 
@@ -55,6 +60,7 @@ from spec.operations import (
     Result,
     Rotate,
     Shutdown,
+    require_complete,
 )
 from spec.state import AbstractState, Mark
 
@@ -174,68 +180,69 @@ class BookieModel:
     ) -> list[str]:
         """Check and apply one step the implementation ran; return what it means, in words.
         Raises Divergence when the answer (or a completion) is not allowed."""
-        if isinstance(op, Crash):
-            return self._crash(op)
-        if self.interrupted is not None:
-            raise ModelUsageError(
-                f"step {index}: a step interrupted by a crash must be followed by the crash"
-            )
-        if isinstance(op, Restart):
-            return self._restart(index, result)
+        rule = STEP_RULES[type(op)]
+        if rule.lifecycle:
+            return rule.handle(self, index, op, result)
+        self._require_not_interrupted(index)
         if not self.up:
             raise ModelUsageError(
                 f"step {index}: {op.name} while the bookie is down: restart it first"
             )
         self._forced = False
         if result.crashed:
-            notes = self._completions(index, op, completed, lenient=True)
+            notes = self._completions(index, op, completed, forces=rule.forces, lenient=True)
             self.interrupted = op
-            return notes + self._interrupted(op)
-        notes = self._request(index, op, result)
-        notes += self._completions(index, op, completed, lenient=self.faulted)
-        if isinstance(op, Shutdown):
-            notes += self._stop(clean=result.error is None and not self.faulted)
+            if rule.interrupted is not None:
+                rule.interrupted(self, op)
+            return [*notes, _died_in(op)]
+        notes = rule.handle(self, index, op, result)
+        notes += self._completions(index, op, completed, forces=rule.forces, lenient=self.faulted)
+        if rule.then is not None:
+            notes += rule.then(self, index, op, result)
         return notes
 
-    def _request(self, index: int, op: Operation, result: Result) -> list[str]:
-        if isinstance(op, Add):
-            return self._add_entry(index, op, result)
-        if isinstance(op, Read):
-            return self._read_entry(index, op, result)
-        if isinstance(op, Fence):
-            return self._fence(index, op, result)
-        if isinstance(op, Delete):
-            return self._delete_ledger(index, op, result)
-        if isinstance(op, (DiskFull, DiskWritable, FailFsync)):
-            self._expect(index, op, result, {None})
-            return self._fault(op)
-        if isinstance(op, Shutdown):
-            self._expect(
-                index, op, result, {None, "io_error", "no_space"} if self.faulted else {None}
+    def _require_not_interrupted(self, index: int) -> None:
+        if self.interrupted is not None:
+            raise ModelUsageError(
+                f"step {index}: a step interrupted by a crash must be followed by the crash"
             )
-            return []  # applied after its completions (it forces the journal)
-        assert isinstance(op, (Checkpoint, Rotate, JournalForce)), op
-        errors: set[str | None] = {None}
-        if self.faulted and not isinstance(op, JournalForce):
-            errors |= {"io_error", "no_space"}
-        elif self.faulted:
-            errors.add("io_error")
-        self._expect(index, op, result, errors)
-        if result.error is not None:
-            return [f"{op.name} failed ({result.error}): the fault is in effect"]
-        if isinstance(op, Checkpoint):
-            return self._checkpoint()
-        if isinstance(op, Rotate):
-            if not self.logs.relaxed:
-                log_id = self.logs.rotate()
-                return [f"the active entry log was sealed; entry log {log_id} is now active"]
-            return []
-        return []  # the journal force: its completions say what it did
 
     def _expect(self, index: int, op: Operation, result: Result, errors: set[str | None]) -> None:
         if result.pending or result.data is not None or result.error not in errors:
             allowed = ", ".join(sorted("ok" if e is None else e for e in errors))
             raise Divergence(index, f"{op.name} answered {result.describe()}; allowed: {allowed}")
+
+    # --- background steps ----------------------------------------------------------------
+
+    def _background_failed(
+        self, index: int, op: Operation, result: Result, fault_errors: set[str | None]
+    ) -> list[str] | None:
+        """Check a background step's answer: ok, or while a fault is active one of
+        ``fault_errors``; the note of the failure, or None when it succeeded."""
+        errors: set[str | None] = {None}
+        if self.faulted:
+            errors |= fault_errors
+        self._expect(index, op, result, errors)
+        if result.error is not None:
+            return [f"{op.name} failed ({result.error}): the fault is in effect"]
+        return None
+
+    def _checkpoint_step(self, index: int, op: Checkpoint, result: Result) -> list[str]:
+        failed = self._background_failed(index, op, result, {"io_error", "no_space"})
+        return failed if failed is not None else self._checkpoint()
+
+    def _rotate(self, index: int, op: Rotate, result: Result) -> list[str]:
+        failed = self._background_failed(index, op, result, {"io_error", "no_space"})
+        if failed is not None:
+            return failed
+        if not self.logs.relaxed:
+            log_id = self.logs.rotate()
+            return [f"the active entry log was sealed; entry log {log_id} is now active"]
+        return []
+
+    def _journal_force(self, index: int, op: JournalForce, result: Result) -> list[str]:
+        failed = self._background_failed(index, op, result, {"io_error"})
+        return failed if failed is not None else []  # its completions say what it did
 
     # --- requests ------------------------------------------------------------------------
 
@@ -372,11 +379,18 @@ class BookieModel:
     # --- completions ---------------------------------------------------------------------
 
     def _completions(
-        self, index: int, op: Operation, completed: Sequence[Completion], *, lenient: bool
+        self,
+        index: int,
+        op: Operation,
+        completed: Sequence[Completion],
+        *,
+        forces: bool,
+        lenient: bool,
     ) -> list[str]:
-        """Acks that completed during a step. Normally exactly the forcing steps (a journal
-        force, a shutdown) complete every pending ack, all ok; after a fault, or in a step a
-        crash interrupted, any of them may complete (with io_error only after a fault)."""
+        """Acks that completed during a step. Normally exactly the forcing steps (``forces``:
+        a journal force, a shutdown) complete every pending ack, all ok; after a fault, or in
+        a step a crash interrupted, any of them may complete (with io_error only after a
+        fault)."""
         seen = [done.step for done in completed]
         if len(set(seen)) != len(seen):
             raise Divergence(index, f"an ack completed twice: {seen}")
@@ -384,7 +398,6 @@ class BookieModel:
         if unknown:
             raise Divergence(index, f"acks of steps {unknown}, which were not pending")
         errors = [done.error for done in completed if done.error is not None]
-        forces = isinstance(op, (JournalForce, Shutdown))
         if not lenient:
             expected = sorted(self.pending) if forces else []
             if sorted(seen) != expected or errors:
@@ -422,6 +435,13 @@ class BookieModel:
             ]
         return []
 
+    def _shutdown(self, index: int, op: Shutdown, result: Result) -> list[str]:
+        self._expect(index, op, result, {None, "io_error", "no_space"} if self.faulted else {None})
+        return []  # applied after its completions (it forces the journal): _after_shutdown
+
+    def _after_shutdown(self, _index: int, _op: Shutdown, result: Result) -> list[str]:
+        return self._stop(clean=result.error is None and not self.faulted)
+
     def _stop(self, *, clean: bool) -> list[str]:
         if clean:
             self.logs.checkpoint()
@@ -435,43 +455,55 @@ class BookieModel:
 
     # --- the environment -----------------------------------------------------------------
 
-    def _fault(self, op: Operation) -> list[str]:
-        if isinstance(op, DiskWritable):
-            self.disk_full = False
-            return ["the ledger directories have room again"]
-        self.faulted = True
-        self.logs.relaxed = True
-        if isinstance(op, DiskFull):
-            self.disk_full = True
-            return [
-                "the ledger directories are full: adds may fail with no_space, and "
-                "nothing acknowledged may be lost"
-            ]
+    def _disk_full(self, index: int, op: DiskFull, result: Result) -> list[str]:
+        self._expect(index, op, result, {None})
+        self._fault()
+        self.disk_full = True
+        return [
+            "the ledger directories are full: adds may fail with no_space, and "
+            "nothing acknowledged may be lost"
+        ]
+
+    def _disk_writable(self, index: int, op: DiskWritable, result: Result) -> list[str]:
+        self._expect(index, op, result, {None})
+        self.disk_full = False
+        return ["the ledger directories have room again"]
+
+    def _fail_fsync(self, index: int, op: FailFsync, result: Result) -> list[str]:
+        self._expect(index, op, result, {None})
+        self._fault()
         return [
             "the next fsync will fail with EIO, and the data it should have made durable "
             "is gone: the bookie must not acknowledge anything that relied on it"
         ]
 
-    def _interrupted(self, op: Operation) -> list[str]:
-        """The crash came in the middle of ``op``: every effect it may have had is possible.
-        (An add may have gone to the active log or to a new one: the crash constraints allow
-        new logs, so only the active log's upper bound grows.)"""
-        if isinstance(op, Add) and self.ledgers.refusal(op.ledger, op.key, add=True) is None:
+    def _fault(self) -> None:
+        """A fault is in effect until the next restart: the model follows the logs."""
+        self.faulted = True
+        self.logs.relaxed = True
+
+    # What a crash in the middle of a step may have done: every effect it may have had is
+    # possible (see StepRule.interrupted).
+
+    def _interrupted_add(self, op: Add) -> None:
+        """(The add may have gone to the active log or to a new one: the crash constraints
+        allow new logs, so only the active log's upper bound grows.)"""
+        if self.ledgers.refusal(op.ledger, op.key, add=True) is None:
             self.ledgers.add_entry(op.ledger, op.entry, op.key, op.data)
             current = self.logs.current
             if current is not None and current in self.logs.logs:
                 log = self.logs.logs[current]
                 written = log.written.get(op.ledger, 0)
                 log.written[op.ledger] = written + record_bytes(len(op.data))
-        elif isinstance(op, Fence) and self.ledgers.refusal(op.ledger, op.key, add=False) is None:
-            self.ledgers.fence(op.ledger, op.key)
-        elif isinstance(op, Delete):
-            self.ledgers.delete(op.ledger, Sure.MAYBE)
-        return [
-            f"the machine died in the middle of {op.name}: any part of it may have reached the disk"
-        ]
 
-    def _crash(self, op: Crash) -> list[str]:
+    def _interrupted_fence(self, op: Fence) -> None:
+        if self.ledgers.refusal(op.ledger, op.key, add=False) is None:
+            self.ledgers.fence(op.ledger, op.key)
+
+    def _interrupted_delete(self, op: Delete) -> None:
+        self.ledgers.delete(op.ledger, Sure.MAYBE)
+
+    def _crash(self, _index: int, op: Crash, _result: Result) -> list[str]:
         if self.status == "stopped":
             raise ModelUsageError("a crash after a clean shutdown: restart first")
         if self.status == "crashed" and self.interrupted is None:
@@ -495,7 +527,8 @@ class BookieModel:
         if clean:
             self.outcomes = self.crash_outcomes()
 
-    def _restart(self, index: int, result: Result) -> list[str]:
+    def _restart(self, index: int, _op: Restart, result: Result) -> list[str]:
+        self._require_not_interrupted(index)
         if self.up:
             raise ModelUsageError(f"step {index}: restart while the bookie is up")
         if result.error is not None or result.pending or result.data is not None:
@@ -778,6 +811,56 @@ class BookieModel:
             if pending.kind == "add" and ledger is not None:
                 assert pending.entry in ledger.entries
         assert self.interrupted is None or self.up or isinstance(self.interrupted, Restart)
+
+
+_Handle = Callable[[BookieModel, int, Any, Result], list[str]]
+
+
+@attrs.frozen
+class StepRule:
+    """How the model takes a step of one operation (see BookieModel.step).
+
+    - ``handle(model, index, op, result)``: check the step's answer and apply it;
+    - ``lifecycle``: the step starts or ends a run on its own terms (a crash, a restart):
+      ``handle`` runs whatever the bookie's status, and nothing else runs;
+    - ``forces``: the step forces the journal, so it completes every pending ack, all ok,
+      unless a fault is active (a journal force, a clean shutdown);
+    - ``interrupted(model, op)``: what the step may have done when a crash cut it short
+      (None: nothing that outlives the crash);
+    - ``then(model, index, op, result)``: applied after the step's completions (a shutdown
+      stops the bookie once its journal is forced).
+    """
+
+    handle: _Handle
+    lifecycle: bool = False
+    forces: bool = False
+    interrupted: Callable[[BookieModel, Any], None] | None = None
+    then: _Handle | None = None
+
+
+#: Every operation's rule, checked against the registry (spec/operations.py) at import.
+STEP_RULES: Mapping[type[Any], StepRule] = require_complete(
+    {
+        Add: StepRule(BookieModel._add_entry, interrupted=BookieModel._interrupted_add),
+        Read: StepRule(BookieModel._read_entry),
+        Fence: StepRule(BookieModel._fence, interrupted=BookieModel._interrupted_fence),
+        Delete: StepRule(BookieModel._delete_ledger, interrupted=BookieModel._interrupted_delete),
+        Checkpoint: StepRule(BookieModel._checkpoint_step),
+        JournalForce: StepRule(BookieModel._journal_force, forces=True),
+        Rotate: StepRule(BookieModel._rotate),
+        Crash: StepRule(BookieModel._crash, lifecycle=True),
+        Restart: StepRule(BookieModel._restart, lifecycle=True),
+        Shutdown: StepRule(BookieModel._shutdown, forces=True, then=BookieModel._after_shutdown),
+        DiskFull: StepRule(BookieModel._disk_full),
+        DiskWritable: StepRule(BookieModel._disk_writable),
+        FailFsync: StepRule(BookieModel._fail_fsync),
+    },
+    "the model's step rules (models/bookie/bookie.py STEP_RULES)",
+)
+
+
+def _died_in(op: Operation) -> str:
+    return f"the machine died in the middle of {op.name}: any part of it may have reached the disk"
 
 
 def _answer(result: Result) -> str:

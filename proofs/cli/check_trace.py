@@ -1,25 +1,16 @@
 """``bkref check-trace TRACE``: replay a recorded trace against the model and the properties.
 
-A trace (spec/trace.md) records one history of a bookie: every step with what the bookie
-answered, the acks that arrived, and the abstract state where the recorder captured it. It
-may come from the refinement harness (proofs/harness/refinement.py writes one when a check fails) or
-from a run of another implementation through its adapter (spec/adapter.md). This command
-decides whether a correct bookie could have produced it, step by step, exactly as the
-harness does: ``BookieModel.step`` with the step's answer and acks, then ``compare`` with
-the recorded state (when there is one and the bookie is up), then the properties of
-spec/properties.md (spec/properties.py ``PropertyMonitor``). It stops at the first step that fails
+A trace (spec/trace.md) records one history of a bookie. This command decides whether a
+correct bookie could have produced it, step by step, exactly as the refinement harness
+judges a live run: the replay is proofs/harness/replay.py, over the harness's own judge
+(proofs/harness/judge.py: ``BookieModel.step``, ``compare`` with the recorded state, the
+properties of spec/properties.md, the invariants). It stops at the first step that fails
 and prints it with the steps leading to it, in words.
 
-The replay (:class:`Replay`, :func:`replay_trace`) is shared with ``bkref explain``
-(proofs/cli/explain.py) and the tests; it never raises for what a trace holds: a divergence or a
-violation is a :class:`Failure` in the verdict, and a trace the model cannot run at all (a
-request while the bookie is down, a configuration it cannot take, a history outside what
-the model covers) raises :class:`ReplayError`.
-
-Not verified here: the trace's form (spec/trace.py ``read_trace`` checks it before the
-replay), and the first state-carrying step's marks: the harness compares the bookie's state
-before its first step too, which a trace does not record, so the first recorded state is
-adopted as the harness adopts the state after a restart.
+This module is the command only: its arguments, its exit codes, and the steps in words
+(:func:`describe_op` through :data:`DESCRIBERS`, one entry per operation, checked against
+the operation registry of spec/operations.py at import; :func:`describe_step`,
+:func:`context_lines`), which ``bkref explain`` (proofs/cli/explain.py) shares.
 """
 
 from __future__ import annotations
@@ -28,16 +19,32 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
-from models.bookie.bookie import BookieModel, Divergence, ModelConfig, ModelUsageError
-from spec.errors import BkrefError, TraceError
-from spec.operations import Add, Crash, Delete, Fence, Operation, Read, Restart
-from spec.properties import PropertyMonitor, Violation
-from spec.trace import Step, Trace, TraceHeader, read_trace_bytes
+from proofs.harness.replay import ReplayError, Verdict, plural, replay_trace
+from spec.errors import TraceError
+from spec.operations import (
+    Add,
+    Checkpoint,
+    Crash,
+    Delete,
+    DiskFull,
+    DiskWritable,
+    FailFsync,
+    Fence,
+    JournalForce,
+    Operation,
+    Read,
+    Restart,
+    Rotate,
+    Shutdown,
+    answered_later,
+    require_complete,
+)
+from spec.trace import Step, Trace, read_trace_bytes
 
 #: The trace is one a correct bookie could have produced.
 EXIT_OK = 0
@@ -63,197 +70,66 @@ exit codes:
 """
 
 
-class ReplayError(BkrefError):
-    """The model cannot run a trace: a bug of the trace's scenario (a request while the
-    bookie is down, a crash while it is down), a configuration the model cannot take, or a
-    history beyond what the model covers. Not a verdict on the bookie."""
-
-
-@attrs.frozen
-class Failure:
-    """The first step the model or a property refuses. ``kind`` is ``divergence`` (the
-    model does not allow the answer or the state) or ``property`` (``prop`` is broken)."""
-
-    step: int
-    op: str
-    kind: str = attrs.field(validator=attrs.validators.in_(("divergence", "property")))
-    message: str
-    prop: str | None = None
-
-    def describe(self) -> str:
-        if self.kind == "property":
-            return f"step {self.step} ({self.op}) breaks property {self.prop}: {self.message}"
-        return f"step {self.step} ({self.op}) diverges from the model: {self.message}"
-
-
-@attrs.frozen
-class StepReport:
-    """One replayed step: what the model said it means, and the failure it caused, if any."""
-
-    step: Step
-    notes: tuple[str, ...]
-    failure: Failure | None = None
-
-
-@attrs.frozen
-class Summary:
-    """Counts over the replayed steps, for the one-line verdict."""
-
-    steps: int
-    adds_acknowledged: int
-    crashes: int
-    restarts: int
-
-    def describe(self) -> str:
-        return (
-            f"{self.steps} steps, {self.adds_acknowledged} adds acknowledged, "
-            f"{_plural(self.crashes, 'crash', 'crashes')}, "
-            f"{_plural(self.restarts, 'restart', 'restarts')}"
-        )
-
-
-@attrs.frozen
-class Verdict:
-    """The replay of a trace: one report per replayed step (the failing one last)."""
-
-    trace: Trace
-    reports: tuple[StepReport, ...]
-
-    @property
-    def failure(self) -> Failure | None:
-        return self.reports[-1].failure if self.reports else None
-
-    @property
-    def ok(self) -> bool:
-        return self.failure is None
-
-    def summary(self) -> Summary:
-        return summarize([report.step for report in self.reports])
-
-
-# --- the replay -----------------------------------------------------------------------------
-
-
-class Replay:
-    """The model and the property monitor, fed a trace one step at a time (the harness's
-    loop without the implementation). After a failure no further step is taken."""
-
-    def __init__(self, header: TraceHeader) -> None:
-        try:
-            config = ModelConfig.from_settings(dict(header.config))
-            self.model = BookieModel(config)
-        except ModelUsageError as exc:
-            raise ReplayError(f"the trace's configuration: {exc}") from None
-        except AssertionError as exc:
-            raise ReplayError(
-                f"the model cannot run the trace's configuration ({exc or 'an assertion'}); "
-                "logSizeLimit must be more than the 1024-byte entry log header"
-            ) from None
-        self.monitor = PropertyMonitor()
-        self.failure: Failure | None = None
-        self.taken = 0
-
-    def advance(self, step: Step) -> StepReport:
-        """Replay ``step`` (the next one); raises ReplayError when the model cannot run it."""
-        assert self.failure is None, "the replay stopped at a failure"
-        assert step.index == self.taken, (step.index, self.taken)
-        self.taken += 1
-        op = step.op
-        try:
-            notes = self.model.step(step.index, op, step.result, step.completed)
-            if step.state is not None and self.model.up:
-                notes += self.model.compare(step.index, step.state, op.name)
-        except Divergence as exc:
-            self.failure = Failure(step.index, op.name, "divergence", exc.message)
-            return StepReport(step, (), self.failure)
-        except ModelUsageError as exc:
-            raise ReplayError(_usage(step, str(exc))) from None
-        except Exception as exc:  # a model assertion: no traceback for user input
-            raise ReplayError(_model_broke(step, exc)) from None
-        violations = self._observe(step)
-        if violations:
-            first = violations[0]
-            message = "; ".join(v.message for v in violations if v.prop == first.prop)
-            self.failure = Failure(step.index, op.name, "property", message, first.prop)
-        return StepReport(step, tuple(notes), self.failure)
-
-    def _observe(self, step: Step) -> list[Violation]:
-        try:
-            violations = self.monitor.observe(step)
-            self.model.check_invariants()
-        except Exception as exc:
-            raise ReplayError(_model_broke(step, exc)) from None
-        return violations
-
-    def check_invariants(self) -> None:
-        assert self.taken >= 0, self.taken
-        assert self.failure is None or self.failure.step == self.taken - 1, self.failure
-        self.model.check_invariants()
-        self.monitor.check_invariants()
-
-
-def _usage(step: Step, message: str) -> str:
-    prefix = f"step {step.index}: "
-    text = message[len(prefix) :] if message.startswith(prefix) else message
-    return (
-        f"step {step.index} ({step.op.name}): the model cannot run this history: {text}. "
-        "Fix the scenario that recorded the trace"
-    )
-
-
-def _model_broke(step: Step, exc: Exception) -> str:
-    detail = str(exc) or "no message"
-    return (
-        f"step {step.index} ({step.op.name}): the model cannot follow this history "
-        f"({type(exc).__name__}: {detail}); it is outside what the model covers (an entry "
-        "added twice, say) or a bug of the model: report it with the trace"
-    )
-
-
-def replay_trace(trace: Trace) -> Verdict:
-    """Replay every step of ``trace`` until the first failure; raises ReplayError."""
-    replay = Replay(trace.header)
-    reports: list[StepReport] = []
-    for step in trace.steps:
-        report = replay.advance(step)
-        reports.append(report)
-        if report.failure is not None:
-            break
-    return Verdict(trace, tuple(reports))
-
-
-def summarize(steps: Sequence[Step]) -> Summary:
-    """How many steps, acknowledged adds, crashes and restarts ``steps`` hold."""
-    adds = {step.index for step in steps if isinstance(step.op, Add)}
-    acknowledged = {step.index for step in steps if step.index in adds and step.result.ok}
-    for step in steps:
-        acknowledged.update(
-            done.step for done in step.completed if done.error is None and done.step in adds
-        )
-    return Summary(
-        steps=len(steps),
-        adds_acknowledged=len(acknowledged),
-        crashes=sum(isinstance(step.op, Crash) for step in steps),
-        restarts=sum(isinstance(step.op, Restart) and step.result.ok for step in steps),
-    )
-
-
 # --- steps in words -------------------------------------------------------------------------
 
 
 def describe_op(op: Operation) -> str:
     """The operation in a few words: ``add 1:3 (100 bytes, key 6b)``."""
-    if isinstance(op, Add):
-        return f"add {op.ledger}:{op.entry} ({len(op.data)} bytes, key {_key(op.key)})"
-    if isinstance(op, Read):
-        return f"read {op.ledger}:{op.entry}"
-    if isinstance(op, Fence):
-        return f"fence ledger {op.ledger} (key {_key(op.key)})"
-    if isinstance(op, Delete):
-        return f"delete ledger {op.ledger}"
-    if isinstance(op, Crash):
-        return f"crash: {op.plan.describe()}"
+    return DESCRIBERS[type(op)](op)
+
+
+def _add(op: Add) -> str:
+    return f"add {op.ledger}:{op.entry} ({len(op.data)} bytes, key {_key(op.key)})"
+
+
+def _read(op: Read) -> str:
+    return f"read {op.ledger}:{op.entry}"
+
+
+def _fence(op: Fence) -> str:
+    return f"fence ledger {op.ledger} (key {_key(op.key)})"
+
+
+def _delete(op: Delete) -> str:
+    return f"delete ledger {op.ledger}"
+
+
+def _crash(op: Crash) -> str:
+    return f"crash: {op.plan.describe()}"
+
+
+def _name(op: Operation) -> str:
+    """An operation without fields, by its name: ``journal force``."""
     return op.name.replace("_", " ")
+
+
+#: Every operation in a few words, checked against the registry at import.
+DESCRIBERS: Mapping[type[Any], Callable[[Any], str]] = require_complete(
+    {
+        Add: _add,
+        Read: _read,
+        Fence: _fence,
+        Delete: _delete,
+        Checkpoint: _name,
+        JournalForce: _name,
+        Rotate: _name,
+        Crash: _crash,
+        Restart: _name,
+        Shutdown: _name,
+        DiskFull: _name,
+        DiskWritable: _name,
+        FailFsync: _name,
+    },
+    "check-trace's describers (proofs/cli/check_trace.py DESCRIBERS)",
+)
+
+#: What an ack acknowledges, for every operation answered later: (ledger, entry), or
+#: (ledger, None) when the operation is about a whole ledger.
+ACK_TARGETS: Mapping[type[Any], Callable[[Any], tuple[int, int | None]]] = require_complete(
+    {Add: lambda op: (op.ledger, op.entry), Fence: lambda op: (op.ledger, None)},
+    "check-trace's ack targets (proofs/cli/check_trace.py ACK_TARGETS)",
+    among=answered_later,
+)
 
 
 def _key(key: bytes) -> str:
@@ -280,22 +156,25 @@ def describe_step(step: Step, steps: Sequence[Step]) -> str:
 
 
 def _targets(ops: Sequence[Operation]) -> str:
-    """Acknowledged adds and fences, compactly: ``add 1:0-4, 2:0; fence 3``."""
-    entries: dict[int, list[int]] = {}
-    fences: list[int] = []
-    for op in ops:
-        if isinstance(op, Add):
-            entries.setdefault(op.ledger, []).append(op.entry)
-        elif isinstance(op, Fence):
-            fences.append(op.ledger)
+    """Acknowledged adds and fences, compactly: ``add 1:0-4, 2:0; fence 3`` (in
+    ACK_TARGETS's order)."""
     parts = []
-    if entries:
-        adds = ", ".join(
-            f"{ledger}:{number_ranges(sorted(set(ids)))}" for ledger, ids in sorted(entries.items())
-        )
-        parts.append(f"add {adds}")
-    if fences:
-        parts.append(f"fence {number_ranges(sorted(set(fences)))}")
+    for cls, target in ACK_TARGETS.items():
+        pairs = [target(op) for op in ops if type(op) is cls]
+        if not pairs:
+            continue
+        entries: dict[int, list[int]] = {}
+        for ledger, entry in pairs:
+            if entry is not None:
+                entries.setdefault(ledger, []).append(entry)
+        if entries:
+            text = ", ".join(
+                f"{ledger}:{number_ranges(sorted(set(ids)))}"
+                for ledger, ids in sorted(entries.items())
+            )
+        else:
+            text = number_ranges(sorted({ledger for ledger, _ in pairs}))
+        parts.append(f"{cls.name} {text}")
     return "; ".join(parts)
 
 
@@ -321,10 +200,6 @@ def context_lines(steps: Sequence[Step], failing: int, context_steps: int) -> li
         f"{'>' if i == failing else ' '} {i:>{width}}  {describe_step(steps[i], steps)}"
         for i in range(first, failing + 1)
     ]
-
-
-def _plural(count: int, one: str, many: str) -> str:
-    return f"{count} {one if count == 1 else many}"
 
 
 # --- the command ----------------------------------------------------------------------------
@@ -415,7 +290,7 @@ def format_verdict(name: str, verdict: Verdict, context_steps: int) -> list[str]
     first = max(0, failure.step - context_steps)
     shown = failure.step - first
     lines = [f"{name}: {failure.describe()}", ""]
-    lines.append(f"the {_plural(shown, 'step', 'steps')} leading to it, and the step:")
+    lines.append(f"the {plural(shown, 'step', 'steps')} leading to it, and the step:")
     lines += ["  " + line for line in context_lines(steps, failure.step, context_steps)]
     lines += ["", f"the story: bkref explain {name} --from {first} --to {failure.step}"]
     return lines

@@ -2,7 +2,8 @@
 
 The teaching tool of issue 4 (docs/walkthrough.md is built on its output). It replays a
 trace (spec/trace.md) against the model exactly as ``bkref check-trace`` does (the shared
-:class:`proofs.cli.check_trace.Replay`) and, for each step, tells:
+:class:`proofs.harness.replay.Replay`, over the refinement harness's judge) and, for each
+step, tells:
 
 - what the step did and what it answered, and the acks that arrived while it ran;
 - what the model says it means (its notes: what is written, what is queued for the journal,
@@ -17,7 +18,10 @@ trace (spec/trace.md) against the model exactly as ``bkref check-trace`` does (t
 A divergence or a broken property is told as such (what the implementation did, what the
 model allows) and ends the story with exit code 1; input errors exit 2 as in check-trace.
 Every step is replayed (the model must see them all); ``--from``/``--to`` only choose which
-are told, and the replay stops after ``--to``.
+are told, and the replay stops after ``--to``. What a step of each operation means to the
+story beyond the model's notes (it checkpoints, it starts or ends a run, it is a recovery)
+is one table, :data:`TELLINGS`, checked against the operation registry (spec/operations.py)
+at import.
 
 Not verified: the rendering is of the model's state, which after each step agrees with the
 implementation's recorded state on what spec/state.py compares; the entry-log bytes shown
@@ -29,7 +33,10 @@ from __future__ import annotations
 import argparse
 import sys
 import textwrap
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
 
 from models.bookie.bookie import BookieModel
 from models.index.ledger_index import Sure
@@ -37,18 +44,31 @@ from proofs.cli.check_trace import (
     EXIT_DIVERGED,
     EXIT_OK,
     EXIT_UNUSABLE,
-    Replay,
-    ReplayError,
-    StepReport,
     describe_step,
     load_trace,
     number_ranges,
     silence_stdout,
-    summarize,
     whole_number,
 )
+from proofs.harness.replay import Replay, ReplayError, StepReport, summarize
 from spec.errors import TraceError
-from spec.operations import Add, Fence
+from spec.operations import (
+    Add,
+    Checkpoint,
+    Crash,
+    Delete,
+    DiskFull,
+    DiskWritable,
+    FailFsync,
+    Fence,
+    JournalForce,
+    Read,
+    Restart,
+    Rotate,
+    Shutdown,
+    require_complete,
+    spec_of,
+)
 from spec.state import AbstractState, Mark
 from spec.trace import Step, Trace
 
@@ -190,8 +210,9 @@ class Story:
             lines += _wrap(state_text(step.state), "  state: ", "    ")
         if step.state is not None and not step.result.crashed:
             self.last_state = step.state
-        if step.op.name in ("shutdown", "crash", "restart"):
-            self.clean_stop = step.op.name == "shutdown" and step.result.ok
+        telling = TELLINGS[type(step.op)]
+        if telling.run_edge:
+            self.clean_stop = telling.clean_stop and step.result.ok
         return lines
 
     def check_invariants(self) -> None:
@@ -201,17 +222,17 @@ class Story:
 
     def _count_acks(self, step: Step) -> None:
         ok = step.result.ok
-        if step.op.name in ("checkpoint", "restart", "shutdown") and ok:
+        if TELLINGS[type(step.op)].settles_journal and ok:
             self.journal_only_acks = 0
             return
         acked = sum(done.error is None for done in step.completed)
-        own = isinstance(step.op, Add | Fence) and ok
+        own = spec_of(step.op).answered_later and ok
         self.journal_only_acks += acked + own
 
     def _restart_note(self, step: Step) -> list[str]:
         """What recovery did to lastMark (from the recorded states)."""
         state, before = step.state, self.last_state
-        if step.op.name != "restart" or state is None or not step.result.ok:
+        if not TELLINGS[type(step.op)].recovers or state is None or not step.result.ok:
             return []
         if self.clean_stop or step.result.replayed == 0:
             return [
@@ -225,6 +246,44 @@ class Story:
             f"{_mark(state.last_mark)}: it replayed the journal after the old mark and "
             "persisted where replay ended, so the next restart does not replay it again"
         ]
+
+
+@attrs.frozen
+class Telling:
+    """What a step of one operation means to the story beyond the model's notes.
+
+    - ``settles_journal``: after an ok one nothing relies on the journal alone (a checkpoint,
+      a recovery, a clean shutdown's checkpoint);
+    - ``run_edge``: it starts or ends a run, so it settles whether the bookie was last
+      stopped cleanly; ``clean_stop``: an ok one is a clean stop;
+    - ``recovers``: an ok one is a recovery, and its note says what it did to lastMark.
+    """
+
+    settles_journal: bool = False
+    run_edge: bool = False
+    clean_stop: bool = False
+    recovers: bool = False
+
+
+#: Every operation's telling, checked against the registry at import.
+TELLINGS: Mapping[type[Any], Telling] = require_complete(
+    {
+        Add: Telling(),
+        Read: Telling(),
+        Fence: Telling(),
+        Delete: Telling(),
+        Checkpoint: Telling(settles_journal=True),
+        JournalForce: Telling(),
+        Rotate: Telling(),
+        Crash: Telling(run_edge=True),
+        Restart: Telling(settles_journal=True, run_edge=True, recovers=True),
+        Shutdown: Telling(settles_journal=True, run_edge=True, clean_stop=True),
+        DiskFull: Telling(),
+        DiskWritable: Telling(),
+        FailFsync: Telling(),
+    },
+    "explain's tellings (proofs/cli/explain.py TELLINGS)",
+)
 
 
 def durability_text(model: BookieModel) -> str:

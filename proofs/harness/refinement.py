@@ -3,14 +3,16 @@ step, and stop at the first difference.
 
 For every step the harness
 
-1. runs it on the system under test (SUT) and records what it answered and which earlier
-   adds and fences got their ack during it;
-2. hands step and answers to the model (models/bookie/bookie.py), which raises Divergence when the
-   answer is not one it allows, and otherwise commits to it (nondeterminism is resolved by
-   observation: an unacknowledged add that survived a crash must stay from then on);
-3. compares the SUT's abstract state (its abstraction function: ``inspect``) with the model's;
-4. checks the properties of spec/properties.md over the whole history so far (spec/properties.py);
-5. checks the invariants of the model and of the SUT.
+1. runs it on the system under test (SUT) and records what it answered, which earlier adds
+   and fences got their ack during it, and the SUT's abstract state after it (its
+   abstraction function: ``inspect``);
+2. judges the step (proofs/harness/judge.py, the same judge the trace replay uses): the model
+   (models/bookie/bookie.py) raises Divergence when the answer is not one it allows, and
+   otherwise commits to it (nondeterminism is resolved by observation: an unacknowledged add
+   that survived a crash must stay from then on), then compares the abstract state with
+   its own; the properties of spec/properties.md are checked over the whole history so far
+   (spec/properties.py); the invariants of the model and of the property monitor hold;
+3. checks the invariants of the SUT.
 
 After every restart the harness reads back each entry whose survival the crash left open,
 so the model learns what survived, and each entry that must have survived (the reads are
@@ -20,7 +22,8 @@ The SUT is reached through :class:`SystemUnderTest`, narrow on purpose: ``run`` 
 operation, ``inspect`` the abstract state. :class:`InProcessBookie` is bkref's own Bookie on
 the simulated disk (models/fs/simdisk.py), which can also crash in the middle of a step; a
 bookie in another process, speaking spec/adapter.md, fits the same protocol (without
-crashes in the middle of a step).
+crashes in the middle of a step). How InProcessBookie runs each operation is one table,
+:data:`IN_PROCESS`, checked against the operation registry (spec/operations.py) at import.
 
 The verdict is a :class:`RefinementFailure` carrying the trace up to the failing step
 (spec/trace.md): ``bkref check-trace`` replays it against the model, ``bkref explain`` tells
@@ -35,7 +38,7 @@ import random
 import tempfile
 import traceback
 from collections.abc import Callable, Iterable, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 import attrs
 
@@ -44,6 +47,7 @@ from impl.clock import ManualClock
 from impl.config.config import ServerConfig, load_config
 from models.bookie.bookie import BookieModel, Divergence, ModelConfig
 from proofs.crash.bookie_check import JOURNAL_DIR, LEDGER_DIRS, fresh_disk
+from proofs.harness.judge import Judge
 from spec.errors import BookieError
 from spec.ids import EntryId, LedgerId
 from spec.operations import (
@@ -67,6 +71,7 @@ from spec.operations import (
     Rotate,
     Shutdown,
     failed,
+    require_complete,
 )
 from spec.properties import PropertyMonitor
 from spec.state import AbstractState, LedgerView, LogView
@@ -257,75 +262,89 @@ class InProcessBookie:
         self.disk.on_operation = hook
 
     def _dispatch(self, index: int, op: Operation) -> Result:
-        if isinstance(op, Crash):
-            self.disk.on_operation = None
-            self.disk.crash(op.plan)
-            self.disk.clear_failures()
-            self.bookie = None
-            self._acks.clear()
-            return OK
-        if isinstance(op, Restart):
-            # A restart comes up on a healthy disk with room: the faults were of the last run.
-            self.disk.clear_failures()
-            for directory in LEDGER_DIRS:
-                self.disk.set_capacity(directory, None)
-            self.bookie = self._open()
-            return attrs.evolve(OK, replayed=self.bookie.recovery.records_replayed)
-        bookie = self.bookie
-        assert bookie is not None, f"{op.name} while the bookie is down"
+        run = IN_PROCESS[type(op)]
+        if not run.needs_bookie:
+            return run.do(self, index, op)
+        assert self.bookie is not None, f"{op.name} while the bookie is down"
         try:
-            return self._request(bookie, index, op)
+            return run.do(self, index, op)
         except BookieError as exc:
             return failed(exc.code)
 
-    def _request(self, bookie: Bookie, index: int, op: Operation) -> Result:
-        if isinstance(op, Add):
-            ack = bookie.add_entry(LedgerId(op.ledger), EntryId(op.entry), op.key, op.data)
-            return self._track(index, ack)
-        if isinstance(op, Fence):
-            return self._track(index, bookie.fence(LedgerId(op.ledger), op.key))
-        if isinstance(op, Read):
-            return Result(data=bookie.read_entry(LedgerId(op.ledger), EntryId(op.entry)))
-        if isinstance(op, Delete):
-            bookie.delete_ledger(LedgerId(op.ledger))
-            return OK
-        if isinstance(op, Shutdown):
-            try:
-                bookie.shutdown()
-            finally:
-                self.bookie = None
-            return OK
-        if isinstance(op, (DiskFull, DiskWritable, FailFsync)):
-            self._environment(bookie, op)
-            return OK
-        return self._background(bookie, op)
+    def _bookie(self) -> Bookie:
+        """The running bookie (_dispatch checked that there is one)."""
+        assert self.bookie is not None
+        return self.bookie
 
-    def _background(self, bookie: Bookie, op: Operation) -> Result:
-        """A background step; its typed failures become the answer (in _dispatch)."""
-        if isinstance(op, Checkpoint):
-            bookie.checkpoint()
-        elif isinstance(op, JournalForce):
-            bookie.journal_force()
-        else:
-            assert isinstance(op, Rotate), op
-            bookie.rotate_log()
+    def _crash(self, _index: int, op: Crash) -> Result:
+        self.disk.on_operation = None
+        self.disk.crash(op.plan)
+        self.disk.clear_failures()
+        self.bookie = None
+        self._acks.clear()
         return OK
 
-    def _environment(self, bookie: Bookie, op: DiskFull | DiskWritable | FailFsync) -> None:
-        if isinstance(op, FailFsync):
-            self.disk.fail_next("fsync")
-            return
+    def _restart(self, _index: int, _op: Restart) -> Result:
+        # A restart comes up on a healthy disk with room: the faults were of the last run.
+        self.disk.clear_failures()
         for directory in LEDGER_DIRS:
-            if isinstance(op, DiskFull):
-                used = sum(
-                    len(data)
-                    for path, data in self.disk.current_snapshot().items()
-                    if path.startswith(directory + "/")
-                )
-                self.disk.set_capacity(directory, used)
-            else:
-                self.disk.set_capacity(directory, None)
-        bookie.check_dirs()  # the disk checker notices
+            self.disk.set_capacity(directory, None)
+        self.bookie = self._open()
+        return attrs.evolve(OK, replayed=self.bookie.recovery.records_replayed)
+
+    def _add(self, index: int, op: Add) -> Result:
+        ack = self._bookie().add_entry(LedgerId(op.ledger), EntryId(op.entry), op.key, op.data)
+        return self._track(index, ack)
+
+    def _fence(self, index: int, op: Fence) -> Result:
+        return self._track(index, self._bookie().fence(LedgerId(op.ledger), op.key))
+
+    def _read(self, _index: int, op: Read) -> Result:
+        return Result(data=self._bookie().read_entry(LedgerId(op.ledger), EntryId(op.entry)))
+
+    def _delete(self, _index: int, op: Delete) -> Result:
+        self._bookie().delete_ledger(LedgerId(op.ledger))
+        return OK
+
+    def _shutdown(self, _index: int, _op: Shutdown) -> Result:
+        try:
+            self._bookie().shutdown()
+        finally:
+            self.bookie = None
+        return OK
+
+    def _checkpoint(self, _index: int, _op: Checkpoint) -> Result:
+        self._bookie().checkpoint()
+        return OK
+
+    def _journal_force(self, _index: int, _op: JournalForce) -> Result:
+        self._bookie().journal_force()
+        return OK
+
+    def _rotate(self, _index: int, _op: Rotate) -> Result:
+        self._bookie().rotate_log()
+        return OK
+
+    def _fail_fsync(self, _index: int, _op: FailFsync) -> Result:
+        self.disk.fail_next("fsync")
+        return OK
+
+    def _disk_full(self, _index: int, _op: DiskFull) -> Result:
+        for directory in LEDGER_DIRS:
+            used = sum(
+                len(data)
+                for path, data in self.disk.current_snapshot().items()
+                if path.startswith(directory + "/")
+            )
+            self.disk.set_capacity(directory, used)
+        self._bookie().check_dirs()  # the disk checker notices
+        return OK
+
+    def _disk_writable(self, _index: int, _op: DiskWritable) -> Result:
+        for directory in LEDGER_DIRS:
+            self.disk.set_capacity(directory, None)
+        self._bookie().check_dirs()  # the disk checker notices
+        return OK
 
     def _track(self, index: int, ack: Ack) -> Result:
         if ack.done:
@@ -347,6 +366,38 @@ class InProcessBookie:
         )
 
 
+@attrs.frozen
+class InProcessRun:
+    """How InProcessBookie runs one operation: ``do(sut, index, op)`` returns the answer;
+    ``needs_bookie``: the operation goes to the running bookie, and a typed failure of the
+    bookie (spec.errors.BookieError) is its answer (a crash and a restart act on the machine
+    and its disk instead)."""
+
+    do: Callable[[InProcessBookie, int, Any], Result]
+    needs_bookie: bool = True
+
+
+#: Every operation as InProcessBookie runs it, checked against the registry at import.
+IN_PROCESS: Mapping[type[Any], InProcessRun] = require_complete(
+    {
+        Add: InProcessRun(InProcessBookie._add),
+        Read: InProcessRun(InProcessBookie._read),
+        Fence: InProcessRun(InProcessBookie._fence),
+        Delete: InProcessRun(InProcessBookie._delete),
+        Checkpoint: InProcessRun(InProcessBookie._checkpoint),
+        JournalForce: InProcessRun(InProcessBookie._journal_force),
+        Rotate: InProcessRun(InProcessBookie._rotate),
+        Crash: InProcessRun(InProcessBookie._crash, needs_bookie=False),
+        Restart: InProcessRun(InProcessBookie._restart, needs_bookie=False),
+        Shutdown: InProcessRun(InProcessBookie._shutdown),
+        DiskFull: InProcessRun(InProcessBookie._disk_full),
+        DiskWritable: InProcessRun(InProcessBookie._disk_writable),
+        FailFsync: InProcessRun(InProcessBookie._fail_fsync),
+    },
+    "the in-process system under test (proofs/harness/refinement.py IN_PROCESS)",
+)
+
+
 # --- the harness ---------------------------------------------------------------------------
 
 
@@ -365,6 +416,7 @@ class Refinement:
         self.sut = sut
         self.model = BookieModel(ModelConfig.from_settings(settings))
         self.monitor = PropertyMonitor()
+        self.judge = Judge(self.model, self.monitor)
         self.header = TraceHeader(config=tuple(sorted(settings.items())), source=source)
         self.steps: list[Step] = []
         self.probe_after_restart = probe_after_restart
@@ -401,20 +453,19 @@ class Refinement:
             raise self._own_assertion(index, op, exc) from exc
         step = Step(index, op, result, completed, state)
         self.steps.append(step)
-        try:
-            notes = self.model.step(index, op, result, completed)
-            if state is not None and self.model.up:
-                notes += self.model.compare(index, state, op.name)
-        except Divergence as exc:
+        judgement = self.judge.judge(step)
+        divergence = judgement.divergence
+        if divergence is not None:
             raise RefinementFailure(
-                exc.message and f"step {index} ({op.name}): {exc.message}", self.trace()
-            ) from exc
-        self.notes.append(notes)
-        violations = self.monitor.observe(step)
-        if violations:
-            text = "; ".join(f"property {v.prop} at step {v.step}: {v.message}" for v in violations)
+                divergence.message and f"step {index} ({op.name}): {divergence.message}",
+                self.trace(),
+            ) from divergence
+        self.notes.append(list(judgement.notes))
+        if judgement.violations:
+            text = "; ".join(
+                f"property {v.prop} at step {v.step}: {v.message}" for v in judgement.violations
+            )
             raise RefinementFailure(text, self.trace())
-        self.model.check_invariants()
         try:
             self.sut.check_invariants()
         except AssertionError as exc:

@@ -11,11 +11,16 @@ recovery), and long runs in the deep profile.
 
 The machine class is built by :func:`machine_for` so that tests/quality can run the same
 rules against a known-bad variant of the bookie (an ``opener`` that builds the variant).
+
+Which rules produce each operation is :data:`PRODUCERS`, checked against the operation
+registry (spec/operations.py) at import: a newly declared operation that no rule draws fails
+the import of this module, naming it. tests/unit/proofs/harness/test_registry_tables.py
+checks the claims (each rule named runs that operation) and that every rule is named.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from hypothesis import event
 from hypothesis import strategies as st
@@ -39,6 +44,7 @@ from spec.operations import (
     Restart,
     Rotate,
     Shutdown,
+    require_complete,
 )
 
 LEDGERS = (1, 2, 3, 4)
@@ -240,3 +246,35 @@ def machine_for(opener: Callable[..., Bookie] = Bookie.open) -> type[RuleBasedSt
                 assert self.harness.steps[-1].state is not None
 
     return RefinementMachine
+
+
+#: The rules that run each operation (a crash and a restart also follow every rule with a
+#: crash point when the step died; the harness adds reads after every restart).
+PRODUCERS: Mapping[type[Operation], tuple[str, ...]] = require_complete(
+    {
+        Add: ("add", "add_then_crash", "add_with_wrong_key"),
+        Read: ("read",),
+        Fence: ("fence",),
+        Delete: ("delete",),
+        Checkpoint: ("checkpoint", "checkpoint_then_crash", "fsync_failure_in_checkpoint"),
+        JournalForce: ("journal_force",),
+        Rotate: ("rotate",),
+        Crash: (
+            "crash",
+            "checkpoint_then_crash",
+            "fsync_failure_in_checkpoint",
+            "add_then_crash",
+            "delete",
+            "checkpoint",
+            "journal_force",
+            "rotate",
+            "shutdown_and_restart",
+        ),
+        Restart: ("crash", "checkpoint_then_crash", "shutdown_and_restart"),
+        Shutdown: ("shutdown_and_restart",),
+        DiskFull: ("disk_full",),
+        DiskWritable: ("disk_writable",),
+        FailFsync: ("fail_fsync", "fsync_failure_in_checkpoint"),
+    },
+    "the Hypothesis refinement machine (tests/refinement/machine.py PRODUCERS)",
+)

@@ -507,3 +507,24 @@ def test_violations_of_a_prefix_are_those_of_the_whole_up_to_it(
 ) -> None:
     whole = check_history(steps)
     assert check_history(steps[:cut]) == [v for v in whole if v.step < cut]
+
+
+# --- the monitor's own invariants -----------------------------------------------------------
+
+
+def test_the_monitor_checks_the_add_records_changed_since_its_last_check() -> None:
+    """check_invariants looks at the records a step touched (the others cannot break: what
+    they are compared with only grows), including one changed long after it was made."""
+    monitor = PropertyMonitor()
+    add = Add(1, 0, K, b"a")
+    for step in history((add, PENDING), (JournalForce(), OK, [0]), (Read(1, 0), Result(data=b"a"))):
+        monitor.observe(step)
+        monitor.check_invariants()
+    record = monitor._add_record(add, 0)
+    record.failed = True  # failed and acknowledged at once
+    with pytest.raises(AssertionError):
+        monitor.check_invariants()
+    record.failed = False
+    monitor._add_record(add, 0).acked_at = 3  # a step not taken yet
+    with pytest.raises(AssertionError):
+        monitor.check_invariants()

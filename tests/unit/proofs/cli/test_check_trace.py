@@ -21,20 +21,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import proofs.cli.check_trace
 import proofs.cli.main
+import proofs.harness.replay
 from proofs.cli.check_trace import (
     EXIT_DIVERGED,
     EXIT_OK,
     EXIT_UNUSABLE,
-    Replay,
-    ReplayError,
     context_lines,
     describe_step,
-    replay_trace,
-    summarize,
 )
 from proofs.harness.refinement import SMALL_SETTINGS, InProcessBookie, Refinement
+from proofs.harness.replay import Replay, ReplayError, replay_trace, summarize
 from spec.crash import KeepPrefix, LoseUnsynced
 from spec.operations import (
     OK,
@@ -270,7 +267,7 @@ def test_a_property_violation_is_reported_as_such(
                 found.append(Violation("durability", 3, "made up for the test"))
             return found
 
-    monkeypatch.setattr(proofs.cli.check_trace, "PropertyMonitor", Breaks)
+    monkeypatch.setattr(proofs.harness.replay, "PropertyMonitor", Breaks)
     verdict = replay_trace(base_trace)
     assert verdict.failure is not None
     assert (verdict.failure.step, verdict.failure.kind) == (3, "property")

@@ -18,8 +18,9 @@ import pytest
 
 import proofs.cli.main
 from models.bookie.bookie import BookieModel, ModelConfig
-from proofs.cli.check_trace import EXIT_DIVERGED, EXIT_OK, EXIT_UNUSABLE, Replay
+from proofs.cli.check_trace import EXIT_DIVERGED, EXIT_OK, EXIT_UNUSABLE
 from proofs.cli.explain import durability_text, logs_text, state_text, told_steps
+from proofs.harness.replay import Replay
 from spec.crash import LoseUnsynced
 from spec.operations import (
     PENDING,
