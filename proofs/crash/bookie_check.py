@@ -332,7 +332,7 @@ def judge_state(
         restart = harness.run(op)
         for op in probes:
             harness.run(op)
-        _check_persisted_mark(harness, sut, restart)
+        check_persisted_mark(harness, sut, restart)
     except RefinementFailure as failure:
         return len(failure.trace.steps) - start, failure
     except Exception as exc:  # the bookie (or the model) raised: a failure, with its trace
@@ -350,7 +350,7 @@ def judge_state(
     return len(harness.trace().steps) - start, None
 
 
-def _check_persisted_mark(harness: Refinement, sut: InProcessBookie, restart: Step) -> None:
+def check_persisted_mark(harness: Refinement, sut: InProcessBookie, restart: Step) -> None:
     """The one check outside the trace (module docstring): after recovery the lastMark on
     disk is the ``last_mark`` of the restart's state."""
     from proofs.harness.refinement import RefinementFailure
@@ -408,10 +408,13 @@ def run_bookie_check(
     seed: int = 1,
     adds: int = 24,
     max_points: int | None = None,
+    max_failures: int | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> Report:
     """Crash the workload at every file-system operation (or ``max_points`` of them) under
-    every plan, each crash state a trace judged by the model (module docstring)."""
+    every plan, each crash state a trace judged by the model (module docstring). With
+    ``max_failures``, stop after the crash point at which that many failures were found
+    (a known-bad variant fails thousands of states, each recovered and judged in full)."""
     run = BookieRun(seed, adds)
     ops = run.ops
     recording = record(ops, run.settings, seed)
@@ -434,6 +437,8 @@ def run_bookie_check(
         sites = sites[:: -(-len(sites) // max_points)]
     ticker = Progress(progress)
     for number, site in enumerate(sites, start=1):
+        if max_failures is not None and len(report.failures) >= max_failures:
+            break
         _explore_site(run, ops, site, recording, report)
         if ticker.due():
             ticker.say(
