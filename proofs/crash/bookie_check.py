@@ -112,6 +112,8 @@ def crash_settings() -> dict[str, str]:
 
 
 def fresh_disk() -> SimDisk:
+    """The empty disk a bookie first starts on: the journal and ledger directories, durable
+    (InProcessBookie of proofs/harness/refinement.py starts on it too)."""
     disk = SimDisk()
     for path in (JOURNAL_DIR, *LEDGER_DIRS):
         disk.mkdir(path)
@@ -178,14 +180,6 @@ class Recording:
     failure: RefinementFailure | None = None
 
 
-@attrs.define
-class _Counter:
-    kinds: list[str] = attrs.Factory(list)
-
-    def __call__(self, kind: str) -> None:
-        self.kinds.append(kind)
-
-
 def _record_start(settings: Mapping[str, str], seed: int) -> list[tuple[str, bytes]]:
     """The bookie's first start on a fresh disk, as InProcessBookie opens it, with the disk's
     image before each of its operations."""
@@ -211,8 +205,8 @@ def record(ops: Sequence[Operation], settings: Mapping[str, str], seed: int) -> 
     passed = 0
     failure: RefinementFailure | None = None
     for index, op in enumerate(ops):
-        counter = _Counter()
-        sut.disk.on_operation = counter
+        kinds: list[str] = []
+        sut.disk.on_operation = kinds.append
         try:
             harness.run(op)
         except RefinementFailure as exc:
@@ -221,10 +215,7 @@ def record(ops: Sequence[Operation], settings: Mapping[str, str], seed: int) -> 
         finally:
             sut.disk.on_operation = None
         first = len(sites)
-        sites += [
-            CrashSite(index, k, len(counter.kinds), first + k, kind)
-            for k, kind in enumerate(counter.kinds)
-        ]
+        sites += [CrashSite(index, k, len(kinds), first + k, kind) for k, kind in enumerate(kinds)]
         passed += 1
     return Recording(tuple(sites), passed, tuple(image for _, image in start), failure)
 
@@ -240,6 +231,11 @@ def _source(seed: int, steps: int, site: str | None) -> str:
 # --- one crash point --------------------------------------------------------------------------
 
 
+def snapshot_harness(harness: Refinement, sut: InProcessBookie) -> bytes:
+    """The harness with its SUT (the disk, the model, the monitor, the trace) as bytes."""
+    return pickle.dumps((harness, sut), pickle.HIGHEST_PROTOCOL)
+
+
 class _Template:
     """The harness just after the crash site's interrupted step, from which every plan of the
     point starts afresh: pickled once, unpickled per plan (several times faster than running
@@ -253,7 +249,7 @@ class _Template:
         self.trace = harness.trace()
         self._spare: tuple[Refinement, InProcessBookie] | None = None
         try:
-            self._blob: bytes | None = pickle.dumps((harness, sut), pickle.HIGHEST_PROTOCOL)
+            self._blob: bytes | None = snapshot_harness(harness, sut)
         except (pickle.PicklingError, TypeError, AttributeError):
             self._blob = None
             self._spare = (harness, sut)
@@ -264,6 +260,10 @@ class _Template:
             return harness, sut
         spare, self._spare = self._spare, None
         return spare if spare is not None else self._build()
+
+    def check_invariants(self) -> None:
+        assert self._blob is not None or self._build is not None
+        assert self._blob is None or self._spare is None, "a spare is kept only without a blob"
 
 
 def _interrupted(

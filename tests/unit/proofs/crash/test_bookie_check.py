@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from impl.journal.last_mark import LogMark, write_last_mark
+from proofs.crash import bookie_check
 from proofs.crash.bookie_check import (
     FENCE_PROBE_ENTRY,
     KEY,
@@ -135,3 +136,28 @@ def test_max_points_bounds_the_run() -> None:
 def test_deeper_workloads(seed: int) -> None:
     report = run_bookie_check(seed=seed, adds=60)
     assert [f.message for f in report.failures] == []
+
+
+def test_without_pickling_the_prefix_runs_again_with_the_same_verdicts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fallback for a harness that pickle cannot take: slower, same states, same
+    verdicts."""
+    pickled = run_bookie_check(seed=3, adds=6)
+
+    refused: list[object] = []
+
+    def refuse(*args: object) -> bytes:
+        refused.append(args)
+        raise TypeError("cannot pickle '_thread.lock' object")
+
+    monkeypatch.setattr(bookie_check, "snapshot_harness", refuse)
+    rebuilt = run_bookie_check(seed=3, adds=6)
+    assert len(refused) == rebuilt.crash_points
+    assert pickled.failures == rebuilt.failures == []
+    assert (rebuilt.crash_points, rebuilt.crash_states, rebuilt.recovered_states) == (
+        pickled.crash_points,
+        pickled.crash_states,
+        pickled.recovered_states,
+    )
+    assert rebuilt.checked_items == pickled.checked_items > 1000
