@@ -23,8 +23,8 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("adapter", "proofs.cli.adapter", "serve a bookie over the JSON-lines protocol (stdio)"),
     (
         "crash-check",
-        "proofs.crash.entry_log_check",
-        "write entry logs on the simulated disk, crash at every operation, check recovery",
+        "proofs.cli.crash_check",
+        "crash the entry logger and the bookie at every file-system operation, check recovery",
     ),
     ("check-trace", "proofs.cli.check_trace", "replay a recorded trace against the model"),
     ("explain", "proofs.cli.explain", "tell a trace step by step: what became durable, and why"),

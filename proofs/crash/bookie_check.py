@@ -1,88 +1,119 @@
-"""Crash the bookie at every file-system operation and check the properties of spec/properties.md.
+"""The bookie crash check: crash a scripted workload before every file-system operation, and
+let the model judge every crash state as a trace.
 
-A scripted workload (adds across ledgers with tiny entry logs so they rotate, a fence, a
-wrong-key attempt, journal forces, checkpoints, a clean shutdown) runs once on the
-simulated disk through the Bookie's explicit steps. Before every operation the disk is copied
-with the oracle's knowledge (proofs/crash/explorer.py); each copy is crashed under every
-plan, the bookie is opened again on it (recovery: index, lastMark, journal replay), and the
-properties are checked:
+The workload is a list of spec/operations.py steps: adds across three ledgers with tiny entry
+logs so they rotate, journal forces every few adds, a fence of ledger 3 halfway with a
+wrong-key add and fence right after it, explicit rotations, a checkpoint every eight adds, a
+final force and a clean shutdown. It runs once through the refinement harness
+(proofs/harness/refinement.py: ``Refinement`` over ``InProcessBookie``), so the model and the
+PropertyMonitor of spec/properties.py judge every step of it, and the harness counts the
+file-system operations of each step.
 
-1. Durability: every acknowledged add reads back with the same bytes.
-2. Fence durability: after an acknowledged fence, an add to that ledger is refused (Fenced).
-3. Auth: for every ledger with an acknowledged operation, a wrong master key is refused
-   (Unauthorized) for adds and fences, and nothing is added.
-6. Forward progress: lastMark after recovery is never behind the mark of the last completed
-   checkpoint, and recovery leaves a mark at least as far as the one it started from.
+A crash state is then a trace: the steps before step i, step i interrupted after k of its
+file-system operations (``crash_after_ops=k``), ``Crash(plan)`` for every plan of
+proofs/crash/plans.py at that point, ``Restart`` (the harness then reads back every entry
+whose survival the crash left open and every entry that must have survived), and, as
+ordinary steps, an add with the right key to every ledger whose fence was acknowledged
+(property 2: refused, fenced) and an add and a fence with a wrong key to every ledger with an
+acknowledged add or fence (property 3: refused, unauthorized). The crash points of the
+bookie's first start (before step 0) are crash states too: the SUT's disk is replaced by the
+disk of that interrupted start, and the trace begins with its crash (its header says so).
 
-The oracle is independent of the bookie's internals: an add or a fence is acknowledged when
-its Ack completed without error, and a checkpoint's mark is read from the lastMark files it
-wrote (through the FileSystem, not from the bookie's memory).
+The model judges each step (answers, acks, the abstract state), and the PropertyMonitor
+properties 1 durability, 2 fence durability, 3 auth and 6 forward progress. lastMark
+progress (6) is the model's: lastMark never moves backwards, across crashes too, so after
+recovery it is not behind the mark the last completed checkpoint reported
+(models/journal/last_mark.py). One check stays outside the trace, because a trace records
+the bookie's state and not its files: after recovery, the lastMark persisted on disk must be
+the ``last_mark`` of the restart's state (what the model judged is what a next restart reads).
 
-Not checked here: no resurrection (deletes are not in this workload), compaction, the
+A failing state is a RefinementFailure whose trace replays with ``bkref check-trace`` and
+is told by ``bkref explain``; its message names the properties the monitor finds broken in
+the trace. Speed (docs/crash-check.md): the harness after an interrupted step is pickled once
+per crash point and unpickled per plan, and a plan whose crashed disk is identical to one
+that passed at the same point passes without a second recovery (proofs/crash/explorer.py).
+
+Not checked here: deletes and no resurrection (the refinement test), compaction, the
 threaded driver (its acks are the same Acks; tests/unit/impl/bookie/test_driver.py covers it).
 """
 
 from __future__ import annotations
 
+import pickle
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 
 from impl.bookie.bookie import Bookie
 from impl.clock import ManualClock
-from impl.config.config import ServerConfig, load_config
-from impl.journal.last_mark import LogMark, read_last_mark
+from impl.config.config import load_config
+from impl.journal.last_mark import read_last_mark
 from models.fs.simdisk import SimDisk
-from proofs.crash.explorer import CrashPoint, Report, explore, record_points, thin
-from spec.errors import BkrefError, BookieError, Fenced, Unauthorized
-from spec.ids import EntryId, LedgerId
+from proofs.crash.explorer import (
+    Failure,
+    Progress,
+    Report,
+    disk_fingerprint,
+    disk_image,
+    plans_at,
+    restore_disk,
+)
+from spec.crash import CrashPlan
+from spec.operations import (
+    Add,
+    Checkpoint,
+    Crash,
+    Fence,
+    JournalForce,
+    Operation,
+    Restart,
+    Rotate,
+    Shutdown,
+    failed,
+)
+from spec.properties import check_history
+from spec.trace import Step, Trace
+
+if TYPE_CHECKING:  # the harness imports this module's disk layout: no import cycle at run time
+    from proofs.harness.refinement import InProcessBookie, Refinement, RefinementFailure
 
 JOURNAL_DIR = "/journal"
 LEDGER_DIRS = ("/ledgers0", "/ledgers1")
 KEY = b"secret"
 WRONG_KEY = b"not-the-key"
+#: Entry ids of the probing adds (never the id of a workload add).
+WORKLOAD_WRONG_KEY_ENTRY = 30_000
+FENCE_PROBE_ENTRY = 10_000
+WRONG_KEY_PROBE_ENTRY = 20_000
+
+#: The properties of spec/properties.md the monitor checks here, by the monitor's names.
+PROPERTY_NUMBERS = {"durability": 1, "fence": 2, "auth": 3, "resurrection": 4, "progress": 6}
+
+#: What the bookie target checks, for progress lines and the summary.
+PROPERTIES = (
+    "every step and crash state a trace judged by the model; properties 1 durability, "
+    "2 fence durability, 3 auth, 6 forward progress (lastMark)"
+)
+#: The same, in a few words for the summary line.
+SUMMARY = "traces judged by the model, properties 1, 2, 3 and 6"
 
 
-def crash_config() -> ServerConfig:
-    """Tiny limits so entry logs rotate every few entries."""
-    overrides = [
-        f"journalDirectories={JOURNAL_DIR}",
-        f"ledgerDirectories={','.join(LEDGER_DIRS)}",
-        "logSizeLimit=2048",
-        "writeBufferSizeBytes=512",
-        "journalMaxGroupWaitMSec=0",
-    ]
-    return load_config(None, "bookie crash check", overrides)
-
-
-@attrs.frozen
-class Oracle:
-    """What the client side knows at a crash point."""
-
-    acked_adds: tuple[tuple[int, int, bytes], ...]
-    acked_fences: frozenset[int]
-    acked_ledgers: frozenset[int]
-    checkpoint_mark: LogMark
-
-
-@attrs.define
-class _Client:
-    acked_adds: list[tuple[int, int, bytes]] = attrs.Factory(list)
-    acked_fences: set[int] = attrs.Factory(set)
-    acked_ledgers: set[int] = attrs.Factory(set)
-    checkpoint_mark: LogMark = attrs.Factory(lambda: LogMark(0, 0))
-
-    def snapshot(self) -> Oracle:
-        return Oracle(
-            tuple(self.acked_adds),
-            frozenset(self.acked_fences),
-            frozenset(self.acked_ledgers),
-            self.checkpoint_mark,
-        )
+def crash_settings() -> dict[str, str]:
+    """Tiny limits so entry logs rotate every few entries (BookKeeper key names)."""
+    return {
+        "journalDirectories": JOURNAL_DIR,
+        "ledgerDirectories": ",".join(LEDGER_DIRS),
+        "logSizeLimit": "2048",
+        "writeBufferSizeBytes": "512",
+        "journalMaxGroupWaitMSec": "0",
+    }
 
 
 def fresh_disk() -> SimDisk:
+    """The empty disk a bookie first starts on: the journal and ledger directories, durable
+    (InProcessBookie of proofs/harness/refinement.py starts on it too)."""
     disk = SimDisk()
     for path in (JOURNAL_DIR, *LEDGER_DIRS):
         disk.mkdir(path)
@@ -90,119 +121,286 @@ def fresh_disk() -> SimDisk:
     return disk
 
 
-def _workload(
-    bookie_box: list[Bookie], disk: SimDisk, client: _Client, seed: int, adds: int
-) -> Callable[[], None]:
+def workload(seed: int, adds: int) -> list[Operation]:
+    """The scripted steps (module docstring); payloads of 0 to 199 bytes drawn from ``seed``."""
     rng = random.Random(seed)
-    config = crash_config()
-
-    def add(bookie: Bookie, ledger: int, entry: int) -> None:
-        data = rng.randbytes(rng.randrange(0, 200))
-        ack = bookie.add_entry(LedgerId(ledger), EntryId(entry), KEY, data)
-
-        def done(_: object = None) -> None:
-            if ack.error is None:
-                client.acked_adds.append((ledger, entry, data))
-                client.acked_ledgers.add(ledger)
-
-        ack.add_done_callback(done)
-
-    def fence(bookie: Bookie, ledger: int) -> None:
-        ack = bookie.fence(LedgerId(ledger), KEY)
-
-        def done(_: object = None) -> None:
-            if ack.error is None:
-                client.acked_fences.add(ledger)
-                client.acked_ledgers.add(ledger)
-
-        ack.add_done_callback(done)
-
-    def run() -> None:
-        bookie = Bookie.open(disk, config, clock=ManualClock(), rng=random.Random(seed))
-        bookie_box.append(bookie)
-        next_entry = {1: 0, 2: 0, 3: 0}
-        for number in range(1, adds + 1):
-            ledger = 1 + number % 3 if number < adds // 2 else 1 + number % 2
-            add(bookie, ledger, next_entry[ledger])
-            next_entry[ledger] += 1
-            if number % 3 == 0:
-                bookie.journal_force()
-            if number == adds // 2:
-                fence(bookie, 3)
-                bookie.journal_force()
-            if number % 8 == 0:
-                bookie.journal_force()
-                bookie.checkpoint()
-                client.checkpoint_mark = read_last_mark(disk, _current(LEDGER_DIRS))
-        bookie.journal_force()
-        bookie.shutdown()
-        client.checkpoint_mark = read_last_mark(disk, _current(LEDGER_DIRS))
-
-    return run
+    next_entry = {1: 0, 2: 0, 3: 0}
+    ops: list[Operation] = []
+    for number in range(1, adds + 1):
+        ledger = 1 + number % 3 if number < adds // 2 else 1 + number % 2
+        ops.append(Add(ledger, next_entry[ledger], KEY, rng.randbytes(rng.randrange(0, 200))))
+        next_entry[ledger] += 1
+        if number % 3 == 0:
+            ops.append(JournalForce())
+        if number == adds // 2:
+            ops += [Fence(3, KEY), JournalForce()]
+            ops += [Add(1, WORKLOAD_WRONG_KEY_ENTRY, WRONG_KEY, b"x"), Fence(1, WRONG_KEY)]
+        if number % 7 == 0:
+            ops.append(Rotate())
+        if number % 8 == 0:
+            ops += [JournalForce(), Checkpoint()]
+    ops += [JournalForce(), Shutdown()]
+    return ops
 
 
-def _current(dirs: tuple[str, ...]) -> list[str]:
-    return [f"{d}/current" for d in dirs]
+# --- where the machine dies -----------------------------------------------------------------
 
 
-def check_recovered(disk: SimDisk, oracle: Oracle, seed: int) -> tuple[int, list[str]]:
-    """Recover a bookie on the crashed disk and check properties 1, 2, 3 and 6."""
-    problems: list[str] = []
-    try:
-        bookie = Bookie.open(disk, crash_config(), clock=ManualClock(), rng=random.Random(seed))
-    except BkrefError as exc:
-        return 0, [f"recovery failed: {type(exc).__name__}: {exc}"]
-    for ledger, entry, data in oracle.acked_adds:
-        try:
-            got = bookie.read_entry(LedgerId(ledger), EntryId(entry))
-        except BookieError as exc:
-            problems.append(f"acknowledged add {ledger}:{entry} lost ({exc.code})")
-            continue
-        if got != data:
-            problems.append(f"acknowledged add {ledger}:{entry} reads back other bytes")
-    problems += _check_fences_and_keys(bookie, oracle)
-    mark = read_last_mark(disk, _current(LEDGER_DIRS))
-    if mark < oracle.checkpoint_mark:
-        problems.append(f"lastMark moved backwards: {mark} < {oracle.checkpoint_mark}")
-    return len(oracle.acked_adds), problems
+@attrs.frozen
+class CrashSite:
+    """The machine dies before file-system operation ``after_ops`` of step ``step`` (None:
+    of the bookie's first start), operation ``op_index`` of the whole run, of kind
+    ``op_kind``. ``step_ops``: how many the step (or the start) issues in all."""
+
+    step: int | None
+    after_ops: int
+    step_ops: int
+    op_index: int
+    op_kind: str
+
+    def describe(self, ops: Sequence[Operation]) -> str:
+        what = (
+            "the first start" if self.step is None else f"step {self.step} ({ops[self.step].name})"
+        )
+        return (
+            f"crash in {what} after {self.after_ops} of its {self.step_ops} file-system "
+            f"operations (crash point {self.op_index}, before a {self.op_kind})"
+        )
 
 
-def _check_fences_and_keys(bookie: Bookie, oracle: Oracle) -> list[str]:
-    problems: list[str] = []
-    for ledger in sorted(oracle.acked_fences):
-        try:
-            ack = bookie.add_entry(LedgerId(ledger), EntryId(10_000), KEY, b"after fence")
-        except Fenced:
-            continue
-        except BookieError as exc:
-            problems.append(f"add to fenced ledger {ledger}: {exc.code}, expected fenced")
-            continue
-        bookie.journal_force()
-        problems.append(f"add to fenced ledger {ledger} accepted (ack error: {ack.error})")
-    for ledger in sorted(oracle.acked_ledgers):
-        for op in ("add", "fence"):
-            try:
-                if op == "add":
-                    bookie.add_entry(LedgerId(ledger), EntryId(20_000), WRONG_KEY, b"x")
-                else:
-                    bookie.fence(LedgerId(ledger), WRONG_KEY)
-            except Unauthorized:
-                continue
-            except BookieError as exc:
-                if op == "add" and isinstance(exc, Fenced):
-                    continue  # a fenced ledger may answer fenced first; nothing was added
-                problems.append(f"{op} with a wrong key on ledger {ledger}: {exc.code}")
-                continue
-            problems.append(f"{op} with a wrong key on ledger {ledger} was accepted")
-    return problems
+@attrs.frozen
+class Recording:
+    """The workload's run without a crash: its crash sites and its verdict."""
+
+    sites: tuple[CrashSite, ...]
+    #: Steps of the workload that ran and passed (all of them unless ``failure``).
+    steps_passed: int
+    #: The start's disk before each of its operations (images, by ``after_ops``).
+    start_images: tuple[bytes, ...] = attrs.field(repr=False)
+    failure: RefinementFailure | None = None
 
 
-def record(seed: int, adds: int) -> list[CrashPoint[Oracle]]:
-    """Run the workload once and return its crash points."""
+def _record_start(settings: Mapping[str, str], seed: int) -> list[tuple[str, bytes]]:
+    """The bookie's first start on a fresh disk, as InProcessBookie opens it, with the disk's
+    image before each of its operations."""
     disk = fresh_disk()
-    client = _Client()
-    box: list[Bookie] = []
-    return record_points(disk, client.snapshot, _workload(box, disk, client, seed, adds))
+    config = load_config(None, "bookie crash check", [f"{k}={v}" for k, v in settings.items()])
+    images: list[tuple[str, bytes]] = []
+    disk.on_operation = lambda kind: images.append((kind, disk_image(disk)))
+    try:
+        Bookie.open(disk, config, clock=ManualClock(), rng=random.Random(seed))
+    finally:
+        disk.on_operation = None
+    return images
+
+
+def record(ops: Sequence[Operation], settings: Mapping[str, str], seed: int) -> Recording:
+    """Run the workload once through the harness, counting each step's operations."""
+    from proofs.harness.refinement import InProcessBookie, Refinement, RefinementFailure
+
+    start = _record_start(settings, seed)
+    sites = [CrashSite(None, k, len(start), k, kind) for k, (kind, _) in enumerate(start)]
+    sut = InProcessBookie(settings, seed=seed)
+    harness = Refinement(sut, settings, source=_source(seed, len(ops), None))
+    passed = 0
+    failure: RefinementFailure | None = None
+    for index, op in enumerate(ops):
+        kinds: list[str] = []
+        sut.disk.on_operation = kinds.append
+        try:
+            harness.run(op)
+        except RefinementFailure as exc:
+            failure = exc
+            break
+        finally:
+            sut.disk.on_operation = None
+        first = len(sites)
+        sites += [CrashSite(index, k, len(kinds), first + k, kind) for k, kind in enumerate(kinds)]
+        passed += 1
+    return Recording(tuple(sites), passed, tuple(image for _, image in start), failure)
+
+
+def _source(seed: int, steps: int, site: str | None) -> str:
+    where = "" if site is None else f"; {site}"
+    return (
+        f"bkref crash-check bookie: in-process Bookie on the simulated disk, seed {seed}, "
+        f"{steps} workload steps{where}"
+    )
+
+
+# --- one crash point --------------------------------------------------------------------------
+
+
+def snapshot_harness(harness: Refinement, sut: InProcessBookie) -> bytes:
+    """The harness with its SUT (the disk, the model, the monitor, the trace) as bytes."""
+    return pickle.dumps((harness, sut), pickle.HIGHEST_PROTOCOL)
+
+
+class _Template:
+    """The harness just after the crash site's interrupted step, from which every plan of the
+    point starts afresh: pickled once, unpickled per plan (several times faster than running
+    the prefix again). Should the harness ever hold something pickle cannot take, the
+    prefix is run again for every plan instead: slower, same verdicts."""
+
+    def __init__(self, build: Callable[[], tuple[Refinement, InProcessBookie]]) -> None:
+        self._build = build
+        harness, sut = build()
+        self.disk = disk_image(sut.disk)
+        self.trace = harness.trace()
+        self._spare: tuple[Refinement, InProcessBookie] | None = None
+        try:
+            self._blob: bytes | None = snapshot_harness(harness, sut)
+        except (pickle.PicklingError, TypeError, AttributeError):
+            self._blob = None
+            self._spare = (harness, sut)
+
+    def fresh(self) -> tuple[Refinement, InProcessBookie]:
+        if self._blob is not None:
+            harness, sut = pickle.loads(self._blob)
+            return harness, sut
+        spare, self._spare = self._spare, None
+        return spare if spare is not None else self._build()
+
+    def check_invariants(self) -> None:
+        assert self._blob is not None or self._build is not None
+        assert self._blob is None or self._spare is None, "a spare is kept only without a blob"
+
+
+def _interrupted(
+    ops: Sequence[Operation],
+    site: CrashSite,
+    settings: Mapping[str, str],
+    seed: int,
+    start_images: Sequence[bytes],
+) -> tuple[Refinement, InProcessBookie]:
+    """A harness whose next step is the crash: the steps before ``site.step`` run whole, and
+    that step interrupted after ``site.after_ops`` operations. For a crash site in the first
+    start, the SUT's disk is that of the interrupted start and its bookie is not up yet:
+    nothing happened that a client saw, so the trace begins with the crash (its header says
+    where it came from), and the model has no state of the start to hold the restart to."""
+    from proofs.harness.refinement import InProcessBookie, Refinement
+
+    sut = InProcessBookie(settings, seed=seed)
+    if site.step is None:
+        # Still starting: no state a client could see before the crash, so none to compare.
+        sut.disk = restore_disk(start_images[site.after_ops])
+        sut.bookie = None
+    harness = Refinement(sut, settings, source=_source(seed, len(ops), site.describe(ops)))
+    if site.step is None:
+        return harness, sut
+    for op in ops[: site.step]:
+        harness.run(op)
+    step = harness.run(ops[site.step], crash_after_ops=site.after_ops)
+    assert step.result.crashed, f"{site} did not crash: the run is not deterministic"
+    return harness, sut
+
+
+def probes_after_restart(trace: Trace) -> list[Operation]:
+    """The fence and auth checks run after the restart, from what the trace acknowledged:
+    an add with the right key to every ledger whose fence was acknowledged, and an add and a
+    fence with a wrong key to every ledger with an acknowledged add or fence."""
+    acked: list[Operation] = [step.op for step in trace.steps if step.result.ok]
+    acked += [
+        trace.steps[done.step].op
+        for step in trace.steps
+        for done in step.completed
+        if done.error is None
+    ]
+    fenced = sorted({op.ledger for op in acked if isinstance(op, Fence)})
+    known = sorted({op.ledger for op in acked if isinstance(op, Add | Fence)})
+    probes: list[Operation] = [
+        Add(ledger, FENCE_PROBE_ENTRY, KEY, b"after fence") for ledger in fenced
+    ]
+    for ledger in known:
+        probes += [Add(ledger, WRONG_KEY_PROBE_ENTRY, WRONG_KEY, b"x"), Fence(ledger, WRONG_KEY)]
+    return probes
+
+
+def judge_state(
+    harness: Refinement, sut: InProcessBookie, plan: CrashPlan, probes: Sequence[Operation]
+) -> tuple[int, RefinementFailure | None]:
+    """Crash under ``plan``, restart (with the harness's read-backs), run ``probes``, and
+    compare the persisted lastMark with the restart's state. Returns the steps judged after
+    the crash and the failure, if any (a RefinementFailure, with its trace)."""
+    from proofs.harness.refinement import RefinementFailure
+
+    start = len(harness.trace().steps)
+    op: Operation = Crash(plan)
+    try:
+        harness.run(op)
+        op = Restart()
+        restart = harness.run(op)
+        for op in probes:
+            harness.run(op)
+        check_persisted_mark(harness, sut, restart)
+    except RefinementFailure as failure:
+        return len(failure.trace.steps) - start, failure
+    except Exception as exc:  # the bookie (or the model) raised: a failure, with its trace
+        trace = harness.trace()
+        text = f"step {len(trace.steps)} ({op.name}) raised {type(exc).__name__}: {exc}"
+        if isinstance(op, Restart):
+            # Recovery failed: the trace says so, as a restart answered with an error.
+            failed_restart = Step(len(trace.steps), op, failed("io_error"))
+            trace = attrs.evolve(trace, steps=(*trace.steps, failed_restart))
+            text = (
+                f"step {failed_restart.index} (restart): recovery failed: "
+                f"{type(exc).__name__}: {exc}"
+            )
+        return len(trace.steps) - start, RefinementFailure(text, trace)
+    return len(harness.trace().steps) - start, None
+
+
+def check_persisted_mark(harness: Refinement, sut: InProcessBookie, restart: Step) -> None:
+    """The one check outside the trace (module docstring): after recovery the lastMark on
+    disk is the ``last_mark`` of the restart's state."""
+    from proofs.harness.refinement import RefinementFailure
+
+    if restart.state is None:
+        return
+    persisted = read_last_mark(sut.disk, [f"{d}/current" for d in LEDGER_DIRS])
+    on_disk = (persisted.journal_id, persisted.offset)
+    if on_disk != restart.state.last_mark:
+        raise RefinementFailure(
+            f"after the restart (step {restart.index}) the lastMark persisted on disk is "
+            f"{on_disk}, but the bookie's state says {restart.state.last_mark}: the mark a "
+            "next restart replays from is not the one the model judged (a check on the disk, "
+            "outside the trace: check-trace cannot see it)",
+            harness.trace(),
+        )
+
+
+def describe_failure(failure: RefinementFailure) -> str:
+    """The failure's message, with the properties of spec/properties.md that the monitor
+    finds broken in its trace (when the model spoke first, they are not in the message)."""
+    extra = [
+        f"property {PROPERTY_NUMBERS[v.prop]} ({v.prop}) at step {v.step}: {v.message}"
+        for v in check_history(failure.trace.steps)
+        if f"property {v.prop} at step {v.step}" not in failure.message
+    ]
+    return failure.message + "".join(f"; breaks {text}" for text in extra)
+
+
+# --- the whole check ----------------------------------------------------------------------
+
+
+@attrs.frozen
+class BookieRun:
+    """One bookie crash check: the workload's parameters and steps."""
+
+    seed: int
+    adds: int
+    settings: Mapping[str, str] = attrs.field(factory=crash_settings)
+
+    @property
+    def ops(self) -> list[Operation]:
+        return workload(self.seed, self.adds)
+
+    def describe(self) -> str:
+        return (
+            f"seed {self.seed}, {self.adds} adds over 3 ledgers, a fence, a wrong-key add and "
+            f"fence, journal forces, rotations, checkpoints, a clean shutdown; logSizeLimit "
+            f"{self.settings['logSizeLimit']}"
+        )
 
 
 def run_bookie_check(
@@ -210,8 +408,85 @@ def run_bookie_check(
     seed: int = 1,
     adds: int = 24,
     max_points: int | None = None,
+    max_failures: int | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> Report:
-    """Crash the workload at every operation (or ``max_points`` of them) under every plan."""
-    points = thin(record(seed, adds), max_points)
-    return explore(points, lambda disk, oracle: check_recovered(disk, oracle, seed), progress)
+    """Crash the workload at every file-system operation (or ``max_points`` of them) under
+    every plan, each crash state a trace judged by the model (module docstring). With
+    ``max_failures``, stop after the crash point at which that many failures were found
+    (a known-bad variant fails thousands of states, each recovered and judged in full)."""
+    run = BookieRun(seed, adds)
+    ops = run.ops
+    recording = record(ops, run.settings, seed)
+    report = Report()
+    if recording.failure is not None:
+        # The workload itself fails, before any crash: the model's first word is the verdict.
+        step = recording.steps_passed
+        report.failures.append(
+            Failure(
+                -1,
+                "none",
+                None,
+                describe_failure(recording.failure),
+                where=f"the workload without a crash, step {step} ({ops[step].name})",
+                trace=recording.failure,
+            )
+        )
+    sites = list(recording.sites)
+    if max_points is not None and len(sites) > max_points:
+        sites = sites[:: -(-len(sites) // max_points)]
+    ticker = Progress(progress)
+    for number, site in enumerate(sites, start=1):
+        if max_failures is not None and len(report.failures) >= max_failures:
+            break
+        _explore_site(run, ops, site, recording, report)
+        if ticker.due():
+            ticker.say(
+                f"  bookie: crash point {number}/{len(sites)} ({site.describe(ops)}): "
+                f"{report.crash_states} crash states checked, {len(report.failures)} failures"
+            )
+    return report
+
+
+def _explore_site(
+    run: BookieRun,
+    ops: Sequence[Operation],
+    site: CrashSite,
+    recording: Recording,
+    report: Report,
+) -> None:
+    """Every plan at one crash site (module docstring)."""
+    from proofs.harness.refinement import RefinementFailure
+
+    report.crash_points += 1
+    where = site.describe(ops)
+    try:
+        template = _Template(
+            lambda: _interrupted(ops, site, run.settings, run.seed, recording.start_images)
+        )
+    except RefinementFailure as refused:  # the interrupted step itself is refused
+        message = describe_failure(refused)
+        report.failures.append(
+            Failure(site.op_index, site.op_kind, None, message, where=where, trace=refused)
+        )
+        return
+    probes = probes_after_restart(template.trace)
+    passed: set[Hashable] = set()
+    for plan in plans_at(restore_disk(template.disk)):
+        report.crash_states += 1
+        crashed = restore_disk(template.disk)
+        crashed.crash(plan)
+        fingerprint = disk_fingerprint(crashed)
+        if fingerprint in passed:
+            continue
+        harness, sut = template.fresh()
+        checked, found = judge_state(harness, sut, plan, probes)
+        report.recovered_states += 1
+        report.checked_items += checked
+        if found is None:
+            passed.add(fingerprint)
+            continue
+        message = describe_failure(found)
+        report.failures.append(
+            Failure(site.op_index, site.op_kind, plan, message, where=where, trace=found)
+        )

@@ -1,17 +1,19 @@
-"""``bkref crash-check``: crash an entry-log workload at every file-system operation.
+"""The entry-log crash check: crash an entry-log workload at every file-system operation.
 
 The workload (adds across ledgers with a tiny logSizeLimit so logs rotate, checkpoints,
 flushes, preallocation) runs once on the simulated disk. Before every mutating operation
-and every fsync the disk is copied, together with what the oracle knows to be durable at that
-moment. Each copy is then crashed under every plan from proofs.crash.plans, a fresh
-EntryLogger opens the recovered directories, and the checks below run.
+and every fsync the disk is imaged, together with what the oracle knows to be durable at
+that moment (proofs/crash/explorer.py). Each image is then crashed under every plan from
+proofs.crash.plans, a fresh EntryLogger opens the recovered directories, and the checks
+below run.
 
 The oracle is independent of the implementation's internal state. An entry is *durable*
 once a flush() that started after it has returned, or a checkpoint() has returned while the
 entry's log was no longer the active one (a later add went to another log): those are the
 promises BookKeeper's entry logger makes (EntryLogManagerBase.flush, flushRotatedLogs).
 
-Checks after each crash (spec/properties.md, at the entry-log level):
+Checks after each crash (spec/properties.md at the entry-log level: 1 durability of forced
+entries, 7 format validity):
 1. durability: every durable entry reads back, same bytes, at its location;
 2. format validity: every log that was checkpointed keeps a ledgers map equal to its scan;
 3. typed failures only: every ``*.log`` left on disk, durable or not, reads and scans with
@@ -19,16 +21,22 @@ Checks after each crash (spec/properties.md, at the entry-log level):
 4. no stomping: a new log created after recovery takes an id no existing file has, and every
    durable entry still reads back after an add to it.
 
-Not checked here: the journal (acknowledgement is the journal's job, next issue), index
-persistence, compaction.
+Why a component check and not a trace (spec/trace.md): it works below the bookie, on the
+EntryLogger directly (adds that return a location, flush, checkpoint, preallocate), which
+the trace vocabulary (spec/operations.py: requests a client sends a bookie) does not express,
+and its oracle is deliberately its own (it parses log names itself rather than trust
+impl.entrylog.ids). A failure is replayable all the same: it names the workload (seed,
+entries, ledgers, flushEntrylogBytes), the crash point and the plan, and
+``bkref crash-check --target entry-log ... --point N --plan P`` (:func:`replay_state`)
+re-runs exactly that state and says what it checked (docs/crash-check.md).
+
+Not checked here: the journal and acknowledgement (the bookie target,
+proofs/crash/bookie_check.py), index persistence, compaction.
 """
 
 from __future__ import annotations
 
-import argparse
 import random
-import sys
-import time
 from collections.abc import Callable
 
 import attrs
@@ -37,11 +45,28 @@ from impl.entrylog.logger import EntryLogger, EntryLoggerSettings
 from impl.format.entry_log import encode_payload
 from impl.fs.api import join
 from models.fs.simdisk import SimDisk
-from proofs.crash.explorer import CrashPoint, Report, explore, record_points, thin
+from proofs.crash.explorer import (
+    CrashPoint,
+    Report,
+    explore,
+    plans_at,
+    record_points,
+    restore_disk,
+    thin,
+)
+from spec.crash import CrashPlan
 from spec.errors import BkrefError
 from spec.ids import EntryId, EntryLogId, LedgerId, Location, location_log_id
 
 LEDGER_DIRS = ("/ledgers0/current", "/ledgers1/current")
+
+#: What the entry-log target checks, for progress lines and the summary.
+PROPERTIES = (
+    "durability of forced entries (property 1), format validity (property 7), "
+    "typed failures only, no stomping on existing log ids"
+)
+#: The same, in a few words for the summary line.
+SUMMARY = "properties 1 and 7 at the entry-log level"
 
 
 @attrs.frozen
@@ -169,30 +194,96 @@ def _apply(
         logger.preallocate()
 
 
+@attrs.frozen
+class Workload:
+    """One entry-log run: what a failure must name to be re-run exactly."""
+
+    seed: int
+    entries: int
+    ledgers: int
+    flush_entrylog_bytes: int
+
+    def describe(self) -> str:
+        return (
+            f"seed {self.seed}, {self.entries} adds over {self.ledgers} ledgers, "
+            f"logSizeLimit 2048, flushEntrylogBytes {self.flush_entrylog_bytes}"
+        )
+
+    def command(self, point: int, plan: int | None = None) -> str:
+        """The bkref command that re-runs crash point ``point`` (under plan ``plan``)."""
+        text = (
+            f"bkref crash-check --target entry-log --seed {self.seed} --entries "
+            f"{self.entries} --ledgers {self.ledgers} --flush-entrylog-bytes "
+            f"{self.flush_entrylog_bytes} --point {point}"
+        )
+        return text if plan is None else f"{text} --plan {plan}"
+
+    def settings(self) -> EntryLoggerSettings:
+        return settings_for_check(self.flush_entrylog_bytes)
+
+    def record(self) -> list[CrashPoint[Oracle]]:
+        """Run the workload once; its crash points, numbered from 0."""
+        steps = make_workload(self.seed, self.entries, self.ledgers)
+        points, _ = record_crash_points(steps, self.settings(), self.seed)
+        return points
+
+
 def check_recovered(
-    disk: SimDisk, point: Oracle, settings: EntryLoggerSettings, seed: int
+    disk: SimDisk,
+    point: Oracle,
+    settings: EntryLoggerSettings,
+    seed: int,
+    account: list[str] | None = None,
 ) -> tuple[int, list[str]]:
-    """Open the crashed disk afresh and run the four checks. Returns (entries read, problems)."""
-    problems: list[str] = []
+    """Open the crashed disk afresh and run the four checks. Returns (entries read,
+    problems); with ``account``, appends what was checked, in words, one line per check."""
     try:
         logger = EntryLogger(disk, LEDGER_DIRS, settings, random.Random(seed + 1))
     except BkrefError as exc:
         return 0, [f"recovery failed to open the entry logger: {exc}"]
-    problems += _check_durable(logger, point.durable, "after recovery")
-    problems += _check_logs(disk, logger, point.checkpointed_logs)
+    durable = len(point.durable)
+    logs_before = _existing_log_ids(disk) if account is not None else set()
+    checks = [
+        (
+            f"read back {durable} durable entries at their locations",
+            _check_durable(logger, point.durable, "after recovery"),
+        ),
+        (
+            f"scanned the logs on disk ({_ids(logs_before)}) for untyped errors; ledgers "
+            f"map equal to the scan in checkpointed logs ({_ids(point.checkpointed_logs)})",
+            _check_logs(disk, logger, point.checkpointed_logs),
+        ),
+        (
+            "added one entry: it went to a log id that no existing file has",
+            _check_no_stomping(disk, logger),
+        ),
+        (
+            f"read back the {durable} durable entries again after that add",
+            _check_durable(logger, point.durable, "after a new add"),
+        ),
+    ]
+    if account is not None:
+        account.append("opened a fresh entry logger on the recovered ledger directories")
+        account += [f"{what}: " + ("; ".join(found) or "ok") for what, found in checks]
+    return durable, [problem for _, found in checks for problem in found]
+
+
+def _ids(log_ids: frozenset[EntryLogId] | set[EntryLogId]) -> str:
+    return ", ".join(f"{log_id:x}" for log_id in sorted(log_ids)) or "none"
+
+
+def _check_no_stomping(disk: SimDisk, logger: EntryLogger) -> list[str]:
     existing = _existing_log_ids(disk)
     try:
         location = logger.add_entry(LedgerId(999), encode_payload(999, 0, b"after-recovery"))
     except BkrefError as exc:
-        problems.append(f"an add after recovery failed: {exc}")
-    else:
-        if location_log_id(location) in existing:
-            problems.append(
-                f"the log written after recovery reused id {location_log_id(location):x}, "
-                "which an existing file already has"
-            )
-    problems += _check_durable(logger, point.durable, "after a new add")
-    return len(point.durable), problems
+        return [f"an add after recovery failed: {exc}"]
+    if location_log_id(location) in existing:
+        return [
+            f"the log written after recovery reused id {location_log_id(location):x}, "
+            "which an existing file already has"
+        ]
+    return []
 
 
 def _check_durable(logger: EntryLogger, durable: tuple[Written, ...], when: str) -> list[str]:
@@ -266,110 +357,62 @@ def run_check(
     progress: Callable[[str], None] | None = None,
     max_points: int | None = None,
 ) -> Report:
-    """Record the crash points of one workload and check every plan at each of them."""
-    settings = settings_for_check(flush_entrylog_bytes)
-    steps = make_workload(seed, entries, ledgers)
-    points, _ = record_crash_points(steps, settings, seed)
+    """Record the crash points of one workload and check every plan at each of them. Each
+    failure carries the command that re-runs its state."""
+    workload = Workload(seed, entries, ledgers, flush_entrylog_bytes)
+    settings = workload.settings()
     return explore(
-        thin(points, max_points),
+        thin(workload.record(), max_points),
         lambda disk, oracle: check_recovered(disk, oracle, settings, seed),
         progress,
+        label=f"entry-log (flushEntrylogBytes {flush_entrylog_bytes}): ",
+        command=workload.command,
     )
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--target",
-        choices=("entry-log", "bookie", "all"),
-        default="all",
-        help="what to crash: the entry logger, the whole bookie, or both (default all)",
-    )
-    parser.add_argument("--seed", type=int, default=1, help="workload seed (default 1)")
-    parser.add_argument(
-        "--entries", type=int, default=60, help="adds in the entry-log workload (default 60)"
-    )
-    parser.add_argument(
-        "--ledgers", type=int, default=3, help="ledgers in the entry-log workload (default 3)"
-    )
-    parser.add_argument(
-        "--adds", type=int, default=24, help="adds in the bookie workload (default 24)"
-    )
-    parser.add_argument(
-        "--max-failures", type=int, default=10, help="failures to print (default 10)"
-    )
-    parser.epilog = (
-        "entry-log: the workload runs twice, with flushEntrylogBytes 0 and 1536 "
-        "(docs/crash-check.md). bookie: adds, a fence, checkpoints and a clean shutdown "
-        "through the Bookie, checked for durability, fence durability, auth and lastMark "
-        "progress. Exit status: 0 when every crash state passes every check, 1 when any "
-        "fails, 2 on bad arguments."
-    )
+class NoSuchState(BkrefError):
+    """A crash point or plan index that the workload does not have."""
 
 
-def _say(line: str) -> None:
-    print(line, flush=True)
+@attrs.frozen
+class StateCheck:
+    """What re-running one crash state found: the plan, the problems, and what was
+    checked, in words."""
+
+    plan_index: int
+    plan: CrashPlan
+    problems: tuple[str, ...]
+    account: tuple[str, ...]
 
 
-def _entry_log_runs(args: argparse.Namespace) -> Report:
-    total = Report()
-    for flush_bytes in (0, 1536):
-        _say(
-            f"crash-check entry-log: seed {args.seed}, {args.entries} adds over "
-            f"{args.ledgers} ledgers, logSizeLimit 2048, flushEntrylogBytes {flush_bytes}"
+def replay_state(
+    workload: Workload, point_index: int, plan_index: int | None = None
+) -> tuple[CrashPoint[Oracle], list[StateCheck]]:
+    """Re-run crash point ``point_index`` of ``workload`` under plan ``plan_index`` (every
+    plan at that point when None), exactly as :func:`run_check` does, with an account of
+    each check. Raises NoSuchState for an index the workload does not have."""
+    points = workload.record()
+    if not 0 <= point_index < len(points):
+        raise NoSuchState(
+            f"crash point {point_index} does not exist: this workload has points 0 to "
+            f"{len(points) - 1}"
         )
-        report = run_check(
-            seed=args.seed,
-            entries=args.entries,
-            ledgers=args.ledgers,
-            flush_entrylog_bytes=flush_bytes,
-            progress=_say,
+    point = points[point_index]
+    plans = list(plans_at(point.disk))
+    if plan_index is not None and not 0 <= plan_index < len(plans):
+        raise NoSuchState(
+            f"plan {plan_index} does not exist at crash point {point_index}: it has plans "
+            f"0 to {len(plans) - 1}"
         )
-        _say(
-            f"  {report.crash_points} crash points, {report.crash_states} crash states, "
-            f"{report.checked_items} durable-entry reads, {len(report.failures)} failures"
+    checks = []
+    for index, plan in enumerate(plans):
+        if plan_index is not None and index != plan_index:
+            continue
+        crashed = restore_disk(point.image)
+        crashed.crash(plan)
+        account: list[str] = []
+        _, problems = check_recovered(
+            crashed, point.oracle, workload.settings(), workload.seed, account
         )
-        total.merge(report)
-    return total
-
-
-def _bookie_run(args: argparse.Namespace) -> Report:
-    from proofs.crash.bookie_check import run_bookie_check  # the bookie is only loaded if asked
-
-    _say(
-        f"crash-check bookie: seed {args.seed}, {args.adds} adds over 3 ledgers, a fence, "
-        "checkpoints, shutdown; logSizeLimit 2048"
-    )
-    report = run_bookie_check(seed=args.seed, adds=args.adds, progress=_say)
-    _say(
-        f"  {report.crash_points} crash points, {report.crash_states} crash states, "
-        f"{report.checked_items} acknowledged-add reads, {len(report.failures)} failures"
-    )
-    return report
-
-
-def run(args: argparse.Namespace) -> int:
-    if args.entries < 1 or args.ledgers < 1 or args.adds < 1:
-        print(
-            "bkref crash-check: --entries, --ledgers and --adds must be at least 1",
-            file=sys.stderr,
-        )
-        return 2
-    started = time.monotonic()
-    total = Report()
-    if args.target in ("entry-log", "all"):
-        total.merge(_entry_log_runs(args))
-    if args.target in ("bookie", "all"):
-        total.merge(_bookie_run(args))
-    elapsed = time.monotonic() - started
-    rate = total.crash_states / elapsed if elapsed > 0 else 0.0
-    for failure in total.failures[: args.max_failures]:
-        print(
-            f"FAIL before operation {failure.op_index} ({failure.op_kind}), plan "
-            f"{failure.plan.describe()}: {failure.message}"
-        )
-    verdict = "PASS" if not total.failures else "FAIL"
-    print(
-        f"{verdict}: {total.crash_states} crash states checked in {elapsed:.1f} s "
-        f"({rate:.0f} states/s), {len(total.failures)} failures"
-    )
-    return 0 if not total.failures else 1
+        checks.append(StateCheck(index, plan, tuple(problems), tuple(account)))
+    return point, checks

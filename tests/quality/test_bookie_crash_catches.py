@@ -1,28 +1,48 @@
 """The bookie crash check finds these bugs: each known-bad variant must fail it.
 
-Same workload and checks as the CI slice in tests/unit/proofs/crash/test_bookie_check.py, which the
-unchanged bookie passes.
+Same workload and checks as the CI slice in tests/unit/proofs/crash/test_bookie_check.py,
+which the unchanged bookie passes. Every failure is a trace the model judges, so it also
+replays: ``bkref check-trace`` exits 1 on a saved one.
 """
 
 from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from impl.bookie.checkpoint import Checkpointer
 from impl.journal.journal import Journal
+from impl.journal.last_mark import LogMark
+from proofs.cli.main import main
 from proofs.crash.bookie_check import run_bookie_check
+from proofs.crash.explorer import Report
+from tests.paths import ROOT
 from tests.quality import bookie_variants
 
 
-def _messages() -> str:
-    report = run_bookie_check(seed=1, adds=24)
+def _caught() -> Report:
+    # Every crash point until a few failures are in (a failing state is recovered and judged
+    # in full, never reused, so a variant's whole run takes minutes).
+    report = run_bookie_check(seed=1, adds=24, max_failures=20)
     assert report.failures, "the variant went unnoticed"
+    return report
+
+
+def _messages(report: Report) -> str:
     return "\n".join(failure.message for failure in report.failures)
 
 
 def test_catches_acknowledging_before_the_journal_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Journal, "append", bookie_variants.journal_acking_at_once(Journal.append))
-    assert "lost" in _messages()
+    report = _caught()
+    # The model sees the bug before any crash can lose the entry: the first add is
+    # acknowledged at once, while the model allows only "pending" until a journal force.
+    assert report.failures[0].where.startswith("the workload without a crash, step 0 (add)")
+    assert "answered ok; allowed: pending" in report.failures[0].message
 
 
 def test_catches_last_mark_persisted_before_the_entry_logs(
@@ -31,4 +51,100 @@ def test_catches_last_mark_persisted_before_the_entry_logs(
     monkeypatch.setattr(
         Checkpointer, "complete", bookie_variants.checkpoint_persisting_last_mark_first
     )
-    assert "lost" in _messages()
+    report = _caught()
+    # Acknowledged adds lost after a crash (property 1): the model sees it in the recovered
+    # state before any read, as a ledger missing or ending before its acknowledged entries.
+    for failure in report.failures:
+        assert "(restart): " in failure.message, failure.message
+        assert "is missing" in failure.message or "for sure" in failure.message, failure
+
+
+def _recovery_not_advancing_the_mark(
+    original: Callable[..., None],
+) -> Callable[..., None]:
+    """BookKeeper #2087: the post-replay checkpoint persists the mark replay started from."""
+
+    def checkpoint_to(self: Bookie, mark: LogMark, *, recovering: bool) -> None:
+        original(self, self.last_mark if recovering else mark, recovering=recovering)
+
+    return checkpoint_to
+
+
+def test_catches_recovery_that_does_not_advance_last_mark(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(
+        Bookie, "_checkpoint_to", _recovery_not_advancing_the_mark(Bookie._checkpoint_to)
+    )
+    assert "replay did not advance the mark (BookKeeper #2087)" in _messages(_caught())
+
+
+def _recovery_mark_in_memory_only(original: Callable[..., None]) -> Callable[..., None]:
+    """The post-replay checkpoint flushes and takes the new mark in memory but never writes
+    it: the bookie's state says one lastMark, its disk another."""
+
+    def checkpoint_to(self: Bookie, mark: LogMark, *, recovering: bool) -> None:
+        if not recovering:
+            original(self, mark, recovering=False)
+            return
+        with self._lock:
+            self._entry_logger.flush()
+            self._index.flush()
+        self._last_mark = mark
+
+    return checkpoint_to
+
+
+def test_catches_a_recovered_mark_that_is_never_persisted(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The one check outside the trace: the model judges the state's lastMark, which is right;
+    only the disk is wrong, so check-trace passes the saved trace (exit 0) and the message
+    says so."""
+    monkeypatch.setenv("BKREF_TRACE_DIR", str(tmp_path))
+    monkeypatch.setattr(
+        Bookie, "_checkpoint_to", _recovery_mark_in_memory_only(Bookie._checkpoint_to)
+    )
+    report = _caught()
+    first = report.failures[0]
+    assert "the lastMark persisted on disk is" in first.message
+    assert "check-trace cannot see it" in first.message
+    assert first.trace is not None
+    assert main(["check-trace", first.trace.save()]) == 0
+
+
+def test_a_failure_replays_with_check_trace(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("BKREF_TRACE_DIR", str(tmp_path))
+    monkeypatch.setattr(
+        Bookie, "_checkpoint_to", bookie_variants.checkpoint_persisting_last_mark_first
+    )
+    failure = _caught().failures[0]
+    assert failure.plan is not None and failure.trace is not None
+    lines = failure.replay_lines()
+    path = failure.trace.save()
+    assert Path(path).parent == tmp_path
+    assert lines == [
+        f"trace: {path}",
+        f"replay: bkref check-trace {path}",
+        f"explain: bkref explain {path}",
+    ]
+    capsys.readouterr()
+    assert main(["check-trace", path]) == 1
+    failing_step = failure.message.split(":")[0]  # "step N (restart)"
+    assert failing_step.startswith("step ") and failing_step.endswith("(restart)")
+    assert f"{failing_step} diverges" in capsys.readouterr().out
+    # The same from a shell, as the report prints it (the variant lives in this process
+    # only: the trace alone carries the failure).
+    done = subprocess.run(
+        [sys.executable, "-m", "proofs.cli.main", "check-trace", path],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    capsys.readouterr()
+    assert main(["explain", path]) == 1  # it tells the story up to the divergence
+    assert "DIVERGENCE" in capsys.readouterr().out

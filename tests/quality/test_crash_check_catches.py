@@ -3,7 +3,8 @@
 The checker's strength is measured, not assumed. Each test swaps one method of the entry
 logger for its variant from tests/quality/variants.py, runs the same small workload the CI
 slice runs, and requires failures of the expected kind. The unchanged implementation passes
-the same run (tests/unit/proofs/crash/test_entry_log_check.py).
+the same run (tests/unit/proofs/crash/test_entry_log_check.py). A failure must also be
+replayable: the command it names re-runs exactly its crash state.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from impl.entrylog.manager import SingleEntryLogManager
+from proofs.cli.main import main
 from proofs.crash.entry_log_check import run_check
 from proofs.crash.explorer import Report
 from tests.quality import variants
@@ -52,3 +54,36 @@ def test_catches_log_ids_trusting_last_id_alone(monkeypatch: pytest.MonkeyPatch)
     assert report.failures, "a log id allocator that can reuse an existing id went unnoticed"
     messages = _messages(report)
     assert "after recovery" in messages or "reused" in messages
+
+
+def test_a_failure_re_runs_from_its_command(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every failure names its seed, crash point and plan; the command it prints re-runs
+    exactly that state and fails again, saying which check failed."""
+    monkeypatch.setattr(SingleEntryLogManager, "checkpoint", variants.checkpoint_without_fsync)
+    failure = _run().failures[0]
+    assert failure.plan is not None
+    assert failure.command.startswith(
+        "bkref crash-check --target entry-log --seed 1 --entries 20 --ledgers 2 "
+        f"--flush-entrylog-bytes 0 --point {failure.op_index} --plan "
+    )
+    assert main(failure.command.split()[1:]) == 1
+    out = capsys.readouterr().out
+    assert f"crash point {failure.op_index} (before a {failure.op_kind})" in out
+    assert f"({failure.plan.describe()}): FAIL" in out
+    assert failure.message in out
+    assert out.splitlines()[-1] == "FAIL: 1 crash state(s) re-run, 1 failed"
+
+
+def test_quiet_prints_the_failures_and_the_summary(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(SingleEntryLogManager, "checkpoint", variants.checkpoint_without_fsync)
+    argv = ["crash-check", "--target", "entry-log", "--entries", "20", "--ledgers", "2"]
+    assert main([*argv, "--quiet", "--flush-entrylog-bytes", "0", "--max-failures", "2"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(" ")[0] for line in lines[:4]] == ["FAIL", "", "FAIL", ""]
+    assert lines[1].startswith("  re-run: bkref crash-check --target entry-log --seed 1 ")
+    assert lines[-2].startswith("... and ") and lines[-2].endswith(" more failures")
+    assert lines[-1].startswith("FAIL: ") and len(lines) == 6

@@ -9,7 +9,13 @@ from __future__ import annotations
 import pytest
 
 from proofs.cli.main import main
-from proofs.crash.entry_log_check import make_workload, run_check
+from proofs.crash.entry_log_check import (
+    NoSuchState,
+    Workload,
+    make_workload,
+    replay_state,
+    run_check,
+)
 
 
 @pytest.mark.parametrize("flush_entrylog_bytes", [0, 1536])
@@ -52,6 +58,45 @@ def test_cli_runs_only_the_chosen_target(capsys: pytest.CaptureFixture[str]) -> 
     out = capsys.readouterr().out
     assert "crash-check bookie" in out
     assert "crash-check entry-log" not in out
+
+
+def test_a_workload_names_the_command_that_re_runs_a_state() -> None:
+    workload = Workload(seed=4, entries=9, ledgers=2, flush_entrylog_bytes=1536)
+    assert workload.command(17, 3) == (
+        "bkref crash-check --target entry-log --seed 4 --entries 9 --ledgers 2 "
+        "--flush-entrylog-bytes 1536 --point 17 --plan 3"
+    )
+    assert workload.command(17).endswith("--point 17")
+
+
+def test_replaying_a_point_checks_every_plan_and_says_what_it_checked() -> None:
+    workload = Workload(seed=1, entries=20, ledgers=2, flush_entrylog_bytes=0)
+    points = workload.record()
+    index = len(points) - 3  # late: durable entries and checkpointed logs to check
+    point, checks = replay_state(workload, index)
+    assert point.op_index == index
+    assert point.oracle.durable and point.oracle.checkpointed_logs
+    assert [check.plan_index for check in checks] == list(range(len(checks)))
+    assert len(checks) > 3
+    for check in checks:
+        assert check.problems == ()
+        assert check.account[0].startswith("opened a fresh entry logger")
+        assert len(check.account) == 5
+        assert all(line.endswith(": ok") for line in check.account[1:])
+    durable = len(point.oracle.durable)
+    assert f"read back {durable} durable entries" in checks[0].account[1]
+    _, one = replay_state(workload, index, 2)
+    assert [check.plan_index for check in one] == [2]
+    assert one[0].account == checks[2].account
+
+
+def test_replaying_a_state_that_does_not_exist_is_a_typed_error() -> None:
+    workload = Workload(seed=1, entries=5, ledgers=2, flush_entrylog_bytes=0)
+    count = len(workload.record())
+    with pytest.raises(NoSuchState, match=f"points 0 to {count - 1}"):
+        replay_state(workload, count)
+    with pytest.raises(NoSuchState, match="plan 999 does not exist"):
+        replay_state(workload, 0, 999)
 
 
 @pytest.mark.slow

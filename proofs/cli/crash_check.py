@@ -1,0 +1,236 @@
+"""``bkref crash-check``: crash workloads before every file-system operation, recover, check.
+
+Two targets (docs/crash-check.md):
+
+- ``entry-log``: the entry logger alone (proofs/crash/entry_log_check.py), a component check
+  of durability of forced entries and format validity (properties 1 and 7 at the entry-log
+  level), run twice, with flushEntrylogBytes 0 and 1536. A failure names its workload, crash
+  point and plan, and the command that re-runs exactly that state (``--point``, ``--plan``),
+  which then prints what it checked.
+- ``bookie``: the whole bookie through the refinement harness (proofs/crash/bookie_check.py):
+  every crash state is a trace judged by the model and the properties of
+  spec/properties.md; a failure's trace is saved and replays with ``bkref check-trace``.
+
+Progress lines name the target, the crash states checked so far and the properties; a
+summary ends the run. ``--quiet`` prints only the summary and the failures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+
+from proofs.crash.entry_log_check import PROPERTIES as ENTRY_LOG_PROPERTIES
+from proofs.crash.entry_log_check import SUMMARY as ENTRY_LOG_SUMMARY
+from proofs.crash.entry_log_check import NoSuchState, Workload, replay_state, run_check
+from proofs.crash.explorer import Failure, Report
+
+#: The two entry-log runs of a full check (docs/crash-check.md).
+FLUSH_ENTRYLOG_BYTES = (0, 1536)
+
+EPILOG = """\
+entry-log: adds, checkpoints, flushes and preallocation through the entry logger, run with
+flushEntrylogBytes 0 and 1536 (or the one --flush-entrylog-bytes names); checks durability
+of forced entries, format validity, typed failures and no stomping on log ids. A failure
+prints the command that re-runs its state: --point N (and --plan P) re-runs crash point N
+(under plan P) of one entry-log run and prints what it checked.
+
+bookie: adds, a fence, a wrong-key add and fence, journal forces, rotations, checkpoints and a
+clean shutdown through the Bookie; every crash state is a trace judged by the model and
+properties 1, 2, 3 and 6 of spec/properties.md. A failure prints where its trace was saved:
+replay it with bkref check-trace PATH, tell it with bkref explain PATH.
+
+Exit status: 0 when every crash state passes every check, 1 when any fails, 2 on bad
+arguments."""
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--target",
+        choices=("entry-log", "bookie", "all"),
+        default="all",
+        help="what to crash: the entry logger, the whole bookie, or both (default all)",
+    )
+    parser.add_argument("--seed", type=int, default=1, help="workload seed (default 1)")
+    parser.add_argument(
+        "--entries", type=int, default=60, help="adds in the entry-log workload (default 60)"
+    )
+    parser.add_argument(
+        "--ledgers", type=int, default=3, help="ledgers in the entry-log workload (default 3)"
+    )
+    parser.add_argument(
+        "--flush-entrylog-bytes",
+        type=int,
+        default=None,
+        metavar="B",
+        help="entry-log: run only with this flushEntrylogBytes (default: 0, then 1536)",
+    )
+    parser.add_argument(
+        "--point",
+        type=int,
+        default=None,
+        metavar="N",
+        help="entry-log: re-run crash point N only, and print what was checked",
+    )
+    parser.add_argument(
+        "--plan",
+        type=int,
+        default=None,
+        metavar="P",
+        help="with --point: only the P-th crash plan at that point (default: every plan)",
+    )
+    parser.add_argument(
+        "--adds", type=int, default=24, help="adds in the bookie workload (default 24)"
+    )
+    parser.add_argument(
+        "--max-failures", type=int, default=10, help="failures to print (default 10)"
+    )
+    parser.add_argument(
+        "--quiet", action="store_true", help="print only the summary and the failures"
+    )
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EPILOG
+
+
+def _argument_error(args: argparse.Namespace) -> str | None:
+    """What is wrong with the arguments, or None."""
+    if args.entries < 1 or args.ledgers < 1 or args.adds < 1:
+        return "--entries, --ledgers and --adds must be at least 1"
+    if args.flush_entrylog_bytes is not None and args.flush_entrylog_bytes < 0:
+        return "--flush-entrylog-bytes must be at least 0"
+    if args.plan is not None and args.point is None:
+        return "--plan needs --point"
+    if args.point is not None:
+        if args.target != "entry-log":
+            return (
+                "--point re-runs an entry-log crash state: give --target entry-log (a bookie "
+                "failure replays from its saved trace with bkref check-trace)"
+            )
+        if args.flush_entrylog_bytes is None:
+            return "--point needs --flush-entrylog-bytes (the failure's re-run command names it)"
+        if args.point < 0 or (args.plan is not None and args.plan < 0):
+            return "--point and --plan must be at least 0"
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    problem = _argument_error(args)
+    if problem is not None:
+        print(f"bkref crash-check: {problem}", file=sys.stderr)
+        return 2
+    if args.point is not None:
+        return _replay(args)
+    say: Callable[[str], None] = _quiet if args.quiet else _say
+    started = time.monotonic()
+    parts: list[tuple[str, Report, str]] = []
+    if args.target in ("entry-log", "all"):
+        parts.append(("entry-log", _entry_log_runs(args, say), ENTRY_LOG_SUMMARY))
+    if args.target in ("bookie", "all"):
+        parts.append(_bookie_run(args, say))
+    total = Report()
+    for _, report, _ in parts:
+        total.merge(report)
+    for failure in total.failures[: args.max_failures]:
+        _print_failure(failure)
+    if len(total.failures) > args.max_failures:
+        print(f"... and {len(total.failures) - args.max_failures} more failures")
+    _summary(total, parts, time.monotonic() - started)
+    return 0 if not total.failures else 1
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _quiet(_line: str) -> None:
+    pass
+
+
+def _entry_log_runs(args: argparse.Namespace, say: Callable[[str], None]) -> Report:
+    total = Report()
+    runs = (
+        FLUSH_ENTRYLOG_BYTES if args.flush_entrylog_bytes is None else (args.flush_entrylog_bytes,)
+    )
+    for flush_bytes in runs:
+        workload = Workload(args.seed, args.entries, args.ledgers, flush_bytes)
+        say(f"crash-check entry-log: {workload.describe()}; checks {ENTRY_LOG_PROPERTIES}")
+        report = run_check(
+            seed=args.seed,
+            entries=args.entries,
+            ledgers=args.ledgers,
+            flush_entrylog_bytes=flush_bytes,
+            progress=say,
+        )
+        say(
+            f"  entry-log (flushEntrylogBytes {flush_bytes}) done: {report.crash_points} "
+            f"crash points, {report.crash_states} crash states ({report.recovered_states} "
+            f"recovered), {report.checked_items} durable-entry reads, "
+            f"{len(report.failures)} failures"
+        )
+        total.merge(report)
+    return total
+
+
+def _bookie_run(args: argparse.Namespace, say: Callable[[str], None]) -> tuple[str, Report, str]:
+    # The bookie and the harness are loaded only when asked for.
+    from proofs.crash.bookie_check import PROPERTIES, SUMMARY, BookieRun, run_bookie_check
+
+    say(f"crash-check bookie: {BookieRun(args.seed, args.adds).describe()}; {PROPERTIES}")
+    report = run_bookie_check(seed=args.seed, adds=args.adds, progress=say)
+    say(
+        f"  bookie done: {report.crash_points} crash points, {report.crash_states} crash "
+        f"states ({report.recovered_states} recovered), {report.checked_items} steps judged "
+        f"after the crashes, {len(report.failures)} failures"
+    )
+    return "bookie", report, SUMMARY
+
+
+def _print_failure(failure: Failure) -> None:
+    where = failure.where or f"crash point {failure.op_index} (before a {failure.op_kind})"
+    plan = "" if failure.plan is None else f", plan: {failure.plan.describe()}"
+    print(f"FAIL {where}{plan}: {failure.message}")
+    for line in failure.replay_lines():
+        print(f"  {line}")
+
+
+def _summary(total: Report, parts: list[tuple[str, Report, str]], elapsed: float) -> None:
+    """The last line: verdict, states, time, rate, and what each target checked."""
+    rate = total.crash_states / elapsed if elapsed > 0 else 0.0
+    verdict = "PASS" if not total.failures else "FAIL"
+    detail = ", ".join(
+        f"{name} {report.crash_states} ({summary})" for name, report, summary in parts
+    )
+    print(
+        f"{verdict}: {total.crash_states} crash states checked in {elapsed:.1f} s "
+        f"({rate:.0f} states/s; {total.recovered_states} recovered, the rest identical to a "
+        f"passing disk at the same point), {len(total.failures)} failures. {detail}"
+    )
+
+
+def _replay(args: argparse.Namespace) -> int:
+    """``--point``: re-run one entry-log crash state (or every plan at one point) and say
+    what was checked."""
+    workload = Workload(args.seed, args.entries, args.ledgers, args.flush_entrylog_bytes)
+    try:
+        point, checks = replay_state(workload, args.point, args.plan)
+    except NoSuchState as exc:
+        print(f"bkref crash-check: {exc}", file=sys.stderr)
+        return 2
+    durable = len(point.oracle.durable)
+    print(
+        f"crash-check entry-log: {workload.describe()}; crash point {args.point} (before a "
+        f"{point.op_kind}): the oracle holds {durable} durable entries and "
+        f"{len(point.oracle.checkpointed_logs)} checkpointed logs; {len(checks)} plan(s)"
+    )
+    failed = 0
+    for check in checks:
+        status = "FAIL" if check.problems else "ok"
+        print(f"  plan {check.plan_index} ({check.plan.describe()}): {status}")
+        for line in check.account:
+            print(f"    {line}")
+        failed += bool(check.problems)
+    verdict = "PASS" if not failed else "FAIL"
+    print(f"{verdict}: {len(checks)} crash state(s) re-run, {failed} failed")
+    return 0 if not failed else 1
