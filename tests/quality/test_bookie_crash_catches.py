@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from impl.bookie.bookie import Bookie
 from impl.bookie.checkpoint import Checkpointer
 from impl.journal.journal import Journal
 from impl.journal.last_mark import LogMark
@@ -60,39 +61,43 @@ def test_catches_last_mark_persisted_before_the_entry_logs(
 
 
 def _recovery_not_advancing_the_mark(
-    original: Callable[..., None],
-) -> Callable[..., None]:
+    original: Callable[[Bookie, LogMark], None],
+) -> Callable[[Bookie, LogMark], None]:
     """BookKeeper #2087: the post-replay checkpoint persists the mark replay started from."""
 
-    def checkpoint_to(self: Bookie, mark: LogMark, *, recovering: bool) -> None:
-        original(self, self.last_mark if recovering else mark, recovering=recovering)
+    def recovery_checkpoint(self: Bookie, end: LogMark) -> None:
+        original(self, self._checkpointer.last_mark)
 
-    return checkpoint_to
+    return recovery_checkpoint
 
 
 def test_catches_recovery_that_does_not_advance_last_mark(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(
-        Bookie, "_checkpoint_to", _recovery_not_advancing_the_mark(Bookie._checkpoint_to)
+        Bookie,
+        "_recovery_checkpoint",
+        _recovery_not_advancing_the_mark(Bookie._recovery_checkpoint),
     )
     assert "replay did not advance the mark (BookKeeper #2087)" in _messages(_caught())
 
 
-def _recovery_mark_in_memory_only(original: Callable[..., None]) -> Callable[..., None]:
+def _recovery_mark_in_memory_only(
+    original: Callable[[Checkpointer, LogMark, Journal | None], None],
+) -> Callable[[Checkpointer, LogMark, Journal | None], None]:
     """The post-replay checkpoint flushes and takes the new mark in memory but never writes
     it: the bookie's state says one lastMark, its disk another."""
 
-    def checkpoint_to(self: Bookie, mark: LogMark, *, recovering: bool) -> None:
-        if not recovering:
-            original(self, mark, recovering=False)
+    def complete(self: Checkpointer, mark: LogMark, journal: Journal | None) -> None:
+        if journal is not None:
+            original(self, mark, journal)
             return
-        with self._lock:
+        with self._state_lock:
             self._entry_logger.flush()
             self._index.flush()
         self._last_mark = mark
 
-    return checkpoint_to
+    return complete
 
 
 def test_catches_a_recovered_mark_that_is_never_persisted(
@@ -103,7 +108,7 @@ def test_catches_a_recovered_mark_that_is_never_persisted(
     says so."""
     monkeypatch.setenv("BKREF_TRACE_DIR", str(tmp_path))
     monkeypatch.setattr(
-        Bookie, "_checkpoint_to", _recovery_mark_in_memory_only(Bookie._checkpoint_to)
+        Checkpointer, "complete", _recovery_mark_in_memory_only(Checkpointer.complete)
     )
     report = _caught()
     first = report.failures[0]
@@ -118,7 +123,7 @@ def test_a_failure_replays_with_check_trace(
 ) -> None:
     monkeypatch.setenv("BKREF_TRACE_DIR", str(tmp_path))
     monkeypatch.setattr(
-        Bookie, "_checkpoint_to", bookie_variants.checkpoint_persisting_last_mark_first
+        Checkpointer, "complete", bookie_variants.checkpoint_persisting_last_mark_first
     )
     failure = _caught().failures[0]
     assert failure.plan is not None and failure.trace is not None

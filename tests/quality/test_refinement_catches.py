@@ -99,7 +99,7 @@ def run_profile(opener: Callable[..., Bookie] = Bookie.open) -> Caught | None:
     machine, started = _counting(machine_for(opener))
     start = time.perf_counter()
     try:
-        run_state_machine_as_test(machine, settings=PROFILE)  # type: ignore[no-untyped-call]
+        run_state_machine_as_test(machine, settings=PROFILE)  # type: ignore[no-untyped-call, unused-ignore]
     except RefinementFailure as failure:
         steps: int | None = len(failure.trace.steps)
         message, by_model = failure.message, True

@@ -2,7 +2,7 @@
 
 - every declaration agrees with its class (name, fields, docstring) and with the static
   unions, with the trace page (spec/trace.md: each op's kind) and with the adapter protocol
-  (impl/server/adapter.py: the op names and their fields);
+  (impl/server/protocol.py: the op names and their fields);
 - ``require_complete`` accepts a table that covers the registry exactly and refuses one that
   misses an operation or has one too many, naming the consumer and the operations;
   ``require_fields`` does the same for tables keyed by field name.
@@ -17,7 +17,7 @@ import typing
 import attrs
 import pytest
 
-from impl.server.adapter import OP_FIELDS, Op
+from impl.server.protocol import OP_FIELDS, Op
 from spec.operations import (
     OPERATIONS,
     REGISTRY,

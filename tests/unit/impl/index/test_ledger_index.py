@@ -722,6 +722,6 @@ TestIndexMachine = IndexMachine.TestCase
 
 @pytest.mark.slow
 def test_index_machine_deep() -> None:
-    run_state_machine_as_test(  # type: ignore[no-untyped-call]
+    run_state_machine_as_test(  # type: ignore[no-untyped-call, unused-ignore]
         IndexMachine, settings=settings(max_examples=2000, stateful_step_count=60, deadline=None)
     )
