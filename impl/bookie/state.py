@@ -3,7 +3,7 @@ report of what recovery did.
 
 Spec pages: spec/state.py (the abstract state the model keeps), spec/adapter.md (the
 ``inspect`` operation that returns it), spec/properties.md (what the refinement test checks on
-it). docs/design.md "Refinement" says how the harness uses it.
+it). docs/design.md "Checking" says how the harness uses it.
 
 Why a module of its own: the state is a value computed from the parts (entry logger, index,
 marks), never a source of truth, so it is built by functions of those parts rather than by the

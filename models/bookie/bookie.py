@@ -40,9 +40,9 @@ from typing import Any
 
 import attrs
 
-from models.entrylog.manager import EntryLogsModel, LogConstraints, record_bytes
-from models.index.ledger_index import UNSURE, LedgersModel, Sure
-from models.journal.last_mark import CheckpointModel
+from models.entrylog.manager import EntryLogManagerModel, LogConstraints, record_bytes
+from models.index.ledger_index import UNSURE, LedgerIndexModel, Sure
+from models.journal.last_mark import LastMarkModel
 from spec.operations import (
     Add,
     Checkpoint,
@@ -153,9 +153,9 @@ class BookieModel:
 
     def __init__(self, config: ModelConfig) -> None:
         self.config = config
-        self.ledgers = LedgersModel()
-        self.logs = EntryLogsModel(config.log_size_limit_bytes)
-        self.marks = CheckpointModel()
+        self.ledgers = LedgerIndexModel()
+        self.logs = EntryLogManagerModel(config.log_size_limit_bytes)
+        self.marks = LastMarkModel()
         self.pending: dict[int, _Pending] = {}
         #: "up", "crashed" (or died mid-step), "stopped" (clean shutdown).
         self.status = "up"

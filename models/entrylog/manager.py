@@ -15,9 +15,9 @@ Spec page: spec/format/entry_log.md (record and header sizes). BookKeeper's sing
   id moves one past it (RecentEntryLogsStatus).
 
 After a crash the model cannot say which bytes of an unflushed log survived, or which log
-recovery created for replayed entries: :meth:`EntryLogsModel.restarted` takes the
+recovery created for replayed entries: :meth:`EntryLogManagerModel.restarted` takes the
 implementation's word for the new layout once it has checked it against what the crash
-could have left (:meth:`EntryLogsModel.crash_constraints`). The same happens while a fault
+could have left (:meth:`EntryLogManagerModel.crash_constraints`). The same happens while a fault
 (a full disk, a failed fsync) makes rotation and flushing unpredictable: the model is
 *relaxed* and follows the observed layout, checking only what must hold in any case.
 
@@ -83,7 +83,7 @@ class LogConstraints:
     max_known_id: int
 
 
-class EntryLogsModel:
+class EntryLogManagerModel:
     """See the module docstring."""
 
     def __init__(self, log_size_limit_bytes: int) -> None:

@@ -63,7 +63,7 @@ class LedgerModel:
             assert self.fence in (None, *UNSURE), self.fence
 
 
-class LedgersModel:
+class LedgerIndexModel:
     """See the module docstring."""
 
     def __init__(self) -> None:

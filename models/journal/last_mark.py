@@ -23,7 +23,7 @@ from __future__ import annotations
 from spec.state import Mark
 
 
-class CheckpointModel:
+class LastMarkModel:
     """See the module docstring. ``None`` marks are not yet observed."""
 
     def __init__(self) -> None:

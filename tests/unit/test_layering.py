@@ -67,6 +67,14 @@ MODEL_MAP: dict[str, str] = {
     "impl/server/dispatcher.py": NOT_MODELLED + "tests/unit/impl/server/test_dispatcher.py",
     "impl/server/protocol.py": NOT_MODELLED + "tests/unit/impl/server/test_protocol.py",
     "impl/server/stdio.py": NOT_MODELLED + "tests/unit/impl/server/test_stdio.py",
+    "impl/bookie/ack.py": NOT_MODELLED + "tests/unit/impl/bookie/test_ack.py",
+    "impl/bookie/checkpoint.py": NOT_MODELLED + "tests/unit/impl/bookie/test_checkpoint.py",
+    "impl/bookie/layout.py": NOT_MODELLED + "tests/unit/impl/bookie/test_layout.py",
+    "impl/bookie/recovery.py": NOT_MODELLED + "tests/unit/impl/bookie/test_recovery.py",
+    "impl/bookie/state.py": NOT_MODELLED + "spec/state.py",
+    "impl/format/ledger_index.py": NOT_MODELLED + "tests/unit/impl/format/test_ledger_index.py",
+    "impl/format/names.py": NOT_MODELLED + "tests/unit/impl/format/test_names.py",
+    "impl/journal/replay.py": NOT_MODELLED + "tests/unit/impl/journal/test_replay.py",
 }
 
 #: Model modules that pair with no engine module of the same path, and why.

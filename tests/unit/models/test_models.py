@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from models.bookie.bookie import BookieModel, Divergence, ModelConfig, ModelUsageError
-from models.entrylog.manager import HEADER_BYTES, EntryLogsModel, record_bytes
-from models.index.ledger_index import LedgersModel, Sure
-from models.journal.last_mark import CheckpointModel
+from models.entrylog.manager import HEADER_BYTES, EntryLogManagerModel, record_bytes
+from models.index.ledger_index import LedgerIndexModel, Sure
+from models.journal.last_mark import LastMarkModel
 from spec.crash import LoseUnsynced
 from spec.operations import (
     OK,
@@ -29,7 +29,7 @@ from spec.operations import (
 
 def test_a_log_rotates_exactly_when_the_next_record_would_pass_the_limit() -> None:
     limit = HEADER_BYTES + 3 * record_bytes(10)
-    logs = EntryLogsModel(limit)
+    logs = EntryLogManagerModel(limit)
     assert [logs.add_entry(1, 10) for _ in range(3)] == [0, 0, 0]  # exactly at the limit
     assert logs.add_entry(1, 0) == 1  # one byte more than fits: a new log
     assert logs.logs[0].state == "rotated" and logs.logs[1].state == "active"
@@ -37,7 +37,7 @@ def test_a_log_rotates_exactly_when_the_next_record_would_pass_the_limit() -> No
 
 
 def test_least_unflushed_moves_only_past_the_smallest_flushed_logs() -> None:
-    logs = EntryLogsModel(HEADER_BYTES + record_bytes(0))
+    logs = EntryLogManagerModel(HEADER_BYTES + record_bytes(0))
     for _ in range(3):
         logs.add_entry(1, 0)  # logs 0, 1, 2: each holds one record
     assert logs.least_unflushed == 0
@@ -48,7 +48,7 @@ def test_least_unflushed_moves_only_past_the_smallest_flushed_logs() -> None:
 
 
 def test_crash_constraints_bound_each_log_between_fsynced_and_written_bytes() -> None:
-    logs = EntryLogsModel(10_000)
+    logs = EntryLogManagerModel(10_000)
     logs.add_entry(1, 10)
     logs.checkpoint()
     logs.add_entry(1, 5)
@@ -61,7 +61,7 @@ def test_crash_constraints_bound_each_log_between_fsynced_and_written_bytes() ->
 
 
 def test_refusals_come_in_the_bookies_order_deleted_then_key_then_fence() -> None:
-    ledgers = LedgersModel()
+    ledgers = LedgerIndexModel()
     ledgers.fence(1, b"k")
     assert ledgers.refusal(1, b"other", add=True) == "unauthorized"
     assert ledgers.refusal(1, b"k", add=True) == "fenced"
@@ -71,7 +71,7 @@ def test_refusals_come_in_the_bookies_order_deleted_then_key_then_fence() -> Non
 
 
 def test_a_crash_leaves_pending_facts_open_and_durable_ones_sure() -> None:
-    ledgers = LedgersModel()
+    ledgers = LedgerIndexModel()
     ledgers.add_entry(1, 0, b"k", b"a")
     ledgers.acknowledge_add(1, 0)
     ledgers.add_entry(1, 1, b"k", b"b")
@@ -87,7 +87,7 @@ def test_a_crash_leaves_pending_facts_open_and_durable_ones_sure() -> None:
 
 
 def test_the_mark_rules_flag_each_way_of_moving_wrongly() -> None:
-    marks = CheckpointModel()
+    marks = LastMarkModel()
     assert (
         marks.check("restart", last_mark=(1, 0), journal_mark=(2, 512), strict=False, forced=False)
         == []
