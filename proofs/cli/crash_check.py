@@ -25,7 +25,7 @@ from collections.abc import Callable
 from proofs.crash.entry_log_check import PROPERTIES as ENTRY_LOG_PROPERTIES
 from proofs.crash.entry_log_check import SUMMARY as ENTRY_LOG_SUMMARY
 from proofs.crash.entry_log_check import NoSuchState, Workload, replay_state, run_check
-from proofs.crash.explorer import Failure, Report
+from proofs.crash.explorer import CrashFailure, Report
 
 #: The two entry-log runs of a full check (docs/crash-check.md).
 FLUSH_ENTRYLOG_BYTES = (0, 1536)
@@ -187,7 +187,7 @@ def _bookie_run(args: argparse.Namespace, say: Callable[[str], None]) -> tuple[s
     return "bookie", report, SUMMARY
 
 
-def _print_failure(failure: Failure) -> None:
+def _print_failure(failure: CrashFailure) -> None:
     where = failure.where or f"crash point {failure.op_index} (before a {failure.op_kind})"
     plan = "" if failure.plan is None else f", plan: {failure.plan.describe()}"
     print(f"FAIL {where}{plan}: {failure.message}")

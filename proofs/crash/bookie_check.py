@@ -52,8 +52,8 @@ from impl.config.config import load_config
 from impl.journal.last_mark import read_last_mark
 from models.fs.simdisk import SimDisk
 from proofs.crash.explorer import (
-    Failure,
-    Progress,
+    CrashFailure,
+    ProgressTicker,
     Report,
     disk_fingerprint,
     disk_image,
@@ -423,7 +423,7 @@ def run_bookie_check(
         # The workload itself fails, before any crash: the model's first word is the verdict.
         step = recording.steps_passed
         report.failures.append(
-            Failure(
+            CrashFailure(
                 -1,
                 "none",
                 None,
@@ -435,7 +435,7 @@ def run_bookie_check(
     sites = list(recording.sites)
     if max_points is not None and len(sites) > max_points:
         sites = sites[:: -(-len(sites) // max_points)]
-    ticker = Progress(progress)
+    ticker = ProgressTicker(progress)
     for number, site in enumerate(sites, start=1):
         if max_failures is not None and len(report.failures) >= max_failures:
             break
@@ -467,7 +467,7 @@ def _explore_site(
     except RefinementFailure as refused:  # the interrupted step itself is refused
         message = describe_failure(refused)
         report.failures.append(
-            Failure(site.op_index, site.op_kind, None, message, where=where, trace=refused)
+            CrashFailure(site.op_index, site.op_kind, None, message, where=where, trace=refused)
         )
         return
     probes = probes_after_restart(template.trace)
@@ -488,5 +488,5 @@ def _explore_site(
             continue
         message = describe_failure(found)
         report.failures.append(
-            Failure(site.op_index, site.op_kind, plan, message, where=where, trace=found)
+            CrashFailure(site.op_index, site.op_kind, plan, message, where=where, trace=found)
         )

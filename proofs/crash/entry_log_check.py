@@ -58,7 +58,7 @@ from spec.crash import CrashPlan
 from spec.errors import BkrefError
 from spec.ids import EntryId, EntryLogId, LedgerId, Location, location_log_id
 
-LEDGER_DIRS = ("/ledgers0/current", "/ledgers1/current")
+CURRENT_DIRS = ("/ledgers0/current", "/ledgers1/current")
 
 #: What the entry-log target checks, for progress lines and the summary.
 PROPERTIES = (
@@ -70,57 +70,60 @@ SUMMARY = "properties 1 and 7 at the entry-log level"
 
 
 @attrs.frozen
-class Add:
+class LogAdd:
     ledger_id: LedgerId
     entry_id: EntryId
     payload: bytes
 
 
 @attrs.frozen
-class Step:
+class WorkloadStep:
     """One workload step: an add, or a background step by name."""
 
     kind: str  # "add" | "checkpoint" | "flush" | "preallocate" | "close"
-    add: Add | None = None
+    add: LogAdd | None = None
 
 
 @attrs.frozen
 class Written:
     """An add that returned, with the location the entry logger gave it."""
 
-    add: Add
+    add: LogAdd
     location: Location
 
 
 @attrs.frozen
-class Oracle:
-    """What the oracle knows at a crash point."""
+class Expected:
+    """What the oracle knows at a crash point: the adds that must read back, and the logs a
+    checkpoint covered."""
 
     durable: tuple[Written, ...]
     checkpointed_logs: frozenset[EntryLogId]
 
 
-def make_workload(seed: int, entries: int, ledgers: int) -> list[Step]:
+def make_workload(seed: int, entries: int, ledgers: int) -> list[WorkloadStep]:
     """A deterministic workload: adds over a few ledgers with background steps mixed in."""
     rng = random.Random(seed)
     next_entry = dict.fromkeys(range(1, ledgers + 1), 0)
-    steps: list[Step] = []
+    steps: list[WorkloadStep] = []
     for number in range(1, entries + 1):
         ledger = rng.randrange(1, ledgers + 1)
         body = rng.randbytes(rng.randrange(0, 300))
-        steps.append(Step("add", Add(LedgerId(ledger), EntryId(next_entry[ledger]), body)))
+        steps.append(
+            WorkloadStep("add", LogAdd(LedgerId(ledger), EntryId(next_entry[ledger]), body))
+        )
         next_entry[ledger] += 1
         # Background steps on a rough schedule (so every workload has them) with jitter
         # (so different seeds interleave them differently with rotation).
         roll = rng.random()
         if number % 7 == 0 or roll < 0.06:
-            steps.append(Step("checkpoint"))
+            steps.append(WorkloadStep("checkpoint"))
         if number % 11 == 0 or 0.06 <= roll < 0.09:
-            steps.append(Step("flush"))
+            steps.append(WorkloadStep("flush"))
         if number % 5 == 0 or 0.09 <= roll < 0.12:
-            steps.append(Step("preallocate"))
-    steps.append(Step("checkpoint"))
-    steps.append(Step("close"))
+            steps.append(WorkloadStep("preallocate"))
+    steps.append(WorkloadStep("checkpoint"))
+    steps.append(WorkloadStep("close"))
     return steps
 
 
@@ -134,29 +137,29 @@ def settings_for_check(flush_entrylog_bytes: int) -> EntryLoggerSettings:
     )
 
 
-def fresh_disk() -> SimDisk:
+def fresh_log_disk() -> SimDisk:
     disk = SimDisk()
-    for path in LEDGER_DIRS:
+    for path in CURRENT_DIRS:
         disk.mkdir(path)
-    for path in ("/", "/ledgers0", "/ledgers1", *LEDGER_DIRS):
+    for path in ("/", "/ledgers0", "/ledgers1", *CURRENT_DIRS):
         disk.fsync_dir(path)
     return disk
 
 
 def record_crash_points(
-    steps: list[Step], settings: EntryLoggerSettings, seed: int
-) -> tuple[list[CrashPoint[Oracle]], list[Written]]:
+    steps: list[WorkloadStep], settings: EntryLoggerSettings, seed: int
+) -> tuple[list[CrashPoint[Expected]], list[Written]]:
     """Run the workload once, with a crash point before every operation."""
-    disk = fresh_disk()
+    disk = fresh_log_disk()
     written: list[Written] = []
     durable: list[Written] = []
     checkpointed: set[EntryLogId] = set()
 
-    def oracle() -> Oracle:
-        return Oracle(tuple(durable), frozenset(checkpointed))
+    def oracle() -> Expected:
+        return Expected(tuple(durable), frozenset(checkpointed))
 
     def run() -> None:
-        logger = EntryLogger(disk, LEDGER_DIRS, settings, random.Random(seed))
+        logger = EntryLogger(disk, CURRENT_DIRS, settings, random.Random(seed))
         for step in steps:
             _apply(logger, step, written, durable, checkpointed)
 
@@ -166,7 +169,7 @@ def record_crash_points(
 
 def _apply(
     logger: EntryLogger,
-    step: Step,
+    step: WorkloadStep,
     written: list[Written],
     durable: list[Written],
     checkpointed: set[EntryLogId],
@@ -221,7 +224,7 @@ class Workload:
     def settings(self) -> EntryLoggerSettings:
         return settings_for_check(self.flush_entrylog_bytes)
 
-    def record(self) -> list[CrashPoint[Oracle]]:
+    def record(self) -> list[CrashPoint[Expected]]:
         """Run the workload once; its crash points, numbered from 0."""
         steps = make_workload(self.seed, self.entries, self.ledgers)
         points, _ = record_crash_points(steps, self.settings(), self.seed)
@@ -230,7 +233,7 @@ class Workload:
 
 def check_recovered(
     disk: SimDisk,
-    point: Oracle,
+    point: Expected,
     settings: EntryLoggerSettings,
     seed: int,
     account: list[str] | None = None,
@@ -238,7 +241,7 @@ def check_recovered(
     """Open the crashed disk afresh and run the four checks. Returns (entries read,
     problems); with ``account``, appends what was checked, in words, one line per check."""
     try:
-        logger = EntryLogger(disk, LEDGER_DIRS, settings, random.Random(seed + 1))
+        logger = EntryLogger(disk, CURRENT_DIRS, settings, random.Random(seed + 1))
     except BkrefError as exc:
         return 0, [f"recovery failed to open the entry logger: {exc}"]
     durable = len(point.durable)
@@ -305,7 +308,7 @@ def _existing_log_ids(disk: SimDisk) -> set[EntryLogId]:
     """Ids of the ``<hex>.log`` files on disk, parsed here rather than with
     impl.entrylog.ids so the no-stomping check does not trust the code it checks."""
     ids: set[EntryLogId] = set()
-    for directory in LEDGER_DIRS:
+    for directory in CURRENT_DIRS:
         for name in disk.listdir(directory):
             head = name.split(".")[0]
             if name.endswith(".log") and all(c in "0123456789abcdef" for c in head):
@@ -324,7 +327,7 @@ def _check_logs(
             result = logger.extract_metadata(log_id)
             path = next(
                 join(d, f"{log_id:x}.log")
-                for d in LEDGER_DIRS
+                for d in CURRENT_DIRS
                 if disk.exists(join(d, f"{log_id:x}.log"))
             )
             handle = disk.open(path)
@@ -387,7 +390,7 @@ class StateCheck:
 
 def replay_state(
     workload: Workload, point_index: int, plan_index: int | None = None
-) -> tuple[CrashPoint[Oracle], list[StateCheck]]:
+) -> tuple[CrashPoint[Expected], list[StateCheck]]:
     """Re-run crash point ``point_index`` of ``workload`` under plan ``plan_index`` (every
     plan at that point when None), exactly as :func:`run_check` does, with an account of
     each check. Raises NoSuchState for an index the workload does not have."""

@@ -99,7 +99,7 @@ class SavedTrace(Protocol):
 
 
 @attrs.frozen(eq=False)
-class Failure:
+class CrashFailure:
     """One problem a check found in one crash state: before operation ``op_index`` (of kind
     ``op_kind``, counted from the start of the workload), under ``plan`` (None: before any
     plan, e.g. the workload failed without a crash). ``where`` says it
@@ -138,7 +138,7 @@ class Report:
     crash_states: int = 0
     recovered_states: int = 0
     checked_items: int = 0
-    failures: list[Failure] = attrs.Factory(list)
+    failures: list[CrashFailure] = attrs.Factory(list)
 
     def merge(self, other: Report) -> None:
         self.crash_points += other.crash_points
@@ -193,7 +193,7 @@ def plans_at(disk: SimDisk) -> Iterator[CrashPlan]:
 PROGRESS_EVERY_S = 2.0
 
 
-class Progress:
+class ProgressTicker:
     """Progress lines at most every PROGRESS_EVERY_S seconds (none without ``say``)."""
 
     def __init__(self, say: Callable[[str], None] | None) -> None:
@@ -222,7 +222,7 @@ def explore(
     returns (items checked, problems). ``label`` starts each progress line; ``command(point
     index, plan index)`` is the command that re-runs a failing state."""
     report = Report()
-    ticker = Progress(progress)
+    ticker = ProgressTicker(progress)
     for number, point in enumerate(points, start=1):
         report.crash_points += 1
         passed: set[Hashable] = set()
@@ -240,7 +240,8 @@ def explore(
                 passed.add(fingerprint)
             rerun = command(point.op_index, plan_index) if command is not None else ""
             report.failures += [
-                Failure(point.op_index, point.op_kind, plan, p, command=rerun) for p in problems
+                CrashFailure(point.op_index, point.op_kind, plan, p, command=rerun)
+                for p in problems
             ]
         if ticker.due():
             ticker.say(

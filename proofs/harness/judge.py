@@ -15,7 +15,7 @@ wherever it comes from, so that a trace the harness wrote replays to the same ve
 :class:`Judge` returns a :class:`Judgement`: the model's notes, or what failed (the first
 divergence stops the judging of the step: the monitor does not see it). The callers decide
 what a failure becomes: proofs/harness/refinement.py raises RefinementFailure with the trace
-so far, proofs/harness/replay.py reports a Failure of the replay. A history the model cannot
+so far, proofs/harness/replay.py reports a ReplayFailure of the replay. A history the model cannot
 run (spec: ``ModelUsageError``) and the model's own assertions propagate as they are.
 
 Not here: running the step (the system under test, proofs/harness/refinement.py), the

@@ -11,7 +11,7 @@ of spec/properties.md, the invariants), and stops at the first step that fails.
 
 The replay (:class:`Replay`, :func:`replay_trace`) serves ``bkref check-trace``
 (proofs/cli/check_trace.py), ``bkref explain`` (proofs/cli/explain.py) and the tests; it never
-raises for what a trace holds: a divergence or a violation is a :class:`Failure` in the
+raises for what a trace holds: a divergence or a violation is a :class:`ReplayFailure` in the
 verdict, and a trace the model cannot run at all (a request while the bookie is down, a
 configuration it cannot take, a history outside what the model covers) raises
 :class:`ReplayError`.
@@ -43,7 +43,7 @@ class ReplayError(BkrefError):
 
 
 @attrs.frozen
-class Failure:
+class ReplayFailure:
     """The first step the model or a property refuses. ``kind`` is ``divergence`` (the
     model does not allow the answer or the state) or ``property`` (``prop`` is broken)."""
 
@@ -59,7 +59,7 @@ class Failure:
         return f"step {self.step} ({self.op}) diverges from the model: {self.message}"
 
     @classmethod
-    def of(cls, step: Step, judgement: Judgement) -> Failure | None:
+    def of(cls, step: Step, judgement: Judgement) -> ReplayFailure | None:
         """The failure of a judged step, or None: a divergence, else the first broken
         property with every message of that property."""
         if judgement.divergence is not None:
@@ -77,7 +77,7 @@ class StepReport:
 
     step: Step
     notes: tuple[str, ...]
-    failure: Failure | None = None
+    failure: ReplayFailure | None = None
 
 
 @attrs.frozen
@@ -105,7 +105,7 @@ class Verdict:
     reports: tuple[StepReport, ...]
 
     @property
-    def failure(self) -> Failure | None:
+    def failure(self) -> ReplayFailure | None:
         return self.reports[-1].failure if self.reports else None
 
     @property
@@ -137,7 +137,7 @@ class Replay:
         self.judge = Judge(model, PropertyMonitor())
         self.model = model
         self.monitor = self.judge.monitor
-        self.failure: Failure | None = None
+        self.failure: ReplayFailure | None = None
         self.taken = 0
 
     def advance(self, step: Step) -> StepReport:
@@ -151,7 +151,7 @@ class Replay:
             raise ReplayError(_usage(step, str(exc))) from None
         except Exception as exc:  # a model assertion: no traceback for user input
             raise ReplayError(_model_broke(step, exc)) from None
-        self.failure = Failure.of(step, judgement)
+        self.failure = ReplayFailure.of(step, judgement)
         return StepReport(step, judgement.notes, self.failure)
 
     def check_invariants(self) -> None:

@@ -8,7 +8,7 @@ import pytest
 from models.fs.simdisk import SimDisk
 from proofs.crash import explorer
 from proofs.crash.explorer import (
-    Failure,
+    CrashFailure,
     Report,
     copy_disk,
     disk_fingerprint,
@@ -113,9 +113,11 @@ def test_a_failure_says_how_to_see_it_again() -> None:
         def save(self) -> str:
             return "/tmp/t.jsonl"
 
-    assert Failure(1, "fsync", KeepPrefix(1), "m").replay_lines() == []
-    assert Failure(1, "fsync", None, "m", command="bkref x").replay_lines() == ["re-run: bkref x"]
-    assert Failure(1, "fsync", None, "m", trace=Saved()).replay_lines() == [
+    assert CrashFailure(1, "fsync", KeepPrefix(1), "m").replay_lines() == []
+    assert CrashFailure(1, "fsync", None, "m", command="bkref x").replay_lines() == [
+        "re-run: bkref x"
+    ]
+    assert CrashFailure(1, "fsync", None, "m", trace=Saved()).replay_lines() == [
         "trace: /tmp/t.jsonl",
         "replay: bkref check-trace /tmp/t.jsonl",
         "explain: bkref explain /tmp/t.jsonl",
@@ -123,7 +125,7 @@ def test_a_failure_says_how_to_see_it_again() -> None:
 
 
 def test_reports_merge() -> None:
-    one = Report(1, 10, 4, 7, [Failure(0, "fsync", None, "a")])
+    one = Report(1, 10, 4, 7, [CrashFailure(0, "fsync", None, "a")])
     one.merge(Report(2, 5, 5, 1, []))
     assert (one.crash_points, one.crash_states, one.recovered_states, one.checked_items) == (
         3,
