@@ -1,7 +1,7 @@
 """Typed errors a user or a caller can meet.
 
 Every error says what happened and what to do. The file-system errors are part of the
-FileSystem seam: the OS backend (impl/fs) and the simulated disk (models/simdisk) raise the
+FileSystem seam: the OS backend (impl/fs) and the simulated disk (models/fs/simdisk.py) raise the
 same classes, so the engine handles both the same way.
 """
 

@@ -1,4 +1,4 @@
-"""Value objects of the FileSystem seam, shared by impl/fs and models/simdisk.
+"""Value objects of the FileSystem seam, shared by impl/fs and models/fs/simdisk.py.
 
 They live in spec/ because both sides return them: impl.fs.api.FileSystem promises a
 ``DiskSpace`` from ``disk_space``, and the simulated disk (which may not import impl/) must

@@ -186,7 +186,7 @@ def test_catches_a_fence_acknowledged_at_once_without_a_record() -> None:
         rv.FenceAckedAtOnceBookie.open,
         "answered ok; allowed:",  # an ack before any journal force
         "should be fenced",
-        "property 2",
+        "property fence",
     )
 
 
@@ -194,7 +194,7 @@ def test_catches_a_fence_acknowledged_at_the_next_force_without_a_record() -> No
     _assert_caught(
         rv.FenceAckedAtNextForceBookie.open,
         "should be fenced",  # the fence lost in a crash
-        "property 2",  # an add acknowledged after an acknowledged fence
+        "property fence",  # an add acknowledged after an acknowledged fence
         "the journal mark stayed",  # a force with only the fence queued wrote nothing
     )
 
