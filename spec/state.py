@@ -1,8 +1,9 @@
 """The abstract state of a bookie: what the model and an implementation are compared on.
 
 An implementation maps its own state onto this (the abstraction function: Bookie.inspect in
-impl/bookie/bookie.py, built by impl/bookie/state.py, through proofs/harness/refinement.py; the ``inspect`` op of spec/adapter.md
-for any other bookie), and the model keeps one of its own. Field by field:
+impl/bookie/bookie.py, built by impl/bookie/state.py, through proofs/harness/refinement.py;
+the ``inspect`` op of spec/adapter.md for any other bookie), and the model keeps one of its
+own. Field by field:
 
 - ``entry_logs``: every entry log on the bookie, by id, with its state and, per ledger, the
   bytes of that ledger's records in it (size prefixes included, as BookKeeper's
