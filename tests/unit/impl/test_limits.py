@@ -12,10 +12,19 @@ and the adapter's in-flight bound (tests/unit/impl/server/test_dispatcher.py).
 
 from __future__ import annotations
 
+import random
+
 import attrs
 import pytest
 
+from impl.entrylog.logger import EntryLogger
+from impl.fs.api import FileHandle, FileSystem
 from impl.limits import LIMITS, SCAN_WINDOW_MIN_BYTES, TEST_LIMITS, TEST_SETTINGS, Limits
+from models.fs.simdisk import SimDisk
+from spec.ids import Location, location_log_id
+from tests.unit.fs_wrappers import ForwardingFs
+from tests.unit.impl.entrylog.test_buffered_channel import FaultyHandle
+from tests.unit.impl.entrylog.test_logger import add, payload, read, settings_for, sim_disk
 
 FIELDS = [field.name for field in attrs.fields(Limits)]
 
@@ -77,3 +86,91 @@ def test_test_settings_are_bookkeeper_keys_the_configuration_accepts() -> None:
     assert config.log_size_limit_bytes == int(TEST_SETTINGS["logSizeLimit"])
     assert config.write_buffer_size_bytes == int(TEST_SETTINGS["writeBufferSizeBytes"])
     assert config.journal_max_group_wait_ms == 0
+
+
+# --- entry logs: read handles, scan window, lastId ----------------------------------------------
+
+
+class HandleWatchingFs(ForwardingFs):
+    """Wraps every read-only handle of an entry log to count how many are opened and still
+    open (``lastId`` is read through a read-only handle too: not counted)."""
+
+    def __init__(self, inner: FileSystem) -> None:
+        super().__init__(inner)
+        self.read_handles: list[FaultyHandle] = []
+
+    def open(
+        self, path: str, *, create: bool = False, exclusive: bool = False, read_only: bool = False
+    ) -> FileHandle:
+        handle = self.inner.open(path, create=create, exclusive=exclusive, read_only=read_only)
+        if not (read_only and path.endswith(".log")):
+            return handle
+        watched = FaultyHandle(handle)
+        self.read_handles.append(watched)
+        return watched
+
+    def open_now(self) -> int:
+        return sum(1 for handle in self.read_handles if "close" not in handle.calls)
+
+
+def _three_closed_logs() -> tuple[SimDisk, list[str], list[tuple[int, Location]]]:
+    """Two entries in each of three logs that a first logger rotated and closed: the first
+    two are sealed (a ledgers map), the last has none."""
+    disk, dirs = sim_disk(1)
+    logger = EntryLogger(disk, dirs, settings_for(log_size_limit_bytes=1150), random.Random(0))
+    added = [(entry, add(logger, 1, entry, body_bytes=40)) for entry in range(6)]
+    logger.close()
+    assert len({location_log_id(location) for _, location in added}) == 3
+    return disk, dirs, added
+
+
+def _reopen(disk: SimDisk, dirs: list[str], limits: Limits) -> tuple[EntryLogger, HandleWatchingFs]:
+    fs = HandleWatchingFs(disk)
+    logger = EntryLogger(fs, dirs, settings_for(), random.Random(1), limits=limits)
+    return logger, fs
+
+
+@pytest.mark.parametrize(("handles_max", "opens"), [(2, 4), (LIMITS.read_handles_max, 3)])
+def test_the_entry_logger_keeps_at_most_read_handles_max_handles(
+    handles_max: int, opens: int
+) -> None:
+    disk, dirs, added = _three_closed_logs()
+    logger, fs = _reopen(disk, dirs, Limits(read_handles_max=handles_max))
+    first_of_each_log = [added[0], added[2], added[4], added[0]]  # the first log twice
+    for entry, location in first_of_each_log:
+        assert read(logger, 1, entry, location) == payload(1, entry, 40)
+        logger.check_invariants()
+        assert fs.open_now() <= handles_max
+    assert len(fs.read_handles) == opens  # with 2 handles, the first log was evicted
+
+
+def test_the_entry_logger_scans_in_windows_of_scan_chunk_bytes() -> None:
+    disk, dirs = sim_disk(1)
+    first = EntryLogger(disk, dirs, settings_for(), random.Random(0))
+    log_id = location_log_id(add(first, 1, 0, body_bytes=40))
+    for entry in range(1, 10):
+        add(first, 1, entry, body_bytes=40)
+    first.close()  # the active log gets no ledgers map: its metadata comes from a scan
+    results, preads = [], []
+    for limits in (LIMITS, Limits(scan_chunk_bytes=SCAN_WINDOW_MIN_BYTES)):
+        logger, fs = _reopen(disk, dirs, limits)
+        found = logger.extract_metadata(log_id)
+        assert found.source == "scan"
+        results.append(found.metadata)
+        preads.append(sum(handle.calls.count("pread") for handle in fs.read_handles))
+    assert results[0] == results[1]
+    # The header, then one 1 MiB window for all ten records, or one 20-byte window each.
+    assert preads == [2, 11]
+
+
+def test_the_entry_logger_ignores_a_last_id_longer_than_last_id_file_max_bytes() -> None:
+    last_id = b"1f\n" + b"\n" * 10  # 13 bytes: an id, then blank lines
+    first_logs = []
+    for limits in (LIMITS, Limits(last_id_file_max_bytes=12)):
+        disk, dirs = sim_disk(1)
+        handle = disk.open(f"{dirs[0]}/lastId", create=True)
+        handle.pwrite(0, last_id)
+        handle.close()
+        logger = EntryLogger(disk, dirs, settings_for(), random.Random(0), limits=limits)
+        first_logs.append(location_log_id(add(logger, 1, 0)))
+    assert first_logs == [0x20, 0]  # after lastId's id, or (garbage) the first id
