@@ -19,12 +19,16 @@ import pytest
 
 from impl.entrylog.logger import EntryLogger
 from impl.fs.api import FileHandle, FileSystem
+from impl.journal.last_mark import NO_MARK
+from impl.journal.replay import replay
 from impl.limits import LIMITS, SCAN_WINDOW_MIN_BYTES, TEST_LIMITS, TEST_SETTINGS, Limits
 from models.fs.simdisk import SimDisk
 from spec.ids import Location, location_log_id
+from tests.unit import bk_journal_layout as bk
 from tests.unit.fs_wrappers import ForwardingFs
 from tests.unit.impl.entrylog.test_buffered_channel import FaultyHandle
 from tests.unit.impl.entrylog.test_logger import add, payload, read, settings_for, sim_disk
+from tests.unit.impl.journal.journal_files import JDIR, T0, new_disk, put_journal
 
 FIELDS = [field.name for field in attrs.fields(Limits)]
 
@@ -92,18 +96,20 @@ def test_test_settings_are_bookkeeper_keys_the_configuration_accepts() -> None:
 
 
 class HandleWatchingFs(ForwardingFs):
-    """Wraps every read-only handle of an entry log to count how many are opened and still
-    open (``lastId`` is read through a read-only handle too: not counted)."""
+    """Wraps every read-only handle of a file named ``*<suffix>`` to count how many are opened
+    and still open, and what they read (``lastId`` is read through a read-only handle too:
+    not counted)."""
 
-    def __init__(self, inner: FileSystem) -> None:
+    def __init__(self, inner: FileSystem, suffix: str = ".log") -> None:
         super().__init__(inner)
+        self.suffix = suffix
         self.read_handles: list[FaultyHandle] = []
 
     def open(
         self, path: str, *, create: bool = False, exclusive: bool = False, read_only: bool = False
     ) -> FileHandle:
         handle = self.inner.open(path, create=create, exclusive=exclusive, read_only=read_only)
-        if not (read_only and path.endswith(".log")):
+        if not (read_only and path.endswith(self.suffix)):
             return handle
         watched = FaultyHandle(handle)
         self.read_handles.append(watched)
@@ -111,6 +117,9 @@ class HandleWatchingFs(ForwardingFs):
 
     def open_now(self) -> int:
         return sum(1 for handle in self.read_handles if "close" not in handle.calls)
+
+    def preads(self) -> int:
+        return sum(handle.calls.count("pread") for handle in self.read_handles)
 
 
 def _three_closed_logs() -> tuple[SimDisk, list[str], list[tuple[int, Location]]]:
@@ -157,7 +166,7 @@ def test_the_entry_logger_scans_in_windows_of_scan_chunk_bytes() -> None:
         found = logger.extract_metadata(log_id)
         assert found.source == "scan"
         results.append(found.metadata)
-        preads.append(sum(handle.calls.count("pread") for handle in fs.read_handles))
+        preads.append(fs.preads())
     assert results[0] == results[1]
     # The header, then one 1 MiB window for all ten records, or one 20-byte window each.
     assert preads == [2, 11]
@@ -174,3 +183,27 @@ def test_the_entry_logger_ignores_a_last_id_longer_than_last_id_file_max_bytes()
         logger = EntryLogger(disk, dirs, settings_for(), random.Random(0), limits=limits)
         first_logs.append(location_log_id(add(logger, 1, 0)))
     assert first_logs == [0x20, 0]  # after lastId's id, or (garbage) the first id
+
+
+# --- journal replay -----------------------------------------------------------------------------
+
+
+def test_journal_replay_reads_replay_chunk_bytes_at_a_time_and_whole_longer_records() -> None:
+    disk = new_disk()
+    builder = bk.JournalBuilder(version=6, alignment=512)
+    builder.key(1, b"k")
+    bodies = [b"s" * 10, b"L" * 2000, b"s" * 10, b"L" * 700]  # two records above a chunk
+    for entry, body in enumerate(bodies):
+        builder.entry(1, entry, body)
+    put_journal(disk, T0, builder.file_bytes())
+    replays, preads = [], []
+    for limits in (LIMITS, Limits(replay_chunk_bytes=64)):
+        fs = HandleWatchingFs(disk, suffix=".txn")
+        run = replay(fs, JDIR, NO_MARK, skip_invalid=False, limits=limits)
+        replays.append(list(run))
+        preads.append(fs.preads())
+    assert replays[0] == replays[1]
+    assert [record.payload[16:] for record in replays[1][1:]] == bodies
+    # The version, one 4 MiB chunk and the end; or the version, a 64-byte chunk, the 2000-byte
+    # record whole, a chunk, the 700-byte record whole and the end.
+    assert preads == [3, 6]
