@@ -17,15 +17,19 @@ import random
 import attrs
 import pytest
 
+from impl.bookie.bookie import Bookie
 from impl.entrylog.logger import EntryLogger
 from impl.fs.api import FileHandle, FileSystem
 from impl.journal.last_mark import NO_MARK
 from impl.journal.replay import replay
 from impl.limits import LIMITS, SCAN_WINDOW_MIN_BYTES, TEST_LIMITS, TEST_SETTINGS, Limits
 from models.fs.simdisk import SimDisk
-from spec.ids import Location, location_log_id
+from spec.crash import LoseUnsynced
+from spec.errors import BadRequest
+from spec.ids import EntryId, LedgerId, Location, location_log_id
 from tests.unit import bk_journal_layout as bk
 from tests.unit.fs_wrappers import ForwardingFs
+from tests.unit.impl.bookie.test_bookie import KEY, add_and_ack, body, make_config, open_bookie
 from tests.unit.impl.entrylog.test_buffered_channel import FaultyHandle
 from tests.unit.impl.entrylog.test_logger import add, payload, read, settings_for, sim_disk
 from tests.unit.impl.journal.journal_files import JDIR, T0, new_disk, put_journal
@@ -207,3 +211,79 @@ def test_journal_replay_reads_replay_chunk_bytes_at_a_time_and_whole_longer_reco
     # The version, one 4 MiB chunk and the end; or the version, a 64-byte chunk, the 2000-byte
     # record whole, a chunk, the 700-byte record whole and the end.
     assert preads == [3, 6]
+
+
+# --- the bookie hands its Limits to the parts it builds -----------------------------------------
+
+
+def _segments(disk: SimDisk, bookie: Bookie) -> list[str]:
+    return [name for name in disk.listdir(bookie.layout.index_dir) if name.endswith(".seg")]
+
+
+@pytest.mark.parametrize(("limits", "most"), [(Limits(index_segments_max=2), 2), (LIMITS, 4)])
+def test_the_bookie_index_merges_at_the_index_segments_max_it_was_given(
+    limits: Limits, most: int
+) -> None:
+    disk = SimDisk()
+    bookie = open_bookie(disk, limits=limits)
+    assert bookie.limits is limits
+    counts = []
+    for entry in range(3):
+        add_and_ack(bookie, 1, entry, b"e")
+        bookie.checkpoint()
+        counts.append(len(_segments(disk, bookie)))
+    assert max(counts) == most, counts  # the recovery checkpoint's, then one per checkpoint
+
+
+def test_the_bookie_refuses_keys_above_its_master_key_max_bytes() -> None:
+    limits = Limits(master_key_max_bytes=len(KEY))
+    bookie = open_bookie(SimDisk(), limits=limits)
+    add_and_ack(bookie, 1, 0, b"e")
+    with pytest.raises(BadRequest, match=f"above the maximum {len(KEY)}"):
+        bookie.add_entry(LedgerId(2), EntryId(0), KEY + b"!", b"e")
+    with pytest.raises(BadRequest, match=f"above the maximum {len(KEY)}"):
+        bookie.fence(LedgerId(2), KEY + b"!")
+    longer = open_bookie(SimDisk())  # production limits: accepted
+    add_and_ack(longer, 2, 0, b"e")
+
+
+def _crashed_with_journal_to_replay() -> SimDisk:
+    """A disk whose journal holds five forced adds after lastMark (no checkpoint)."""
+    disk = SimDisk()
+    bookie = open_bookie(disk)
+    for entry in range(5):
+        add_and_ack(bookie, 1, entry, body(1, entry, size=100))
+    disk.crash(LoseUnsynced())
+    return disk
+
+
+def test_the_bookie_replays_its_journal_in_the_replay_chunk_bytes_it_was_given() -> None:
+    preads = []
+    for limits in (LIMITS, Limits(replay_chunk_bytes=64)):
+        fs = HandleWatchingFs(_crashed_with_journal_to_replay(), suffix=".txn")
+        bookie = open_bookie(fs, limits=limits)
+        assert bookie.recovery.entries_re_added == 5
+        preads.append(fs.preads())
+    assert preads[0] < 5 < preads[1], preads  # one chunk, or a read per record at least
+
+
+def test_the_bookie_rebuilds_its_index_with_the_limits_it_was_given() -> None:
+    runs = []
+    for limits in (LIMITS, Limits(rebuild_progress_every_logs=2)):
+        disk = SimDisk()
+        bookie = open_bookie(disk, make_config("logSizeLimit=1200"))
+        for entry in range(8):
+            add_and_ack(bookie, 1, entry, body(1, entry, size=100))
+        bookie.shutdown()
+        for name in _segments(disk, bookie):  # the index is gone: rebuilt from the logs
+            disk.unlink(f"{bookie.layout.index_dir}/{name}")
+        lines: list[str] = []
+        reopened = open_bookie(disk, progress=lines.append, limits=limits)
+        assert reopened.recovery.index_rebuilt
+        assert reopened.read_entry(LedgerId(1), EntryId(7)) == body(1, 7, size=100)
+        runs.append([line for line in lines if "entry logs read" in line])
+    assert runs[0] == []
+    assert runs[1][:2] == [
+        "index rebuild: 2/8 entry logs read, 2 entries indexed",
+        "index rebuild: 4/8 entry logs read, 4 entries indexed",
+    ]
