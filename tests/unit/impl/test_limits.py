@@ -13,11 +13,15 @@ and the adapter's in-flight bound (tests/unit/impl/server/test_dispatcher.py).
 from __future__ import annotations
 
 import random
+import threading
+import time
 
 import attrs
 import pytest
 
 from impl.bookie.bookie import Bookie
+from impl.bookie.driver import NS_PER_MS, BookieDriver
+from impl.clock import ManualClock
 from impl.entrylog.logger import EntryLogger
 from impl.fs.api import FileHandle, FileSystem
 from impl.journal.last_mark import NO_MARK
@@ -25,11 +29,12 @@ from impl.journal.replay import replay
 from impl.limits import LIMITS, SCAN_WINDOW_MIN_BYTES, TEST_LIMITS, TEST_SETTINGS, Limits
 from models.fs.simdisk import SimDisk
 from spec.crash import LoseUnsynced
-from spec.errors import BadRequest
+from spec.errors import BadRequest, BookieIOError
 from spec.ids import EntryId, LedgerId, Location, location_log_id
 from tests.unit import bk_journal_layout as bk
 from tests.unit.fs_wrappers import ForwardingFs
 from tests.unit.impl.bookie.test_bookie import KEY, add_and_ack, body, make_config, open_bookie
+from tests.unit.impl.bookie.test_driver import LockedFs
 from tests.unit.impl.entrylog.test_buffered_channel import FaultyHandle
 from tests.unit.impl.entrylog.test_logger import add, payload, read, settings_for, sim_disk
 from tests.unit.impl.journal.journal_files import JDIR, T0, new_disk, put_journal
@@ -197,8 +202,8 @@ def test_journal_replay_reads_replay_chunk_bytes_at_a_time_and_whole_longer_reco
     builder = bk.JournalBuilder(version=6, alignment=512)
     builder.key(1, b"k")
     bodies = [b"s" * 10, b"L" * 2000, b"s" * 10, b"L" * 700]  # two records above a chunk
-    for entry, body in enumerate(bodies):
-        builder.entry(1, entry, body)
+    for entry, data in enumerate(bodies):
+        builder.entry(1, entry, data)
     put_journal(disk, T0, builder.file_bytes())
     replays, preads = [], []
     for limits in (LIMITS, Limits(replay_chunk_bytes=64)):
@@ -287,3 +292,57 @@ def test_the_bookie_rebuilds_its_index_with_the_limits_it_was_given() -> None:
         "index rebuild: 2/8 entry logs read, 2 entries indexed",
         "index rebuild: 4/8 entry logs read, 4 entries indexed",
     ]
+
+
+# --- the driver ----------------------------------------------------------------------------------
+
+
+def _driver(limits: Limits, *settings: str) -> tuple[Bookie, BookieDriver, ManualClock]:
+    clock = ManualClock()
+    fs = LockedFs(SimDisk())
+    config = make_config(*settings)
+    bookie = Bookie.open(fs, config, clock=clock, rng=random.Random(3))
+    return bookie, BookieDriver(bookie, clock, config, limits=limits), clock
+
+
+def test_the_journal_thread_sleeps_as_its_limits_say() -> None:
+    limits = Limits(group_wait_min_ms=3, journal_idle_ms=40)
+    for given, (idle_ms, least_ms) in ((limits, (40, 3)), (LIMITS, (500, 1))):
+        bookie, driver, _clock = _driver(given, "journalMaxGroupWaitMSec=0")
+        assert driver._journal_sleep_ns() == idle_ms * NS_PER_MS  # nothing queued
+        bookie.add_entry(LedgerId(1), EntryId(0), KEY, b"x")  # due at once (no group wait)
+        assert driver._journal_sleep_ns() == least_ms * NS_PER_MS
+        driver.check_invariants()
+        bookie.shutdown()
+
+
+@pytest.mark.parametrize(("tick_ms", "wakes"), [(5, True), (3_600_000, False)])
+def test_the_maintenance_thread_wakes_at_the_tick_it_was_given(tick_ms: int, wakes: bool) -> None:
+    limits = Limits(maintenance_tick_ms=tick_ms, journal_idle_ms=tick_ms)
+    bookie, driver, clock = _driver(limits, "flushInterval=600000")
+    driver.start()
+    threading.Event().wait(0.05)  # the thread is asleep for min(10 minutes, one tick)
+    clock.advance_ms(600_000)  # a checkpoint is due, on the clock only
+    for _ in range(100 if wakes else 6):
+        if driver.checkpoints:
+            break
+        threading.Event().wait(0.05)
+    assert (driver.checkpoints > 0) == wakes  # an hour's tick sleeps through it
+    driver.stop()
+    bookie.shutdown()
+
+
+def test_stop_waits_for_each_thread_as_long_as_thread_join_timeout_ms() -> None:
+    limits = Limits(thread_join_timeout_ms=50, maintenance_tick_ms=1)
+    bookie, driver, clock = _driver(limits, "flushInterval=1")
+    fs = bookie._fs
+    assert isinstance(fs, LockedFs)
+    driver.start()
+    with fs.lock:
+        clock.advance_ms(5)  # a checkpoint is due: the maintenance thread blocks in it
+        threading.Event().wait(0.1)
+        started = time.monotonic()
+        with pytest.raises(BookieIOError, match="did not stop in time"):
+            driver.stop()
+        assert time.monotonic() - started < 10  # 50 ms for the stuck thread, not 30 s
+    bookie.shutdown()
