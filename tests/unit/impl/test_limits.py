@@ -12,9 +12,12 @@ and the adapter's in-flight bound (tests/unit/impl/server/test_dispatcher.py).
 
 from __future__ import annotations
 
+import io
+import json
 import random
 import threading
 import time
+from collections.abc import Callable
 
 import attrs
 import pytest
@@ -27,6 +30,7 @@ from impl.fs.api import FileHandle, FileSystem
 from impl.journal.last_mark import NO_MARK
 from impl.journal.replay import replay
 from impl.limits import LIMITS, SCAN_WINDOW_MIN_BYTES, TEST_LIMITS, TEST_SETTINGS, Limits
+from impl.server.stdio import serve
 from models.fs.simdisk import SimDisk
 from spec.crash import LoseUnsynced
 from spec.errors import BadRequest, BookieIOError
@@ -38,6 +42,8 @@ from tests.unit.impl.bookie.test_driver import LockedFs
 from tests.unit.impl.entrylog.test_buffered_channel import FaultyHandle
 from tests.unit.impl.entrylog.test_logger import add, payload, read, settings_for, sim_disk
 from tests.unit.impl.journal.journal_files import JDIR, T0, new_disk, put_journal
+from tests.unit.impl.server.fakes import BOUNDS, FakeBookie
+from tests.unit.impl.server.fakes import add as add_request
 
 FIELDS = [field.name for field in attrs.fields(Limits)]
 
@@ -346,3 +352,54 @@ def test_stop_waits_for_each_thread_as_long_as_thread_join_timeout_ms() -> None:
             driver.stop()
         assert time.monotonic() - started < 10  # 50 ms for the stuck thread, not 30 s
     bookie.shutdown()
+
+
+# --- the adapter server --------------------------------------------------------------------------
+
+
+def _serve_in_thread(
+    stdin: bytes, bookie: FakeBookie, limits: Limits, shutdown: Callable[[], None]
+) -> tuple[threading.Thread, io.BytesIO]:
+    out = io.BytesIO()
+
+    def run() -> None:
+        serve(
+            bookie,
+            start=lambda: None,
+            shutdown=shutdown,
+            bounds=BOUNDS,
+            stdin=io.BytesIO(stdin),
+            out=out,
+            log=lambda _line: None,
+            limits=limits,
+        )
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, out
+
+
+def test_the_adapter_stops_reading_at_in_flight_max() -> None:
+    adds = [
+        json.dumps(add_request(number, 1, number, b"d")).encode() + b"\n" for number in range(3)
+    ]
+    bookie = FakeBookie(auto_complete=False)
+    thread, _out = _serve_in_thread(
+        b"".join(adds), bookie, Limits(in_flight_max=2), bookie.shutdown
+    )
+    thread.join(0.3)
+    assert thread.is_alive() and bookie.calls == ["add_entry", "add_entry"]  # waits at 2
+    bookie.pending[0].complete()
+    thread.join(10)
+    assert not thread.is_alive() and bookie.calls == ["add_entry"] * 3 + ["shutdown"]
+
+
+def test_the_adapter_waits_for_answers_in_flight_as_long_as_drain_timeout_ms() -> None:
+    line = json.dumps(add_request(1, 1, 0, b"d")).encode() + b"\n"
+    bookie = FakeBookie(auto_complete=False)  # its Ack never completes: nothing to drain
+    started = time.monotonic()
+    thread, out = _serve_in_thread(line, bookie, Limits(drain_timeout_ms=50), lambda: None)
+    thread.join(30)
+    assert time.monotonic() - started < 5  # 50 ms, not the production 10 s
+    answer = json.loads(out.getvalue().decode().splitlines()[-1])
+    assert answer["id"] == 1 and answer["error"] == "io_error"
