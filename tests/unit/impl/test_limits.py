@@ -30,6 +30,7 @@ from impl.fs.api import FileHandle, FileSystem
 from impl.journal.last_mark import NO_MARK
 from impl.journal.replay import replay
 from impl.limits import LIMITS, SCAN_WINDOW_MIN_BYTES, TEST_LIMITS, TEST_SETTINGS, Limits
+from impl.server.protocol import Rejection, RequestBounds, parse_request
 from impl.server.stdio import serve
 from models.fs.simdisk import SimDisk
 from spec.crash import LoseUnsynced
@@ -403,3 +404,13 @@ def test_the_adapter_waits_for_answers_in_flight_as_long_as_drain_timeout_ms() -
     assert time.monotonic() - started < 5  # 50 ms, not the production 10 s
     answer = json.loads(out.getvalue().decode().splitlines()[-1])
     assert answer["id"] == 1 and answer["error"] == "io_error"
+
+
+def test_the_adapter_refuses_keys_above_the_master_key_max_bytes_of_its_limits() -> None:
+    bounds = RequestBounds.from_max_sane_entry_size(1000, Limits(master_key_max_bytes=8))
+    assert bounds.key_max_bytes == 8
+    assert RequestBounds.from_max_sane_entry_size(1000).key_max_bytes == LIMITS.master_key_max_bytes
+    request = json.dumps(add_request(1, 1, 0, b"d", key=b"k" * 9))
+    rejection = parse_request(request, bounds)
+    assert isinstance(rejection, Rejection)
+    assert "more than the 8 allowed" in rejection.message
