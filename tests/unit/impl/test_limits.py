@@ -414,3 +414,16 @@ def test_the_adapter_refuses_keys_above_the_master_key_max_bytes_of_its_limits()
     rejection = parse_request(request, bounds)
     assert isinstance(rejection, Rejection)
     assert "more than the 8 allowed" in rejection.message
+
+
+# --- the checks run with TEST_LIMITS and TEST_SETTINGS -------------------------------------------
+
+
+def test_the_refinement_harness_and_the_crash_check_open_the_bookie_with_test_limits() -> None:
+    from proofs.crash.bookie_check import crash_settings
+    from proofs.harness.refinement import SMALL_SETTINGS, InProcessBookie
+
+    assert {key: SMALL_SETTINGS[key] for key in TEST_SETTINGS} == TEST_SETTINGS
+    for settings in (SMALL_SETTINGS, crash_settings()):
+        sut = InProcessBookie(settings)
+        assert sut.bookie is not None and sut.bookie.limits is TEST_LIMITS
