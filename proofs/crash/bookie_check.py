@@ -104,9 +104,9 @@ SUMMARY = "traces judged by the model, properties 1, 2, 3 and 6"
 def crash_settings() -> dict[str, str]:
     """Tiny limits so entry logs rotate every few entries (BookKeeper key names). Not
     TEST_SETTINGS (impl/limits.py), whose logSizeLimit and writeBufferSizeBytes are half
-    these: this workload was sized with these, and its crash points (the counts
-    docs/crash-check.md shows) follow from them. The bookie itself is opened with
-    TEST_LIMITS, as InProcessBookie opens it."""
+    these: the workload was sized with these, and other settings would move every crash
+    point. The bookie itself is opened with TEST_LIMITS, as InProcessBookie opens it (its
+    index then merges segments within the workload: the crash points of a merge)."""
     return {
         "journalDirectories": JOURNAL_DIR,
         "ledgerDirectories": ",".join(LEDGER_DIRS),
