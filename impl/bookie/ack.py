@@ -17,11 +17,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from impl.limits import LIMITS, Limits
 from spec.errors import BookieError
-
-#: The list of pending Acks is pruned of completed ones when it reaches this length (or
-#: twice what the last pruning kept): amortised O(1) per add, no lock per completion.
-PENDING_PRUNE_MIN = 1024
 
 AckCallback = Callable[["Ack"], None]
 
@@ -127,13 +124,16 @@ class Ack:
 
 class PendingAcks:
     """Every Ack the bookie handed out and maybe not yet done, so that a failure or a shutdown
-    can fail them. Not thread-safe: the bookie calls it under its state lock."""
+    can fail them. Not thread-safe: the bookie calls it under its state lock. The list is
+    pruned of completed Acks when it reaches ``limits.pending_acks_prune_min`` (or twice what
+    the last pruning kept): amortised O(1) per add, no lock per completion."""
 
-    __slots__ = ("_acks", "_prune_at")
+    __slots__ = ("_acks", "_prune_at", "_prune_min")
 
-    def __init__(self) -> None:
+    def __init__(self, *, limits: Limits = LIMITS) -> None:
         self._acks: list[Ack] = []
-        self._prune_at = PENDING_PRUNE_MIN
+        self._prune_min = limits.pending_acks_prune_min
+        self._prune_at = self._prune_min
 
     def track(self, ack: Ack) -> None:
         """Remember ``ack`` until it is done; completed Acks are dropped in amortised batches."""
@@ -142,12 +142,12 @@ class PendingAcks:
         if len(acks) >= self._prune_at:
             kept = [other for other in acks if not other.done]
             self._acks = kept
-            self._prune_at = max(PENDING_PRUNE_MIN, 2 * len(kept))
+            self._prune_at = max(self._prune_min, 2 * len(kept))
 
     def take_all(self) -> list[Ack]:
         """Forget every Ack tracked (done or not) and return them, to be failed."""
         acks, self._acks = self._acks, []
-        self._prune_at = PENDING_PRUNE_MIN
+        self._prune_at = self._prune_min
         return acks
 
     def not_done(self) -> int:
@@ -159,4 +159,4 @@ class PendingAcks:
 
     def check_invariants(self) -> None:
         assert len(self._acks) < self._prune_at
-        assert self._prune_at >= PENDING_PRUNE_MIN
+        assert self._prune_at >= self._prune_min > 0

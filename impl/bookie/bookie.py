@@ -67,11 +67,11 @@ from impl.entrylog.ledger_dirs import RandomSource
 from impl.entrylog.logger import EntryLogger, settings_from_config
 from impl.format.entry_log import MIN_SANE_ENTRY_SIZE, encode_entry_record
 from impl.format.journal import encode_fence_record, encode_key_record
-from impl.format.ledger_index import MASTER_KEY_MAX_BYTES
 from impl.fs.api import FileSystem
 from impl.index.ledger_index import LedgerIndex
 from impl.journal.journal import Journal, journal_settings_from_config
 from impl.journal.last_mark import LogMark
+from impl.limits import LIMITS, Limits
 from spec.errors import (
     BadRequest,
     BookieError,
@@ -122,13 +122,16 @@ class Bookie:
         entry_logger: EntryLogger,
         index: LedgerIndex,
         recovery: RecoveryReport,
+        limits: Limits,
     ) -> None:
         """Internal: use :meth:`open`, which recovers before the bookie takes requests.
         ``index`` and ``entry_logger`` are consistent with the journal up to
         ``recovery.end_mark``; lastMark is still ``recovery.start_mark``."""
         self._fs = fs
         self._config = config
+        self._limits = limits
         self._max_entry_bytes = config.max_sane_entry_size_bytes
+        self._master_key_max_bytes = limits.master_key_max_bytes
         self._layout = layout
         self._entry_logger = entry_logger
         self._index = index
@@ -141,7 +144,7 @@ class Bookie:
         self._errors_lock = threading.Lock()
         #: Every Ack handed out and maybe not yet done, guarded by ``_lock`` (adds hold it
         #: anyway); completing an Ack touches nothing of the bookie.
-        self._pending = PendingAcks()
+        self._pending = PendingAcks(limits=limits)
         self._fence_acks: dict[LedgerId, Ack] = {}
         self._recovery = recovery
         self._log_infos = EntryLogInfos(entry_logger)
@@ -166,20 +169,26 @@ class Bookie:
         clock: Clock,
         rng: RandomSource,
         progress: Progress | None = None,
+        limits: Limits = LIMITS,
     ) -> Bookie:
         """Create the layout if missing, recover (recovery.py: compaction cleanup, index,
         journal replay), checkpoint where replay ended, open a new journal file, and return a
-        bookie ready for requests. Raises ConfigError or RecoveryError with what to do."""
+        bookie ready for requests. Raises ConfigError or RecoveryError with what to do.
+        ``limits`` (impl/limits.py) goes to every part built here: the entry logger, the
+        index, its rebuild, journal replay and the pending Acks (the checks pass TEST_LIMITS)."""
         say = progress or _no_progress
         layout = layout_from_config(config)
         for directory in layout.directories():
             ensure_durable_dir(fs, directory)
-        entry_logger = EntryLogger(fs, layout.ledger_dirs, settings_from_config(config), rng)
+        settings = settings_from_config(config)
+        entry_logger = EntryLogger(fs, layout.ledger_dirs, settings, rng, limits=limits)
         bookie: Bookie | None = None
         try:
-            recovered = recover(fs, config, layout, entry_logger, say)  # steps 0-3
-            bookie = cls(fs, config, layout, entry_logger, recovered.index, recovered.report)
-            bookie._recovery_checkpoint(recovered.report.end_mark)  # step 4
+            # Steps 0-3.
+            recovered = recover(fs, config, layout, entry_logger, say, limits=limits)
+            report = recovered.report
+            bookie = cls(fs, config, layout, entry_logger, recovered.index, report, limits)
+            bookie._recovery_checkpoint(report.end_mark)  # step 4
             bookie._start_journal(clock)  # step 5
         except BaseException:
             if bookie is not None:
@@ -230,7 +239,7 @@ class Bookie:
         if not (0 <= ledger_id <= INT64_MAX and 0 <= entry_id <= INT64_MAX):
             self._check_id("ledger", ledger_id)
             self._check_id("entry", entry_id)
-        if len(master_key) > MASTER_KEY_MAX_BYTES:
+        if len(master_key) > self._master_key_max_bytes:
             self._check_master_key(master_key)
         if MIN_SANE_ENTRY_SIZE + len(data) > self._max_entry_bytes:
             raise self._too_large(ledger_id, entry_id, MIN_SANE_ENTRY_SIZE + len(data))
@@ -332,12 +341,11 @@ class Bookie:
         if not 0 <= value <= INT64_MAX:
             raise BadRequest(f"{what} id {value} is out of range: ids are 0 .. 2^63-1")
 
-    @staticmethod
-    def _check_master_key(master_key: bytes) -> None:
-        if len(master_key) > MASTER_KEY_MAX_BYTES:
+    def _check_master_key(self, master_key: bytes) -> None:
+        if len(master_key) > self._master_key_max_bytes:
             raise BadRequest(
                 f"the master key is {len(master_key)} bytes, above the maximum "
-                f"{MASTER_KEY_MAX_BYTES} (BookKeeper's keys are 20-byte digests)"
+                f"{self._master_key_max_bytes} (BookKeeper's keys are 20-byte digests)"
             )
 
     def _key_of(self, ledger_id: LedgerId) -> bytes | None:
@@ -595,6 +603,11 @@ class Bookie:
     @property
     def layout(self) -> BookieLayout:
         return self._layout
+
+    @property
+    def limits(self) -> Limits:
+        """The bounds this bookie was opened with (impl/limits.py)."""
+        return self._limits
 
     @property
     def recovery(self) -> RecoveryReport:

@@ -8,8 +8,9 @@ runs them on threads for the adapter and operators:
   ``journal_force`` whenever ``should_force`` says the group is due. It sleeps on an Event
   set by every journal append (``Bookie.set_append_hook``), so with
   journalMaxGroupWaitMSec=0 a record is forced as soon as it is queued; while records wait
-  for their group it wakes at least every journalMaxGroupWaitMSec (at least 1 ms) to look
-  again. fsync releases the GIL, so request threads keep adding while a group is forced.
+  for their group it wakes at least every journalMaxGroupWaitMSec (and no more often than
+  Limits.group_wait_min_ms) to look again. fsync releases the GIL, so request threads keep
+  adding while a group is forced.
 
   Group commit under the GIL: the forces are pipelined (``defer_acks=True``). A group's
   Acks complete inside the next force, after that force has written its group and before
@@ -36,7 +37,8 @@ Failures do not vanish: the first exception of a thread is recorded, the bookie 
 threads stop, and ``failed`` / ``stop()`` report it.
 
 Not verified here: fairness between request threads, a journal thread that wakes late under
-heavy load (the group then only grows), and the cost of the maintenance thread's 100 ms tick.
+heavy load (the group then only grows), and the cost of the maintenance thread's tick
+(Limits.maintenance_tick_ms, 100 ms).
 """
 
 from __future__ import annotations
@@ -47,27 +49,32 @@ from collections.abc import Callable
 from impl.bookie.bookie import Bookie
 from impl.clock import Clock
 from impl.config.config import ServerConfig
+from impl.limits import LIMITS, Limits
 from spec.errors import BookieIOError
 
 NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000
-#: The journal thread never sleeps longer than this while records wait (1 ms).
-GROUP_WAIT_MIN_NS = NS_PER_MS
-#: With nothing queued the journal thread still looks every this often (0.5 s).
-JOURNAL_IDLE_NS = 500 * NS_PER_MS
-#: The maintenance thread wakes at least this often to read the clock (100 ms).
-MAINTENANCE_TICK_NS = 100 * NS_PER_MS
-#: stop() waits this long for each thread before reporting it stuck.
-JOIN_TIMEOUT_S = 30.0
 
 
 class BookieDriver:
-    """Runs the journal thread and the maintenance thread of one bookie."""
+    """Runs the journal thread and the maintenance thread of one bookie. Its sleeps and its
+    join timeout are those of ``limits`` (impl/limits.py): the journal thread sleeps at least
+    ``group_wait_min_ms`` while records wait and ``journal_idle_ms`` with nothing queued, the
+    maintenance thread wakes every ``maintenance_tick_ms`` at least, and :meth:`stop` waits
+    ``thread_join_timeout_ms`` for each thread."""
 
-    def __init__(self, bookie: Bookie, clock: Clock, config: ServerConfig) -> None:
+    def __init__(
+        self, bookie: Bookie, clock: Clock, config: ServerConfig, *, limits: Limits = LIMITS
+    ) -> None:
         self._bookie = bookie
         self._clock = clock
-        self._group_wait_ns = max(GROUP_WAIT_MIN_NS, config.journal_max_group_wait_ms * NS_PER_MS)
+        self._group_wait_min_ns = limits.group_wait_min_ms * NS_PER_MS
+        self._journal_idle_ns = limits.journal_idle_ms * NS_PER_MS
+        self._maintenance_tick_ns = limits.maintenance_tick_ms * NS_PER_MS
+        self._join_timeout_s = limits.thread_join_timeout_ms / 1000
+        self._group_wait_ns = max(
+            self._group_wait_min_ns, config.journal_max_group_wait_ms * NS_PER_MS
+        )
         self._flush_interval_ns = config.flush_interval_ms * NS_PER_MS
         self._disk_check_interval_ns = config.disk_check_interval_ms * NS_PER_MS
         self._preallocate = config.entry_log_file_preallocation_enabled
@@ -102,7 +109,7 @@ class BookieDriver:
         self._stop.set()
         self._wake.set()
         for thread in self._threads:
-            thread.join(JOIN_TIMEOUT_S)
+            thread.join(self._join_timeout_s)
             if thread.is_alive():
                 self._record(RuntimeError(f"thread {thread.name} did not stop in time"))
         self._bookie.set_append_hook(None)
@@ -134,7 +141,8 @@ class BookieDriver:
     def check_invariants(self) -> None:
         assert self._started or not self._threads
         assert len(self._threads) in (0, 2), self._threads
-        assert self._group_wait_ns >= GROUP_WAIT_MIN_NS
+        assert self._group_wait_ns >= self._group_wait_min_ns > 0
+        assert self._journal_idle_ns >= self._group_wait_min_ns
         assert self._flush_interval_ns > 0
         assert self._disk_check_interval_ns > 0
         assert self._forces >= 0
@@ -191,13 +199,14 @@ class BookieDriver:
 
     def _journal_sleep_ns(self) -> int:
         """Until the oldest queued record's group wait runs out (read on the Clock), at least
-        GROUP_WAIT_MIN_NS and at most the group wait; JOURNAL_IDLE_NS with nothing queued.
+        ``group_wait_min_ms`` and at most the group wait; ``journal_idle_ms`` with nothing
+        queued.
         Appends wake the thread earlier (a byte or entry threshold may be passed)."""
         deadline = self._bookie.force_deadline_ns()
         if deadline is None:
-            return JOURNAL_IDLE_NS
+            return self._journal_idle_ns
         left = deadline - self._clock.monotonic_ns()
-        return max(GROUP_WAIT_MIN_NS, min(left, self._group_wait_ns))
+        return max(self._group_wait_min_ns, min(left, self._group_wait_ns))
 
     def _maintenance_loop(self) -> None:
         now = self._clock.monotonic_ns()
@@ -215,4 +224,4 @@ class BookieDriver:
             if self._preallocate:
                 self._bookie.preallocate()
             due = min(next_checkpoint, next_disk_check) - self._clock.monotonic_ns()
-            self._stop.wait(max(0, min(due, MAINTENANCE_TICK_NS)) / NS_PER_S)
+            self._stop.wait(max(0, min(due, self._maintenance_tick_ns)) / NS_PER_S)

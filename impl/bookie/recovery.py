@@ -57,9 +57,10 @@ from impl.format.ledger_index import MASTER_KEY_MAX_BYTES
 from impl.format.names import journal_file_name
 from impl.fs.api import FileSystem
 from impl.index.ledger_index import LedgerIndex
-from impl.index.rebuild import PROGRESS_EVERY_LOGS, rebuild_index
+from impl.index.rebuild import rebuild_index
 from impl.journal.last_mark import LogMark, read_last_mark
 from impl.journal.replay import Progress, replay
+from impl.limits import LIMITS, Limits
 from spec.errors import EntryLogError, FsError, NoWritableLedgerDir, RecoveryError
 from spec.ids import EntryId, EntryLogId, LedgerId
 
@@ -153,19 +154,21 @@ def recover(
     layout: BookieLayout,
     entry_logger: EntryLogger,
     say: Progress,
+    *,
+    limits: Limits = LIMITS,
 ) -> Recovered:
     """Steps 0 to 3 (module docstring): the index, and the entry logs with every journal
     record after lastMark applied. Raises RecoveryError (or ConfigError from the parts) with
     what to do; what it wrote is then only what a later start writes again (replay is
-    idempotent)."""
+    idempotent). The index, its rebuild and the replay get ``limits`` (impl/limits.py)."""
     sync_previous_run(fs, layout)  # (0)
     cleanup_compaction_leftovers(fs, layout)  # (1)
-    index = LedgerIndex.load(fs, layout.index_dir)  # (2)
+    index = LedgerIndex.load(fs, layout.index_dir, limits=limits)  # (2)
     rebuilt: int | None = None
     if must_rebuild_index(index.persisted, entry_logger.log_ids()):
         say(f"ledger index not found in {layout.index_dir}: rebuilding it from entry logs")
-        stats = rebuild_index(fs, list(layout.ledger_dirs), index, say)
-        if stats.logs < PROGRESS_EVERY_LOGS and not stats.failures:
+        stats = rebuild_index(fs, list(layout.ledger_dirs), index, say, limits=limits)
+        if stats.logs < limits.rebuild_progress_every_logs and not stats.failures:
             say(stats.summary())  # rebuild_index prints it itself on large directories
         rebuilt = stats.entries_indexed
     mark = read_last_mark(fs, list(layout.ledger_dirs))  # (3)
@@ -177,6 +180,7 @@ def recover(
         skip_invalid=config.skip_replay_journal_invalid_record,
         max_record_bytes=config.netty_max_frame_size_bytes,
         progress=say,
+        limits=limits,
     )
     for record in records:
         replayer.apply(record)

@@ -23,9 +23,8 @@ import attrs
 
 from impl.config.bk_keys import BOOKKEEPER_KEYS
 from impl.config.properties import Value
+from impl.limits import LIMITS
 
-#: BookKeeperConstants.MAX_LOG_SIZE_LIMIT: the default and the largest logSizeLimit (1 GiB).
-MAX_LOG_SIZE_LIMIT_BYTES = 1 << 30
 #: DefaultEntryLogger: maxSaneEntrySize = nettyMaxFrameSizeBytes - 500 (protocol overhead).
 NETTY_FRAME_OVERHEAD_BYTES = 500
 #: ServerConfiguration.validate: journalAlignmentSize is a multiple of 512, at least 512.
@@ -117,9 +116,10 @@ KEYS: tuple[KeySpec, ...] = (
     _spec("ledgerDirectories", Kind.LIST, ("/tmp/bk-data",), "paths", "ledger_directories",
           "directories holding entry logs (and bkref's index)"),
     # --- entry logger
-    _spec("logSizeLimit", _L, MAX_LOG_SIZE_LIMIT_BYTES, "bytes", "log_size_limit_bytes",
+    # BookKeeperConstants.MAX_LOG_SIZE_LIMIT (1 GiB) is the default and the largest value.
+    _spec("logSizeLimit", _L, LIMITS.log_size_limit_max_bytes, "bytes", "log_size_limit_bytes",
           "an entry log is rotated when the next record would take it past this size",
-          Bounds(low=0, high=MAX_LOG_SIZE_LIMIT_BYTES)),
+          Bounds(low=0, high=LIMITS.log_size_limit_max_bytes)),
     _spec("flushEntrylogBytes", _L, 0, "bytes", "flush_entrylog_bytes",
           "flush the current entry log after this many bytes; <= 0 flushes only at rotation"),
     _spec("entryLogFilePreallocationEnabled", _B, True, "", "entry_log_file_preallocation_enabled",

@@ -51,11 +51,9 @@ from impl.format.names import (
     parse_log_file_name,
 )
 from impl.fs.api import FileHandle, FileSystem, join
+from impl.limits import LIMITS, Limits
 from spec.errors import FsError, FsNotFound
 from spec.ids import EntryLogId
-
-#: A ``lastId`` larger than this is garbage (``<8 hex digits>`` + newline, with room to spare).
-LAST_ID_MAX_BYTES = 64
 
 _HEX = re.compile(r"[0-9a-fA-F]+")
 
@@ -125,11 +123,12 @@ def encode_last_id(log_id: int) -> bytes:
     return f"{log_id:x}\n".encode("ascii")
 
 
-def decode_last_id(data: bytes) -> int | None:
+def decode_last_id(data: bytes, max_bytes: int = LIMITS.last_id_file_max_bytes) -> int | None:
     """The id in a ``lastId`` file's bytes, or None when it is empty, torn to nothing, or
-    garbage. Like Java's ``readLine`` + ``parseLong(.., 16)``, only the first line counts and
-    the newline is optional."""
-    if len(data) > LAST_ID_MAX_BYTES:
+    garbage (longer than ``max_bytes`` included: Limits.last_id_file_max_bytes). Like Java's
+    ``readLine`` + ``parseLong(.., 16)``, only the first line counts and the newline is
+    optional."""
+    if len(data) > max_bytes:
         return None
     try:
         text = data.decode("ascii")
@@ -204,20 +203,23 @@ class RecentEntryLogsStatus:
 # --- the FileSystem parts ---------------------------------------------------------------------
 
 
-def read_last_id(fs: FileSystem, directory: str) -> int | None:
-    """The id in ``<directory>/lastId``, or None when missing, unreadable or garbage."""
+def read_last_id(
+    fs: FileSystem, directory: str, max_bytes: int = LIMITS.last_id_file_max_bytes
+) -> int | None:
+    """The id in ``<directory>/lastId``, or None when missing, unreadable or garbage (a file
+    longer than ``max_bytes`` is, and only ``max_bytes + 1`` of it are read)."""
     path = join(directory, LAST_ID_FILE_NAME)
     try:
         handle = fs.open(path, read_only=True)
     except FsError:
         return None
     try:
-        data = handle.pread(0, LAST_ID_MAX_BYTES + 1)
+        data = handle.pread(0, max_bytes + 1)
     except FsError:
         return None
     finally:
         _close_quietly(handle)
-    return decode_last_id(data)
+    return decode_last_id(data, max_bytes)
 
 
 def write_last_id(fs: FileSystem, directory: str, log_id: int) -> None:
@@ -245,12 +247,14 @@ class LogIdAllocator:
     :meth:`next_id` advances past the last id, wrapping at 2**31-1, and skips every id whose
     file (``<hex>.log``, or the name asked for) exists in any ledger directory.
     :meth:`publish` writes ``lastId`` to every directory once the log file exists.
+    ``limits.last_id_file_max_bytes``: a longer ``lastId`` is garbage.
     """
 
-    def __init__(self, fs: FileSystem, dirs: Sequence[str]) -> None:
+    def __init__(self, fs: FileSystem, dirs: Sequence[str], *, limits: Limits = LIMITS) -> None:
         assert dirs, "at least one ledger directory"
         self._fs = fs
         self._dirs = tuple(dirs)
+        self._last_id_max_bytes = limits.last_id_file_max_bytes
         self._last_id = max(self._last_id_of(d) for d in self._dirs)
         self._allocated = 0
 
@@ -289,7 +293,8 @@ class LogIdAllocator:
             names = self._fs.listdir(directory)
         except FsNotFound:
             names = []
-        return last_id_for_dir(read_last_id(self._fs, directory), names)
+        last = read_last_id(self._fs, directory, self._last_id_max_bytes)
+        return last_id_for_dir(last, names)
 
     def check_invariants(self) -> None:
         assert self._dirs

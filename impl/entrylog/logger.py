@@ -35,6 +35,7 @@ from impl.entrylog.reader import ByteSource, MetadataResult, extract_metadata, r
 from impl.format.entry_log import LOGFILE_HEADER_SIZE
 from impl.format.names import log_file_name, parse_log_file_name
 from impl.fs.api import FileHandle, FileSystem, join
+from impl.limits import LIMITS, Limits
 from spec.errors import ConfigError, FsError, MissingLogFile
 from spec.ids import (
     EntryId,
@@ -44,11 +45,6 @@ from spec.ids import (
     location_log_id,
     location_offset,
 )
-
-#: ServerConfiguration's MAX_LOG_SIZE_LIMIT: logSizeLimit may not exceed 1 GiB.
-LOG_SIZE_LIMIT_MAX_BYTES = 1073741824
-#: At most this many read handles stay open; the oldest is closed first.
-READ_HANDLES_MAX = 64
 
 
 def _non_negative_int(name: str, value: int) -> None:
@@ -72,10 +68,12 @@ class EntryLoggerSettings:
 
     def __attrs_post_init__(self) -> None:
         _non_negative_int("logSizeLimit", self.log_size_limit_bytes)
-        if self.log_size_limit_bytes > LOG_SIZE_LIMIT_MAX_BYTES:
+        # ServerConfiguration's MAX_LOG_SIZE_LIMIT (settings are checked before any engine
+        # exists, so against the production LIMITS).
+        if self.log_size_limit_bytes > LIMITS.log_size_limit_max_bytes:
             raise ConfigError(
                 f"logSizeLimit={self.log_size_limit_bytes} is above the maximum "
-                f"{LOG_SIZE_LIMIT_MAX_BYTES} (1 GiB): lower it"
+                f"{LIMITS.log_size_limit_max_bytes} (1 GiB): lower it"
             )
         if self.write_buffer_bytes <= 0:
             raise ConfigError(
@@ -115,6 +113,9 @@ class EntryLogger:
     """Adds and reads entries in entry logs spread over ledger directories.
 
     ``ledger_dirs`` are the ``current`` directories holding the logs; they must exist.
+    ``limits`` (impl/limits.py): at most ``read_handles_max`` read handles stay open (the
+    oldest is closed first), scans read ``scan_chunk_bytes`` at a time, a ``lastId`` longer
+    than ``last_id_file_max_bytes`` is garbage.
     """
 
     def __init__(
@@ -123,6 +124,8 @@ class EntryLogger:
         ledger_dirs: Sequence[str],
         settings: EntryLoggerSettings,
         rng: RandomSource,
+        *,
+        limits: Limits = LIMITS,
     ) -> None:
         for directory in ledger_dirs:
             if not fs.is_dir(directory):
@@ -132,13 +135,14 @@ class EntryLogger:
                 )
         self._fs = fs
         self._settings = settings
+        self._limits = limits
         self._dirs = LedgerDirs(
             fs,
             ledger_dirs,
             warn_threshold=settings.disk_usage_warn_threshold,
             threshold=settings.disk_usage_threshold,
         )
-        self._allocator = LogIdAllocator(fs, ledger_dirs)
+        self._allocator = LogIdAllocator(fs, ledger_dirs, limits=limits)
         # Java: new RecentEntryLogsStatus(logId + 1), no wrap.
         self._status = RecentEntryLogsStatus(self._allocator.last_id + 1)
         self._manager = SingleEntryLogManager(
@@ -160,6 +164,10 @@ class EntryLogger:
     @property
     def settings(self) -> EntryLoggerSettings:
         return self._settings
+
+    @property
+    def limits(self) -> Limits:
+        return self._limits
 
     @property
     def ledger_dirs(self) -> LedgerDirs:
@@ -206,7 +214,9 @@ class EntryLogger:
         """Per-ledger bytes of one log, from its ledgers map or by a scan
         (getEntryLogMetadata). Raises MissingLogFile or NotAnEntryLog."""
         self._require_open()
-        return extract_metadata(self._source(log_id), log_id)
+        return extract_metadata(
+            self._source(log_id), log_id, chunk_bytes=self._limits.scan_chunk_bytes
+        )
 
     def flush(self) -> None:
         """Force the active log and checkpoint the rotated ones (DefaultEntryLogger.flush)."""
@@ -284,7 +294,7 @@ class EntryLogger:
         if path is None:
             raise MissingLogFile(log_id)
         handle = self._fs.open(path, read_only=True)
-        if len(self._read_handles) >= READ_HANDLES_MAX:
+        if len(self._read_handles) >= self._limits.read_handles_max:
             oldest = next(iter(self._read_handles))
             self.forget_log(EntryLogId(oldest))
         self._read_handles[log_id] = handle
@@ -305,7 +315,7 @@ class EntryLogger:
         self._allocator.check_invariants()
         self._status.check_invariants()
         self._manager.check_invariants()
-        assert len(self._read_handles) <= READ_HANDLES_MAX
+        assert len(self._read_handles) <= self._limits.read_handles_max
         current = self._manager.current_log_id
         if current is not None:
             assert self._allocator.last_id >= 0

@@ -37,6 +37,7 @@ from impl.format.entry_log import (
     Header,
     decode_header,
 )
+from impl.limits import LIMITS
 from spec.errors import (
     BadEntryLength,
     BadLedgersMap,
@@ -53,8 +54,6 @@ HEADER_FIELDS_SIZE = 4 + 4 + 8 + 4
 ENTRY_HEAD_SIZE = RECORD_SIZE_PREFIX + 8 + 8
 #: What the scan needs at each position: size and ledger id.
 SCAN_HEAD_SIZE = RECORD_SIZE_PREFIX + 8
-#: The scan reads the file in chunks of this many bytes (BookKeeper: a 1 MiB buffer).
-SCAN_CHUNK_BYTES = 1024 * 1024
 
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
@@ -464,7 +463,7 @@ class _Scanner:
 
 
 def iter_records(
-    src: ByteSource, log_id: EntryLogId, *, chunk_bytes: int = SCAN_CHUNK_BYTES
+    src: ByteSource, log_id: EntryLogId, *, chunk_bytes: int = LIMITS.scan_chunk_bytes
 ) -> Iterator[ScannedRecord]:
     """The entries of a log in file order, lazily (map and undersized records left out)."""
     scanner = _Scanner(src, log_id, chunk_bytes)
@@ -474,7 +473,9 @@ def iter_records(
     scanner.check_invariants()
 
 
-def scan(src: ByteSource, log_id: EntryLogId, *, chunk_bytes: int = SCAN_CHUNK_BYTES) -> ScanResult:
+def scan(
+    src: ByteSource, log_id: EntryLogId, *, chunk_bytes: int = LIMITS.scan_chunk_bytes
+) -> ScanResult:
     """Walk the whole log as BookKeeper's scanEntryLog does (spec page, "The scan")."""
     scanner = _Scanner(src, log_id, chunk_bytes)
     records: list[ScannedRecord] = []
@@ -509,7 +510,7 @@ def extract_metadata(
     log_id: EntryLogId,
     *,
     check_magic: bool = True,
-    chunk_bytes: int = SCAN_CHUNK_BYTES,
+    chunk_bytes: int = LIMITS.scan_chunk_bytes,
 ) -> MetadataResult:
     """Per-ledger bytes of a log: from its ledgers map, else from a scan (getEntryLogMetadata).
 

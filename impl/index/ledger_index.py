@@ -28,7 +28,6 @@ the result is then a RecoveryError, not a repair).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Final
 
 import attrs
 
@@ -53,16 +52,9 @@ from impl.format.names import (
     tmp_file_name,
 )
 from impl.fs.api import FileSystem, join, parent
+from impl.limits import LIMITS, Limits
 from spec.errors import RecoveryError
 from spec.ids import INT64_MAX, EntryId, LedgerId, Location
-
-# --- the merge policy (spec/format/ledger_index.md, "Constants" and "Writing") ---------------
-
-#: Merge when a flush would leave more segments than this (full + deltas).
-SEGMENTS_MAX: Final = 16
-#: ... or when the deltas reach the full segment's size and at least this many bytes.
-MERGE_MIN_BYTES: Final = 1024 * 1024
-
 
 # --- value objects ----------------------------------------------------------------------------
 
@@ -110,14 +102,18 @@ def _recovery_error(path: str, what: str) -> RecoveryError:
 
 
 class LedgerIndex:
-    """The index of one bookie (spec/format/ledger_index.md). Build it with ``load``."""
+    """The index of one bookie (spec/format/ledger_index.md). Build it with ``load``.
 
-    def __init__(self, fs: FileSystem, index_dir: str, segments_max: int = SEGMENTS_MAX) -> None:
-        if segments_max < 1:
-            raise ValueError(f"segments_max must be >= 1, got {segments_max}")
+    The merge policy (spec page, "Writing") takes its bounds from ``limits``
+    (impl/limits.py): ``index_segments_max`` (the page's SEGMENTS_MAX) and
+    ``index_merge_min_bytes`` (MERGE_MIN_BYTES).
+    """
+
+    def __init__(self, fs: FileSystem, index_dir: str, *, limits: Limits = LIMITS) -> None:
         self._fs = fs
         self._dir = index_dir
-        self._segments_max = segments_max
+        self._segments_max = limits.index_segments_max
+        self._merge_min_bytes = limits.index_merge_min_bytes
         self._ledgers: dict[LedgerId, _Ledger] = {}
         self._dirty: dict[LedgerId, _Ledger] = {}
         self._deleted: set[LedgerId] = set()
@@ -138,16 +134,14 @@ class LedgerIndex:
     # --- loading ------------------------------------------------------------------------
 
     @classmethod
-    def load(
-        cls, fs: FileSystem, index_dir: str, *, segments_max: int = SEGMENTS_MAX
-    ) -> LedgerIndex:
+    def load(cls, fs: FileSystem, index_dir: str, *, limits: Limits = LIMITS) -> LedgerIndex:
         """The index persisted in ``index_dir`` (which need not exist yet).
 
         Raises RecoveryError when a segment or the deleted-ledgers file is damaged. Makes
         durable what it found (an fsync of the deleted-ledgers file and of the directory), so
         nothing this process acts on can vanish in a later crash.
         """
-        index = cls(fs, index_dir, segments_max)
+        index = cls(fs, index_dir, limits=limits)
         if not fs.exists(index_dir):
             return index
         names = fs.listdir(index_dir)
@@ -394,7 +388,7 @@ class LedgerIndex:
     def flush(self) -> None:
         """Make every put, key and fence so far durable: one new segment, written to a
         ``.tmp`` name, fsynced, renamed into place, directory fsynced. Writes a delta of what
-        changed; a merged full segment when the deltas grow past ``segments_max`` files or
+        changed; a merged full segment when the deltas grow past ``index_segments_max`` files or
         the full segment's size. On an FsError nothing is lost: the changes stay pending."""
         if not self._dirty and self._live:
             return
@@ -420,7 +414,7 @@ class LedgerIndex:
 
     def _should_merge(self, delta_bytes: int) -> bool:
         """Merge when there is no full segment yet, when one more file would exceed
-        ``segments_max``, or when the deltas reach the full segment's size (so merging
+        ``index_segments_max``, or when the deltas reach the full segment's size (so merging
         costs at most twice the bytes the deltas cost: amortised, a flush is O(changes))."""
         if not self._live:
             return True
@@ -428,7 +422,7 @@ class LedgerIndex:
             return True
         full_bytes = self._live[self._base_seq]
         deltas_bytes = sum(self._live.values()) - full_bytes + delta_bytes
-        return deltas_bytes >= max(full_bytes, MERGE_MIN_BYTES)
+        return deltas_bytes >= max(full_bytes, self._merge_min_bytes)
 
     def _write_segment(self, seq: int, data: bytes) -> None:
         final = join(self._dir, segment_file_name(seq))

@@ -31,11 +31,10 @@ from impl.format.entry_log import LOGFILE_HEADER_SIZE
 from impl.format.names import parse_log_file_name
 from impl.fs.api import FileSystem, join
 from impl.index.ledger_index import LedgerIndex
+from impl.limits import LIMITS, Limits
 from spec.errors import EntryLogError, FsError
 from spec.ids import EntryId, EntryLogId, LedgerId, make_location
 
-#: A progress line every this many logs (and a last one) when there are at least this many.
-PROGRESS_EVERY_LOGS = 16
 #: A location holds a 32-bit offset: a log larger than this cannot be indexed.
 LOG_SIZE_MAX_BYTES = 2**32
 
@@ -133,29 +132,34 @@ def rebuild_index(
     ledger_dirs: LedgerDirs | Sequence[str],
     index: LedgerIndex,
     progress: Progress | None = None,
+    *,
+    limits: Limits = LIMITS,
 ) -> RebuildStats:
     """Put every entry of every ``<hex>.log`` in ``ledger_dirs`` into ``index``, skipping the
     ledgers ``index`` marks deleted. Unreadable logs are reported (``progress`` and the
-    stats) and skipped; only typed errors are caught, so a bug still shows."""
+    stats) and skipped; only typed errors are caught, so a bug still shows. ``limits``
+    (impl/limits.py): a progress line every ``rebuild_progress_every_logs`` logs (and the
+    summary when there are at least that many), logs scanned ``scan_chunk_bytes`` at a time."""
     dirs = ledger_dirs.dirs if isinstance(ledger_dirs, LedgerDirs) else tuple(ledger_dirs)
     tally = _Tally()
     logs = _find_logs(fs, dirs, tally, progress)
     tally.logs = len(logs)
+    every = limits.rebuild_progress_every_logs
     for done, (log_id, path) in enumerate(sorted(logs.items()), start=1):
         try:
-            source = _rebuild_log(fs, path, log_id, index, tally)
+            source = _rebuild_log(fs, path, log_id, index, tally, limits.scan_chunk_bytes)
         except (EntryLogError, FsError) as exc:
             _fail(tally, progress, RebuildFailure(path, log_id, str(exc)))
         else:
             tally.count(source)
-        if progress is not None and done % PROGRESS_EVERY_LOGS == 0:
+        if progress is not None and done % every == 0:
             progress(
                 f"index rebuild: {done}/{len(logs)} entry logs read, "
                 f"{tally.indexed} entries indexed"
             )
     stats = tally.stats()
     _check_stats(stats)
-    if progress is not None and (len(logs) >= PROGRESS_EVERY_LOGS or stats.failures):
+    if progress is not None and (len(logs) >= every or stats.failures):
         progress(stats.summary())
     return stats
 
@@ -190,7 +194,12 @@ def _find_logs(
 
 
 def _rebuild_log(
-    fs: FileSystem, path: str, log_id: EntryLogId, index: LedgerIndex, tally: _Tally
+    fs: FileSystem,
+    path: str,
+    log_id: EntryLogId,
+    index: LedgerIndex,
+    tally: _Tally,
+    chunk_bytes: int,
 ) -> _Source:
     """Index one log: ledgers from its map when usable, entries from a scan."""
     handle = fs.open(path, read_only=True)
@@ -202,7 +211,7 @@ def _rebuild_log(
             raise EntryLogError(
                 log_id, f"{size_bytes} bytes: offsets past 4 GiB do not fit in a location"
             )
-        found = extract_metadata(handle, log_id)
+        found = extract_metadata(handle, log_id, chunk_bytes=chunk_bytes)
         if found.scan is not None:
             tally.torn_tail_bytes += found.scan.torn_tail_bytes
             _put_records(found.scan.records, log_id, index, tally)
@@ -210,7 +219,8 @@ def _rebuild_log(
         map_ledgers = set(found.metadata.ledgers)
         if all(index.is_deleted(LedgerId(ledger_id)) for ledger_id in map_ledgers):
             return "all deleted"
-        scanned = _put_records(iter_records(handle, log_id), log_id, index, tally)
+        records = iter_records(handle, log_id, chunk_bytes=chunk_bytes)
+        scanned = _put_records(records, log_id, index, tally)
         if scanned != map_ledgers:
             tally.mismatches.append(log_id)
         return "map"

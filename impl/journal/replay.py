@@ -7,7 +7,8 @@ yields (impl/bookie/recovery.py).
 Why a module of its own: the writer and the reader of the journal share only the format and
 the directory listing, and are used at different times (replay runs once, at start, before
 the writer opens its first file). Replay is also a hot loop of its own
-(tests/bench/bench_journal_replay.py): it reads the files in chunks of REPLAY_CHUNK_BYTES and
+(tests/bench/bench_journal_replay.py): it reads the files in chunks of ``replay_chunk_bytes``
+(impl/limits.py) and
 takes the data records out of a chunk in one tight loop (``_data_run``), falling back to one
 record at a time only at a chunk boundary, padding, a meta record or the end.
 
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Generator, Iterator
-from typing import Final
 
 from impl.format.journal import (
     CURRENT_VERSION,
@@ -40,13 +40,11 @@ from impl.format.names import journal_file_name
 from impl.fs.api import FileHandle, FileSystem, join
 from impl.journal.journal import list_journal_files
 from impl.journal.last_mark import LogMark
+from impl.limits import LIMITS, Limits
 from spec.errors import FsError, RecoveryError
 
 #: Receives one human-readable line per replay event (journal started, record skipped, ...).
 Progress = Callable[[str], None]
-
-#: Replay reads journals in chunks of this size.
-REPLAY_CHUNK_BYTES: Final = 4 * 1024 * 1024
 
 _LEN = struct.Struct(">i")
 _IDS = struct.Struct(">qq")
@@ -71,13 +69,6 @@ def journals_to_replay(ids: list[int], mark: LogMark, journal_dir: str) -> list[
     return chosen
 
 
-def _read_at(handle: FileHandle, offset: int, need: int) -> bytes:
-    """The file's bytes from ``offset``: REPLAY_CHUNK_BYTES, or ``need`` if more, or fewer at
-    the end of the file. Re-reading a record cut by the previous chunk from the file costs
-    less than copying the chunk to prepend it."""
-    return handle.pread(offset, max(REPLAY_CHUNK_BYTES, need))
-
-
 class JournalReplay:
     """Every record after a mark, in order, over the journals from the marked one on
     (BookieImpl.replay with Journal.scanJournal). Iterate it once; ``end_mark`` then says
@@ -91,6 +82,9 @@ class JournalReplay:
     length field overruns it, and a negative padding length are invalid records too (in
     BookKeeper runtime exceptions that stop the bookie whatever skipReplayJournalInvalidRecord
     says); a mark offset inside the header starts at the header's end.
+
+    ``limits.replay_chunk_bytes`` (impl/limits.py): the files are read that many bytes at a
+    time (a longer record is read whole).
     """
 
     def __init__(
@@ -102,6 +96,7 @@ class JournalReplay:
         skip_invalid: bool,
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
         progress: Progress | None = None,
+        limits: Limits = LIMITS,
     ) -> None:
         assert max_record_bytes > 0, max_record_bytes
         self._fs = fs
@@ -109,6 +104,7 @@ class JournalReplay:
         self._mark = mark
         self._skip_invalid = skip_invalid
         self._max_record_bytes = max_record_bytes
+        self._chunk_bytes = limits.replay_chunk_bytes
         self._progress = progress
         self._files = list_journal_files(fs, journal_dir)
         self._ids = journals_to_replay(list(self._files), mark, journal_dir)
@@ -207,13 +203,19 @@ class JournalReplay:
                 self.records_replayed += 1
                 yield [record]
 
+    def _read_at(self, handle: FileHandle, offset: int, need: int) -> bytes:
+        """The file's bytes from ``offset``: ``replay_chunk_bytes``, or ``need`` if more, or
+        fewer at the end of the file. Re-reading a record cut by the previous chunk from the
+        file costs less than copying the chunk to prepend it."""
+        return handle.pread(offset, max(self._chunk_bytes, need))
+
     def _step(
         self, handle: FileHandle, where: _Where, journal_id: int, buf: bytes, base: int, i: int
     ) -> tuple[bytes, int, int, JournalRecord | None, int | None]:
         """One step of scanJournal at ``buf[i]`` (file offset ``base + i``), reading more of
         the file when needed: (buf, base, index, record or None, stop offset or None)."""
         if len(buf) - i < RECORD_SIZE_PREFIX:
-            buf, base, i = _read_at(handle, base + i, RECORD_SIZE_PREFIX), base + i, 0
+            buf, base, i = self._read_at(handle, base + i, RECORD_SIZE_PREFIX), base + i, 0
             if len(buf) < RECORD_SIZE_PREFIX:
                 return buf, base, i, None, self._stopped(where, base, "the end of the file")
         length = _LEN.unpack_from(buf, i)[0]
@@ -228,7 +230,7 @@ class JournalReplay:
             return buf, base, i, None, self._invalid(where, base + i, reason)
         end = i + RECORD_SIZE_PREFIX + length
         if end > len(buf):
-            buf, base, i = _read_at(handle, base + i, end - i), base + i, 0
+            buf, base, i = self._read_at(handle, base + i, end - i), base + i, 0
             end = RECORD_SIZE_PREFIX + length
             if end > len(buf):
                 return buf, base, i, None, self._stopped(where, base, "a record cut short")
@@ -251,7 +253,7 @@ class JournalReplay:
     ) -> tuple[bytes, int, int, JournalRecord | None, int | None]:
         """Skip a padding record (V5+): PADDING_MASK, int32 n, n zero bytes."""
         if len(buf) - i < PADDING_HEADER_SIZE:
-            buf, base, i = _read_at(handle, base + i, PADDING_HEADER_SIZE), base + i, 0
+            buf, base, i = self._read_at(handle, base + i, PADDING_HEADER_SIZE), base + i, 0
             if len(buf) < PADDING_HEADER_SIZE:
                 return buf, base, i, None, self._stopped(where, base, "a padding record cut short")
         zeros = _LEN.unpack_from(buf, i + RECORD_SIZE_PREFIX)[0]
@@ -260,7 +262,7 @@ class JournalReplay:
             return buf, base, i, None, self._invalid(where, base + i, reason)
         end = i + PADDING_HEADER_SIZE + zeros
         if end > len(buf):
-            buf, base, i = _read_at(handle, base + i, end - i), base + i, 0
+            buf, base, i = self._read_at(handle, base + i, end - i), base + i, 0
             end = PADDING_HEADER_SIZE + zeros
             if end > len(buf):
                 return buf, base, i, None, self._stopped(where, base, "a padding record cut short")
@@ -359,6 +361,7 @@ def replay(
     skip_invalid: bool,
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
     progress: Progress | None = None,
+    limits: Limits = LIMITS,
 ) -> JournalReplay:
     """Every record after ``mark`` (see JournalReplay). Raises RecoveryError at once when the
     marked journal is missing, and while iterating on an unreadable journal or (unless
@@ -370,4 +373,5 @@ def replay(
         skip_invalid=skip_invalid,
         max_record_bytes=max_record_bytes,
         progress=progress,
+        limits=limits,
     )

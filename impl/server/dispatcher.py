@@ -26,13 +26,14 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
+from impl.limits import LIMITS, Limits
 from impl.server.protocol import (
     PROTOCOL_VERSION,
     JsonValue,
-    Limits,
     Op,
     Rejection,
     Request,
+    RequestBounds,
     Response,
     error_code,
     error_message,
@@ -44,12 +45,6 @@ from impl.server.protocol import (
 )
 from spec.errors import BkrefError, BookieError
 from spec.ids import INT64_MAX, INT64_MIN, EntryId, LedgerId
-
-#: Default bound on requests in flight; the reader waits when it is reached.
-IN_FLIGHT_MAX = 10_000
-#: Default wait for in-flight responses after the bookie has shut down.
-DRAIN_TIMEOUT_S = 10.0
-
 
 # --- the bookie, as the dispatcher sees it -------------------------------------------------
 
@@ -107,6 +102,10 @@ class Dispatcher:
     An exception in an Ack callback (a bug, since ``emit`` must not raise) is logged and
     raised again on the reader thread at the next :meth:`handle_line`, so the journal thread
     that ran the callback carries on and the adapter still stops.
+
+    ``bounds``: what a request may hold (impl/server/protocol.py). ``limits``
+    (impl/limits.py): the reader waits while ``in_flight_max`` requests are unanswered, and
+    :meth:`close` waits ``drain_timeout_ms`` for the answers in flight.
     """
 
     def __init__(
@@ -114,21 +113,18 @@ class Dispatcher:
         bookie: BookieLike,
         emit: Callable[[Response], None],
         *,
-        limits: Limits,
+        bounds: RequestBounds,
         shutdown: Callable[[], None],
         log: Callable[[str], None] = _ignore,
-        in_flight_max: int = IN_FLIGHT_MAX,
-        drain_timeout_s: float = DRAIN_TIMEOUT_S,
+        limits: Limits = LIMITS,
     ) -> None:
-        assert in_flight_max >= 1, in_flight_max
-        assert drain_timeout_s >= 0, drain_timeout_s
         self._bookie = bookie
         self._emit = emit
-        self._limits = limits
+        self._bounds = bounds
         self._shutdown = shutdown
         self._log = log
-        self._in_flight_max = in_flight_max
-        self._drain_timeout_s = drain_timeout_s
+        self._in_flight_max = limits.in_flight_max
+        self._drain_timeout_s = limits.drain_timeout_ms / 1000
         #: Guards everything below and serialises ``emit``.
         self._lock = threading.Condition()
         self._in_flight: dict[int, Op] = {}
@@ -154,8 +150,8 @@ class Dispatcher:
     # --- public surface
 
     @property
-    def limits(self) -> Limits:
-        return self._limits
+    def bounds(self) -> RequestBounds:
+        return self._bounds
 
     def in_flight(self) -> frozenset[int]:
         """The ids of the requests not answered yet."""
@@ -167,7 +163,7 @@ class Dispatcher:
         self._raise_callback_error()
         if is_blank(line):
             return Outcome.CONTINUE
-        parsed = parse_request(line, self._limits)
+        parsed = parse_request(line, self._bounds)
         if isinstance(parsed, Rejection):
             self.reject(parsed)
             return Outcome.CONTINUE

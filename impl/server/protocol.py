@@ -1,7 +1,7 @@
 """The ``bkref adapter`` wire protocol, version 1: JSON lines in, JSON lines out.
 
 Spec page: spec/adapter.md. This module is what a line means, with no bookie and no process:
-the request fields and their kinds, the limits, parsing and validating one request line
+the request fields and their kinds, the request bounds, parsing and validating one request line
 (:func:`parse_request`, which never raises: a bad line becomes a :class:`Rejection` saying
 why), the responses and their encoding (:func:`encode_response`), the ready line, and the
 error code of every error the bookie can raise. impl/server/dispatcher.py hands the requests
@@ -24,6 +24,7 @@ from typing import TypeAlias
 
 import attrs
 
+from impl.limits import LIMITS, Limits
 from spec.errors import (
     BadRequest,
     BkrefError,
@@ -44,13 +45,12 @@ from spec.strict_json import STRICT_DECODER, describe
 
 #: The protocol version this module speaks (spec/adapter.md, "Versioning").
 PROTOCOL_VERSION = 1
-#: Longest master key, in bytes (spec/adapter.md, "Limits").
-KEY_MAX_BYTES = 1024
 #: Bytes the bookie puts before the data in the stored entry: int64 ledger id, int64 entry id
 #: (spec/format/entry_log.md, ``payload``).
 ENTRY_HEADER_BYTES = 16
-#: Room on a request line for everything but the data: the other fields, the hex key, JSON.
-LINE_OVERHEAD_MAX_BYTES = 4 * KEY_MAX_BYTES + 4096
+#: Room on a request line for everything but the data: the other fields, the hex key (of the
+#: production key bound, whatever key bound a RequestBounds has), JSON.
+LINE_OVERHEAD_MAX_BYTES = 4 * LIMITS.master_key_max_bytes + 4096
 
 #: The spec.errors class behind each code.
 ERROR_CLASSES: tuple[type[BookieError], ...] = (
@@ -120,7 +120,7 @@ _OP_NAMES = ", ".join(_OPS_BY_NAME)
 _OP_FIELD_SETS: Mapping[Op, frozenset[str]] = {op: frozenset(f) for op, f in OP_FIELDS.items()}
 
 
-# --- limits --------------------------------------------------------------------------------
+# --- request bounds ------------------------------------------------------------------------
 
 
 def max_data_size_bytes(max_sane_entry_size_bytes: int) -> int:
@@ -138,11 +138,15 @@ def base64_size_bytes(data_size_bytes: int) -> int:
 
 
 @attrs.frozen
-class Limits:
-    """Every bound the protocol puts on a request (spec/adapter.md, "Limits")."""
+class RequestBounds:
+    """Every bound the protocol puts on a request (spec/adapter.md, "Limits"), derived from
+    the configuration (the data) and the engine's Limits (the key, impl/limits.py). Not
+    named Limits: that is the engine's object, which the dispatcher takes too."""
 
     data_max_bytes: int = attrs.field(validator=attrs.validators.ge(0))
-    key_max_bytes: int = attrs.field(default=KEY_MAX_BYTES, validator=attrs.validators.ge(0))
+    key_max_bytes: int = attrs.field(
+        default=LIMITS.master_key_max_bytes, validator=attrs.validators.ge(0)
+    )
 
     @property
     def line_max_bytes(self) -> int:
@@ -150,9 +154,15 @@ class Limits:
         return base64_size_bytes(self.data_max_bytes) + LINE_OVERHEAD_MAX_BYTES
 
     @classmethod
-    def from_max_sane_entry_size(cls, max_sane_entry_size_bytes: int) -> Limits:
-        """The limits for a bookie configured with this maxSaneEntrySize."""
-        return cls(data_max_bytes=max_data_size_bytes(max_sane_entry_size_bytes))
+    def from_max_sane_entry_size(
+        cls, max_sane_entry_size_bytes: int, limits: Limits = LIMITS
+    ) -> RequestBounds:
+        """The bounds for a bookie configured with this maxSaneEntrySize and opened with
+        ``limits`` (the longest key it accepts)."""
+        return cls(
+            data_max_bytes=max_data_size_bytes(max_sane_entry_size_bytes),
+            key_max_bytes=limits.master_key_max_bytes,
+        )
 
 
 # --- requests ------------------------------------------------------------------------------
@@ -244,22 +254,22 @@ def _id_value(name: str, value: object, low: int) -> int:
     return value
 
 
-def _hex_value(name: str, value: object, limits: Limits) -> bytes:
+def _hex_value(name: str, value: object, bounds: RequestBounds) -> bytes:
     if not isinstance(value, str) or not _HEX.fullmatch(value) or len(value) % 2:
         raise _FieldError(f"{name!r} must be {Kind.HEX.value}, got {describe(value)}")
-    if len(value) // 2 > limits.key_max_bytes:
+    if len(value) // 2 > bounds.key_max_bytes:
         raise _FieldError(
-            f"{name!r} is {len(value) // 2} bytes, more than the {limits.key_max_bytes} allowed"
+            f"{name!r} is {len(value) // 2} bytes, more than the {bounds.key_max_bytes} allowed"
         )
     return bytes.fromhex(value)
 
 
-def _base64_value(name: str, value: object, limits: Limits) -> bytes:
+def _base64_value(name: str, value: object, bounds: RequestBounds) -> bytes:
     if not isinstance(value, str):
         raise _FieldError(f"{name!r} must be {Kind.BASE64.value}, got {describe(value)}")
-    if len(value) > base64_size_bytes(limits.data_max_bytes):
+    if len(value) > base64_size_bytes(bounds.data_max_bytes):
         raise _FieldError(
-            f"{name!r} holds more than the {limits.data_max_bytes} bytes an entry may carry "
+            f"{name!r} holds more than the {bounds.data_max_bytes} bytes an entry may carry "
             "(nettyMaxFrameSizeBytes - 500, less 16 bytes of ids); split the entry or raise "
             "nettyMaxFrameSizeBytes"
         )
@@ -267,10 +277,10 @@ def _base64_value(name: str, value: object, limits: Limits) -> bytes:
         decoded = base64.b64decode(value.encode("ascii"), validate=True)
     except (binascii.Error, UnicodeEncodeError) as exc:
         raise _FieldError(f"{name!r} must be {Kind.BASE64.value}: {exc}") from None
-    assert len(decoded) <= limits.data_max_bytes + 2, len(decoded)
-    if len(decoded) > limits.data_max_bytes:
+    assert len(decoded) <= bounds.data_max_bytes + 2, len(decoded)
+    if len(decoded) > bounds.data_max_bytes:
         raise _FieldError(
-            f"{name!r} is {len(decoded)} bytes, more than the {limits.data_max_bytes} allowed"
+            f"{name!r} is {len(decoded)} bytes, more than the {bounds.data_max_bytes} allowed"
         )
     return decoded
 
@@ -281,14 +291,14 @@ def _bool_value(name: str, value: object) -> bool:
     return value
 
 
-def _field(name: str, value: object, limits: Limits) -> int | bytes | bool:
+def _field(name: str, value: object, bounds: RequestBounds) -> int | bytes | bool:
     kind = FIELD_KINDS[name]
     if kind is Kind.ID:
         return _id_value(name, value, 0)
     if kind is Kind.HEX:
-        return _hex_value(name, value, limits)
+        return _hex_value(name, value, bounds)
     if kind is Kind.BASE64:
-        return _base64_value(name, value, limits)
+        return _base64_value(name, value, bounds)
     return _bool_value(name, value)
 
 
@@ -310,7 +320,9 @@ def _op(document: dict[str, object]) -> Op:
     raise _FieldError(f"unknown op {describe(value)}; the ops are {_OP_NAMES}")
 
 
-def _fields(op: Op, document: dict[str, object], limits: Limits) -> dict[str, int | bytes | bool]:
+def _fields(
+    op: Op, document: dict[str, object], bounds: RequestBounds
+) -> dict[str, int | bytes | bool]:
     wanted = OP_FIELDS[op]
     unknown = sorted(set(document) - {"id", "op", *wanted})
     if unknown:
@@ -319,16 +331,16 @@ def _fields(op: Op, document: dict[str, object], limits: Limits) -> dict[str, in
     missing = [name for name in wanted if name not in document]
     if missing:
         raise _FieldError(f"{op.value!r} needs {missing[0]!r} ({FIELD_KINDS[missing[0]].value})")
-    return {name: _field(name, document[name], limits) for name in wanted}
+    return {name: _field(name, document[name], bounds) for name in wanted}
 
 
-def parse_request(line: str | bytes, limits: Limits) -> Request | Rejection:
+def parse_request(line: str | bytes, bounds: RequestBounds) -> Request | Rejection:
     """The request on one line (without its newline), or why it is rejected. Pure.
 
     The id is echoed in the rejection whenever it could be read (spec/adapter.md, "Errors").
     """
-    if len(line) > limits.line_max_bytes:
-        return Rejection(None, "bad_request", _line_too_long(limits))
+    if len(line) > bounds.line_max_bytes:
+        return Rejection(None, "bad_request", _line_too_long(bounds))
     try:
         document = _decode_json(line)
         if not isinstance(document, dict):
@@ -338,7 +350,7 @@ def parse_request(line: str | bytes, limits: Limits) -> Request | Rejection:
         return Rejection(None, "bad_request", str(exc))
     try:
         op = _op(document)
-        fields = _fields(op, document, limits)
+        fields = _fields(op, document, bounds)
     except _FieldError as exc:
         return Rejection(request_id, "bad_request", str(exc))
     return _request(request_id, op, fields)
@@ -364,16 +376,16 @@ def _request(request_id: int, op: Op, fields: Mapping[str, int | bytes | bool]) 
     )
 
 
-def _line_too_long(limits: Limits) -> str:
+def _line_too_long(bounds: RequestBounds) -> str:
     return (
-        f"the request line is longer than {limits.line_max_bytes} bytes; the data of an add "
-        f"is at most {limits.data_max_bytes} bytes"
+        f"the request line is longer than {bounds.line_max_bytes} bytes; the data of an add "
+        f"is at most {bounds.data_max_bytes} bytes"
     )
 
 
-def overlong_line_rejection(limits: Limits) -> Rejection:
-    """What a reader answers for a line it stopped reading at ``limits.line_max_bytes``."""
-    return Rejection(None, "bad_request", _line_too_long(limits))
+def overlong_line_rejection(bounds: RequestBounds) -> Rejection:
+    """What a reader answers for a line it stopped reading at ``bounds.line_max_bytes``."""
+    return Rejection(None, "bad_request", _line_too_long(bounds))
 
 
 def is_blank(line: str | bytes) -> bool:
@@ -396,15 +408,15 @@ def error_response(request_id: int | None, code: str, message: str) -> Response:
     return {"id": request_id, "ok": False, "error": code, "message": message}
 
 
-def ready_event(limits: Limits) -> Response:
+def ready_event(bounds: RequestBounds) -> Response:
     """The line the adapter writes once recovery is done (spec/adapter.md, "Start")."""
     return ok_response(
         None,
         event="ready",
         version=PROTOCOL_VERSION,
-        max_data_bytes=limits.data_max_bytes,
-        max_key_bytes=limits.key_max_bytes,
-        max_line_bytes=limits.line_max_bytes,
+        max_data_bytes=bounds.data_max_bytes,
+        max_key_bytes=bounds.key_max_bytes,
+        max_line_bytes=bounds.line_max_bytes,
     )
 
 

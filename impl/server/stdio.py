@@ -32,9 +32,10 @@ import traceback
 from collections.abc import Callable
 from typing import BinaryIO
 
+from impl.limits import LIMITS, Limits
 from impl.server.dispatcher import BookieLike, Dispatcher, Outcome
 from impl.server.protocol import (
-    Limits,
+    RequestBounds,
     Response,
     encode_response,
     overlong_line_rejection,
@@ -99,19 +100,23 @@ def serve(
     *,
     start: Callable[[], None],
     shutdown: Callable[[], None],
-    limits: Limits,
+    bounds: RequestBounds,
     stdin: BinaryIO,
     out: BinaryIO,
     log: Callable[[str], None],
+    limits: Limits = LIMITS,
 ) -> Ending:
     """Start the background work, write the ready line, serve until ``shutdown`` or the end
-    of input. Returns how serving ended."""
+    of input. Returns how serving ended. ``bounds``: what a request may hold; ``limits``
+    (impl/limits.py): the dispatcher's requests in flight and drain timeout."""
     writer = LineWriter(out, log)
-    dispatcher = Dispatcher(bookie, writer.write, limits=limits, shutdown=shutdown, log=log)
+    dispatcher = Dispatcher(
+        bookie, writer.write, bounds=bounds, shutdown=shutdown, log=log, limits=limits
+    )
     try:
         start()
-        writer.write(ready_event(limits))
-        outcome = _serve_lines(dispatcher, stdin, limits)
+        writer.write(ready_event(bounds))
+        outcome = _serve_lines(dispatcher, stdin, bounds)
     except Exception:
         log("internal error (a bug in bkref, please report it):\n" + traceback.format_exc())
         return Ending.INTERNAL_ERROR
@@ -120,16 +125,16 @@ def serve(
     return Ending.CLEAN if outcome is Outcome.STOP else Ending.SHUTDOWN_FAILED
 
 
-def _serve_lines(dispatcher: Dispatcher, stdin: BinaryIO, limits: Limits) -> Outcome:
+def _serve_lines(dispatcher: Dispatcher, stdin: BinaryIO, bounds: RequestBounds) -> Outcome:
     # Room for the longest line plus "\r\n": a piece this long without "\n" is too long.
-    piece_max = limits.line_max_bytes + 2
+    piece_max = bounds.line_max_bytes + 2
     while True:
         line = stdin.readline(piece_max)
         if not line:
             return dispatcher.close()
         if len(line) == piece_max and not line.endswith(b"\n"):
             _skip_rest_of_line(stdin, piece_max)
-            dispatcher.reject(overlong_line_rejection(limits))
+            dispatcher.reject(overlong_line_rejection(bounds))
             continue
         outcome = dispatcher.handle_line(line.rstrip(b"\n").rstrip(b"\r"))
         if outcome is not Outcome.CONTINUE:

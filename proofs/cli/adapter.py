@@ -26,7 +26,8 @@ import random
 import sys
 from collections.abc import Mapping
 
-from impl.server.protocol import Limits
+from impl.limits import LIMITS
+from impl.server.protocol import RequestBounds
 from impl.server.stdio import Ending, serve, take_stdout
 from proofs.cli.config import add_config_arguments, config_from_args
 from spec.errors import BkrefError, ConfigError, RecoveryError
@@ -96,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     from impl.fs.os_backend import OsFileSystem
 
     clock = SystemClock()
+    limits = LIMITS  # one object for the bookie, its driver and the server (impl/limits.py)
     try:
         bookie = Bookie.open(
             OsFileSystem(),
@@ -103,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
             clock=clock,
             rng=random.Random(seed),
             progress=lambda line: say(f"recovery: {line}"),
+            limits=limits,
         )
     except ConfigError as exc:
         say(f"configuration error: {exc}")
@@ -113,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     except BkrefError as exc:
         say(f"cannot start the bookie: {exc}")
         return EXIT_FAILED
-    driver = BookieDriver(bookie, clock, config)
+    driver = BookieDriver(bookie, clock, config, limits=limits)
 
     def shutdown() -> None:
         try:
@@ -125,10 +128,11 @@ def run(args: argparse.Namespace) -> int:
         bookie,
         start=driver.start,
         shutdown=shutdown,
-        limits=Limits.from_max_sane_entry_size(config.max_sane_entry_size_bytes),
+        bounds=RequestBounds.from_max_sane_entry_size(config.max_sane_entry_size_bytes, limits),
         stdin=sys.stdin.buffer,
         out=out,
         log=say,
+        limits=limits,
     )
     code = EXIT_BY_ENDING[ending]
     if ending is Ending.INTERNAL_ERROR:

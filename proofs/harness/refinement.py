@@ -45,6 +45,7 @@ import attrs
 from impl.bookie.bookie import Ack, Bookie, BookieState
 from impl.clock import ManualClock
 from impl.config.config import ServerConfig, load_config
+from impl.limits import TEST_LIMITS, TEST_SETTINGS, Limits
 from models.bookie.bookie import BookieModel, Divergence, ModelConfig
 from proofs.crash.bookie_check import JOURNAL_DIR, LEDGER_DIRS, fresh_disk
 from proofs.harness.judge import Judge
@@ -77,14 +78,13 @@ from spec.properties import PropertyMonitor
 from spec.state import AbstractState, LedgerView, LogView
 from spec.trace import Step, Trace, TraceHeader, write_trace
 
-#: The configuration of the refinement runs: tiny entry logs so they rotate every few adds,
-#: no group-commit wait (the scenario decides when the journal is forced).
+#: The configuration of the refinement runs: the checks' TEST_SETTINGS (impl/limits.py: tiny
+#: entry logs so they rotate every few adds, no group-commit wait, the scenario decides when
+#: the journal is forced) on the simulated disk's directories.
 SMALL_SETTINGS: Mapping[str, str] = {
     "journalDirectories": JOURNAL_DIR,
     "ledgerDirectories": ",".join(LEDGER_DIRS),
-    "logSizeLimit": "1400",
-    "writeBufferSizeBytes": "256",
-    "journalMaxGroupWaitMSec": "0",
+    **TEST_SETTINGS,
 }
 
 
@@ -181,7 +181,10 @@ def abstract_state(state: BookieState) -> AbstractState:
 
 
 class InProcessBookie:
-    """bkref's Bookie on a SimDisk, driven one explicit step at a time (no threads)."""
+    """bkref's Bookie on a SimDisk, driven one explicit step at a time (no threads). It is
+    opened with TEST_LIMITS (impl/limits.py) by default, so that the bounds of the engine
+    (read handles, scan and replay windows, index merges, ack pruning) are reached within a
+    few steps of a scenario."""
 
     def __init__(
         self,
@@ -189,6 +192,7 @@ class InProcessBookie:
         *,
         seed: int = 0,
         opener: Callable[..., Bookie] = Bookie.open,
+        limits: Limits = TEST_LIMITS,
     ) -> None:
         self.disk = fresh_disk()
         self.config: ServerConfig = load_config(
@@ -196,6 +200,7 @@ class InProcessBookie:
         )
         self._seed = seed
         self._opener = opener
+        self.limits = limits
         self._acks: dict[int, Ack] = {}
         self._crash_budget: int | None = None
         #: The steps whose acks were done when the machine died: code that runs after the
@@ -206,7 +211,11 @@ class InProcessBookie:
 
     def _open(self) -> Bookie:
         return self._opener(
-            self.disk, self.config, clock=ManualClock(), rng=random.Random(self._seed)
+            self.disk,
+            self.config,
+            clock=ManualClock(),
+            rng=random.Random(self._seed),
+            limits=self.limits,
         )
 
     # --- SystemUnderTest ----------------------------------------------------------------

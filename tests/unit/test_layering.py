@@ -75,6 +75,7 @@ MODEL_MAP: dict[str, str] = {
     "impl/format/ledger_index.py": NOT_MODELLED + "tests/unit/impl/format/test_ledger_index.py",
     "impl/format/names.py": NOT_MODELLED + "tests/unit/impl/format/test_names.py",
     "impl/journal/replay.py": NOT_MODELLED + "tests/unit/impl/journal/test_replay.py",
+    "impl/limits.py": NOT_MODELLED + "tests/unit/impl/test_limits.py",
 }
 
 #: Model modules that pair with no engine module of the same path, and why.

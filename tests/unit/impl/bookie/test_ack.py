@@ -8,7 +8,8 @@ import threading
 
 import pytest
 
-from impl.bookie.ack import PENDING_PRUNE_MIN, Ack, PendingAcks
+from impl.bookie.ack import Ack, PendingAcks
+from impl.limits import LIMITS, Limits
 from spec.errors import BookieIOError, Fenced
 
 
@@ -62,19 +63,38 @@ def test_settle_sends_what_callbacks_raise_to_the_sink() -> None:
     assert ack.done and ack.error is None
 
 
+PRUNE_MIN = LIMITS.pending_acks_prune_min
+
+
 def test_pending_acks_keep_every_ack_not_done_and_stay_bounded() -> None:
     pending = PendingAcks()
     waiting = [Ack() for _ in range(10)]
     for ack in waiting:
         pending.track(ack)
-    for _ in range(5 * PENDING_PRUNE_MIN):
+    for _ in range(5 * PRUNE_MIN):
         pending.track(Ack.completed())
         pending.check_invariants()
     assert pending.not_done() == len(waiting)
     taken = pending.take_all()
     assert all(ack in taken for ack in waiting)  # pruning never drops one not done
-    assert len(taken) < 2 * PENDING_PRUNE_MIN  # completed ones were pruned
+    assert len(taken) < 2 * PRUNE_MIN  # completed ones were pruned
     assert pending.not_done() == 0 and pending.all_done()
+
+
+@pytest.mark.parametrize(
+    ("prune_min", "kept"), [(2, [1, 0, 1, 1, 1]), (PRUNE_MIN, [1, 2, 3, 4, 5])]
+)
+def test_pending_acks_prune_at_the_limit_they_were_given(prune_min: int, kept: list[int]) -> None:
+    pending = PendingAcks(limits=Limits(pending_acks_prune_min=prune_min))
+    waiting = Ack()
+    tracked = []
+    for ack in (Ack.completed(), Ack.completed(), waiting, Ack.completed(), Ack.completed()):
+        pending.track(ack)
+        pending.check_invariants()
+        tracked.append(len(pending._acks))
+    # With 2: pruned whenever the list reaches 2 (twice the one waiting Ack kept).
+    assert tracked == kept
+    assert pending.not_done() == 1
 
 
 def test_pending_acks_report_what_is_not_done() -> None:
@@ -91,6 +111,6 @@ def test_pending_acks_report_what_is_not_done() -> None:
 
 def test_pending_acks_invariant_fails_on_an_unpruned_list() -> None:
     pending = PendingAcks()
-    pending._acks = [Ack.completed() for _ in range(PENDING_PRUNE_MIN)]  # bypasses track()
+    pending._acks = [Ack.completed() for _ in range(PRUNE_MIN)]  # bypasses track()
     with pytest.raises(AssertionError):
         pending.check_invariants()

@@ -27,6 +27,7 @@ from impl.clock import ManualClock
 from impl.config.config import ServerConfig, load_config
 from impl.fs.api import FileHandle, FileSystem, join
 from impl.journal.last_mark import LogMark
+from impl.limits import LIMITS, Limits
 from models.fs.simdisk import SimDisk
 from spec.crash import CrashPlan, KeepPrefix, KeepSubset, LoseUnsynced, TornWrite
 from spec.errors import (
@@ -70,6 +71,7 @@ def open_bookie(
     *,
     clock: ManualClock | None = None,
     progress: Callable[[str], None] | None = None,
+    limits: Limits = LIMITS,
 ) -> Bookie:
     bookie = Bookie.open(
         fs,
@@ -77,6 +79,7 @@ def open_bookie(
         clock=clock or ManualClock(),
         rng=random.Random(7),
         progress=progress,
+        limits=limits,
     )
     bookie.check_invariants()
     return bookie

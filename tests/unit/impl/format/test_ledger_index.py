@@ -1,7 +1,7 @@
 """impl/format/ledger_index.py, the ledger index codec, against spec/format/ledger_index.md.
 
 The page is normative: its constant table must equal the codec's constants (with the index's
-file names, impl/format/names.py, and the merge policy's, impl/index/ledger_index.py), and its
+file names, impl/format/names.py, and the merge policy's bounds, impl/limits.py), and its
 worked examples must be the bytes the codec writes and reads. Every kind of damaged ledger
 block is refused with its reason, and no bytes at all make a decoder raise. The index's
 behaviour on disk is tests/unit/impl/index/test_ledger_index.py.
@@ -19,9 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import impl.format.ledger_index as codec
-import impl.index.ledger_index as ledger_index
 import spec.ids
 from impl.format import names
+from impl.limits import LIMITS
 from spec.ids import Location, make_location
 from tests.unit import format_page
 
@@ -112,19 +112,19 @@ def _reencoded_any(data: bytes) -> bytes:
 NAME_CONSTANTS = ("INDEX_DIR_NAME", "SEGMENT_SUFFIX", "TMP_SUFFIX", "DELETED_FILE_NAME")
 
 
-#: The merge policy's constants (impl/index/ledger_index.py), which the page's table lists too.
-POLICY_CONSTANTS = ("SEGMENTS_MAX", "MERGE_MIN_BYTES")
+#: The merge policy's bounds, under the names the page's table gives them: fields of the
+#: production Limits (impl/limits.py), which the index is opened with by default.
+POLICY_CONSTANTS = {
+    "SEGMENTS_MAX": LIMITS.index_segments_max,
+    "MERGE_MIN_BYTES": LIMITS.index_merge_min_bytes,
+}
 
 
 def module_constants() -> dict[str, object]:
-    """The codec's own constants, the index's file names and the merge policy's constants:
+    """The codec's own constants, the index's file names and the merge policy's bounds:
     what the page's table lists."""
     own = format_page.codec_constants(codec, spec.ids, (int, bytes, str))
-    return (
-        own
-        | {name: getattr(names, name) for name in NAME_CONSTANTS}
-        | {name: getattr(ledger_index, name) for name in POLICY_CONSTANTS}
-    )
+    return own | {name: getattr(names, name) for name in NAME_CONSTANTS} | POLICY_CONSTANTS
 
 
 def test_the_page_constant_table_equals_the_module() -> None:

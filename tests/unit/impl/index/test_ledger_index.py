@@ -29,10 +29,10 @@ from hypothesis.stateful import (
 )
 
 import impl.format.ledger_index as codec
-import impl.index.ledger_index as index_module
 from impl.format import names
 from impl.fs.api import join
 from impl.index.ledger_index import IndexState, LedgerIndex, LedgerRecord
+from impl.limits import LIMITS, Limits
 from models.fs.simdisk import SimDisk
 from spec.crash import CrashPlan, KeepPrefix, KeepSubset, LoseUnsynced, TornWrite
 from spec.errors import FsIOError, RecoveryError
@@ -67,8 +67,8 @@ def loc(log_id: int, offset: int) -> Location:
     return make_location(log_id, offset)  # type: ignore[arg-type]
 
 
-def reload(disk: SimDisk, **kwargs: int) -> LedgerIndex:
-    index = LedgerIndex.load(disk, INDEX_DIR, **kwargs)
+def reload(disk: SimDisk, limits: Limits = LIMITS) -> LedgerIndex:
+    index = LedgerIndex.load(disk, INDEX_DIR, limits=limits)
     index.check_invariants()
     return index
 
@@ -260,24 +260,22 @@ def test_a_delta_costs_what_changed_not_the_whole_index() -> None:
 
 def test_merging_by_count_keeps_at_most_segments_max_files() -> None:
     disk = fresh_disk()
-    index = LedgerIndex.load(disk, INDEX_DIR, segments_max=3)
+    index = LedgerIndex.load(disk, INDEX_DIR, limits=Limits(index_segments_max=3))
     for flush_number in range(1, 8):
         index.put_entry(L(flush_number % 3), E(flush_number), loc(1, 1028 + flush_number))
         index.flush()
         segments = [n for n in disk.listdir(INDEX_DIR) if n.endswith(names.SEGMENT_SUFFIX)]
         assert len(segments) <= 3, segments
-        assert reload(disk, segments_max=3).state() == index.state()
+        assert reload(disk, limits=Limits(index_segments_max=3)).state() == index.state()
     # Flushes 1, 4 and 7 were full (1 + 2 deltas, then a merge), so 7 is the only file.
     assert index.segment_seqs() == [7]
     assert disk.listdir(INDEX_DIR) == [names.segment_file_name(7)]
 
 
-def test_merging_by_size_when_deltas_reach_the_full_segment(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(index_module, "MERGE_MIN_BYTES", 0)
+def test_merging_by_size_when_deltas_reach_the_full_segment() -> None:
+    limits = Limits(index_merge_min_bytes=1)  # the full segment's size decides alone
     disk = fresh_disk()
-    index = LedgerIndex.load(disk, INDEX_DIR)
+    index = LedgerIndex.load(disk, INDEX_DIR, limits=limits)
     for entry_id in range(10):
         index.put_entry(L(1), E(entry_id), loc(1, 1028 + entry_id))
     index.flush()  # full: 10 entries
@@ -296,13 +294,13 @@ def test_merging_by_size_when_deltas_reach_the_full_segment(
 
 def test_merged_segments_drop_deleted_ledgers() -> None:
     disk = fresh_disk()
-    index = LedgerIndex.load(disk, INDEX_DIR, segments_max=1)
+    index = LedgerIndex.load(disk, INDEX_DIR, limits=Limits(index_segments_max=1))
     index.put_entry(L(1), E(0), loc(1, 1028))
     index.put_entry(L(2), E(0), loc(1, 1100))
     index.flush()
     index.delete_ledger(L(1))
     index.put_entry(L(2), E(1), loc(1, 1200))
-    index.flush()  # segments_max=1: every flush is a full one
+    index.flush()  # index_segments_max=1: every flush is a full one
     segment = codec.decode_segment(disk.read_file(segment_path(2)))
     assert isinstance(segment, codec.Segment)
     assert [block.ledger_id for block in segment.blocks] == [2]
@@ -323,7 +321,7 @@ def test_a_leftover_tmp_file_is_ignored_and_removed_after_the_next_flush() -> No
 
 def test_segments_older_than_the_newest_full_one_are_not_read() -> None:
     disk = fresh_disk()
-    index = LedgerIndex.load(disk, INDEX_DIR, segments_max=1)
+    index = LedgerIndex.load(disk, INDEX_DIR, limits=Limits(index_segments_max=1))
     index.put_entry(L(1), E(0), loc(1, 1028))
     index.flush()
     index.put_entry(L(1), E(1), loc(1, 1100))
@@ -592,7 +590,7 @@ class IndexMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.disk = fresh_disk()
-        self.index = LedgerIndex.load(self.disk, INDEX_DIR, segments_max=3)
+        self.index = LedgerIndex.load(self.disk, INDEX_DIR, limits=Limits(index_segments_max=3))
         self.ledgers: dict[int, ModelLedger] = {}
         self.deleted: set[LedgerId] = set()
         self.flushed: Ledgers = ()
@@ -688,7 +686,7 @@ class IndexMachine(RuleBasedStateMachine):
         plan = data.draw(crash_plans(len(self.disk.pending_operations())), label="plan")
         self.disk.crash(plan)
         self.disk.check_invariants()
-        self.index = reload(self.disk, segments_max=3)
+        self.index = reload(self.disk, limits=Limits(index_segments_max=3))
         found = self.index.state()
         # Every acknowledged deletion survives; only an interrupted one may be added.
         assert self.deleted <= found.deleted

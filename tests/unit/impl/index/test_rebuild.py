@@ -20,7 +20,8 @@ from impl.entrylog.ledger_dirs import LedgerDirs
 from impl.entrylog.logger import EntryLogger, EntryLoggerSettings
 from impl.format.entry_log import encode_payload
 from impl.index.ledger_index import LedgerIndex
-from impl.index.rebuild import PROGRESS_EVERY_LOGS, rebuild_index
+from impl.index.rebuild import rebuild_index
+from impl.limits import LIMITS, Limits
 from models.fs.simdisk import SimDisk
 from spec.ids import EntryId, EntryLogId, LedgerId, Location, location_log_id, make_location
 from tests.unit import bk_layout
@@ -210,7 +211,7 @@ def test_negative_entry_ids_are_not_indexed() -> None:
 
 def test_progress_lines_on_large_directories() -> None:
     disk = fresh_disk()
-    count = 2 * PROGRESS_EVERY_LOGS + 3
+    count = 2 * LIMITS.rebuild_progress_every_logs + 3
     for log_id in range(count):
         put_log(disk, DIRS[log_id % 2], log_id, bk_layout.build_log([(log_id, 0, b"e")]).data)
     lines: list[str] = []
@@ -221,6 +222,24 @@ def test_progress_lines_on_large_directories() -> None:
         stats.summary(),
     ]
     assert stats.entries_indexed == count
+
+
+def test_progress_lines_follow_the_limits_given() -> None:
+    disk = fresh_disk()
+    for log_id in range(7):
+        put_log(disk, DIRS[log_id % 2], log_id, bk_layout.build_log([(log_id, 0, b"e")]).data)
+    lines: list[str] = []
+    limits = Limits(rebuild_progress_every_logs=3, scan_chunk_bytes=24)
+    stats = rebuild_index(disk, DIRS, empty_index(disk), progress=lines.append, limits=limits)
+    assert lines == [
+        "index rebuild: 3/7 entry logs read, 3 entries indexed",
+        "index rebuild: 6/7 entry logs read, 6 entries indexed",
+        stats.summary(),
+    ]
+    # Under the production limits 7 logs are too few for any line.
+    quiet: list[str] = []
+    assert rebuild_index(disk, DIRS, empty_index(disk), progress=quiet.append) == stats
+    assert quiet == []
 
 
 def test_no_progress_line_on_a_small_directory() -> None:

@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import impl.format.journal as fmt
-import impl.journal.replay as replay_module
 from impl.format.journal import JournalRecord
 from impl.journal.last_mark import NO_MARK, LogMark
 from impl.journal.replay import replay
+from impl.limits import Limits
 from spec.errors import RecoveryError
 from tests.unit import bk_journal_layout as bk
 from tests.unit.impl.journal.journal_files import (
@@ -341,10 +341,8 @@ def test_replay_yields_exactly_the_whole_records_before_the_end(
     expected = [record for record in _expected(builder, T0) if record.end_offset <= len(data)]
     disk = new_disk()
     put_journal(disk, T0, data)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(replay_module, "REPLAY_CHUNK_BYTES", chunk)
-        run = replay(disk, JDIR, NO_MARK, skip_invalid=False)
-        records = list(run)
+    run = replay(disk, JDIR, NO_MARK, skip_invalid=False, limits=Limits(replay_chunk_bytes=chunk))
+    records = list(run)
     assert records == expected
     assert run.records_replayed == len(expected)
     assert run.end_mark.offset >= (expected[-1].end_offset if expected else 512)

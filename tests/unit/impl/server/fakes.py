@@ -16,13 +16,16 @@ from collections.abc import Callable
 
 import attrs
 
+from impl.limits import Limits
 from impl.server.dispatcher import Dispatcher, Outcome
-from impl.server.protocol import Limits, Response
+from impl.server.protocol import RequestBounds, Response
 from spec.errors import BkrefError, BookieError, Fenced, NoEntry, NoLedger, Unauthorized
 from spec.ids import EntryId, LedgerId
 
-#: Small limits so the size checks are cheap to reach.
-LIMITS = Limits(data_max_bytes=64, key_max_bytes=8)
+#: Small request bounds so the size checks are cheap to reach.
+BOUNDS = RequestBounds(data_max_bytes=64, key_max_bytes=8)
+#: The dispatcher's engine limits in these tests: 100 requests in flight, 5 s to drain.
+HARNESS_LIMITS = Limits(in_flight_max=100, drain_timeout_ms=5000)
 KEY = bytes.fromhex("c0ffee")
 
 
@@ -177,10 +180,9 @@ class Harness:
         self,
         bookie: FakeBookie | None = None,
         *,
-        limits: Limits = LIMITS,
+        bounds: RequestBounds = BOUNDS,
         emit: Callable[[Response], None] | None = None,
-        in_flight_max: int = 100,
-        drain_timeout_s: float = 5.0,
+        limits: Limits = HARNESS_LIMITS,
     ) -> None:
         self.bookie = bookie or FakeBookie()
         self.responses: list[Response] = []
@@ -188,11 +190,10 @@ class Harness:
         self.dispatcher = Dispatcher(
             self.bookie,
             emit or self.responses.append,
-            limits=limits,
+            bounds=bounds,
             shutdown=self.bookie.shutdown,
             log=self.logs.append,
-            in_flight_max=in_flight_max,
-            drain_timeout_s=drain_timeout_s,
+            limits=limits,
         )
 
     def send(self, request: dict[str, object] | str) -> Outcome:

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from impl.limits import Limits
 from impl.server.dispatcher import Outcome
 from impl.server.protocol import Response, encode_response, error_message
 from spec.errors import (
@@ -236,7 +237,7 @@ def test_emit_is_never_entered_by_two_threads_at_once() -> None:
             inside.release()
 
     adds = 200
-    harness = Harness(FakeBookie(auto_complete=False), emit=emit, in_flight_max=adds)
+    harness = Harness(FakeBookie(auto_complete=False), emit=emit, limits=Limits(in_flight_max=adds))
     for i in range(adds):
         harness.send(add(i, 1, i, b"d"))
     acks = list(harness.bookie.pending)
@@ -256,7 +257,7 @@ def test_emit_is_never_entered_by_two_threads_at_once() -> None:
 
 
 def test_reader_waits_while_in_flight_is_full() -> None:
-    harness = Harness(FakeBookie(auto_complete=False), in_flight_max=2)
+    harness = Harness(FakeBookie(auto_complete=False), limits=Limits(in_flight_max=2))
     harness.send(add(1, 1, 0, b"a"))
     harness.send(add(2, 1, 1, b"b"))
     third = threading.Thread(target=harness.send, args=(add(3, 1, 2, b"c"),))
@@ -313,7 +314,7 @@ def test_shutdown_failure_is_an_error_and_stop_failed() -> None:
 
 def test_requests_the_bookie_never_completes_get_io_error_at_shutdown() -> None:
     bookie = FakeBookie(auto_complete=False)
-    harness = Harness(bookie, drain_timeout_s=0.05)
+    harness = Harness(bookie, limits=Limits(drain_timeout_ms=50))
     harness.send(add(1, 1, 0, b"a"))
     stuck = bookie.pending.pop()  # shutdown will not complete it
     assert harness.send({"id": 2, "op": "shutdown"}) is Outcome.STOP

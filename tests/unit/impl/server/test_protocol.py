@@ -24,10 +24,10 @@ from impl.server.protocol import (
     OP_FIELDS,
     PROTOCOL_VERSION,
     JsonValue,
-    Limits,
     Op,
     Rejection,
     Request,
+    RequestBounds,
     base64_size_bytes,
     encode_response,
     error_code,
@@ -54,7 +54,7 @@ from spec.errors import (
 from spec.ids import INT64_MAX, INT64_MIN
 from spec.operations import ERROR_CODES
 from tests.paths import ROOT
-from tests.unit.impl.server.fakes import LIMITS, Color, FakeState, Harness, add
+from tests.unit.impl.server.fakes import BOUNDS, Color, FakeState, Harness, add
 
 PAGE = ROOT / "spec" / "adapter.md"
 
@@ -111,13 +111,13 @@ def test_page_error_codes_equal_the_code() -> None:
 
 def test_page_ready_line_is_what_the_default_configuration_gives() -> None:
     config = load_config(None, "", [])
-    limits = Limits.from_max_sane_entry_size(config.max_sane_entry_size_bytes)
-    ready = encode_response(ready_event(limits))
+    bounds = RequestBounds.from_max_sane_entry_size(config.max_sane_entry_size_bytes)
+    ready = encode_response(ready_event(bounds))
     assert f'"version":{PROTOCOL_VERSION}' in ready
     assert ready in _section("Start")
     assert ready in _section("Worked example")
-    assert f"({limits.data_max_bytes} by default)" in _section("Limits")
-    assert limits.data_max_bytes == 5 * 1024 * 1024 - 500 - 16
+    assert f"({bounds.data_max_bytes} by default)" in _section("Limits")
+    assert bounds.data_max_bytes == 5 * 1024 * 1024 - 500 - 16
 
 
 def _example_lines() -> list[tuple[str, str]]:
@@ -129,7 +129,7 @@ def _example_lines() -> list[tuple[str, str]]:
 def test_worked_example_replays() -> None:
     # The page's exchange, request by request, against the fake bookie. "..." stands for a
     # message of the bookie's own; every other response must match exactly.
-    harness = Harness(limits=Limits(data_max_bytes=1024))
+    harness = Harness(bounds=RequestBounds(data_max_bytes=1024))
     lines = _example_lines()
     assert len(lines) > 20
     expected = [json.loads(text) for side, text in lines[1:] if side == "<"]
@@ -152,10 +152,10 @@ def test_worked_example_replays() -> None:
 _ids = st.integers(min_value=0, max_value=INT64_MAX)
 
 
-_keys = st.binary(max_size=LIMITS.key_max_bytes)
+_keys = st.binary(max_size=BOUNDS.key_max_bytes)
 
 
-_data = st.binary(max_size=LIMITS.data_max_bytes)
+_data = st.binary(max_size=BOUNDS.data_max_bytes)
 
 
 @st.composite
@@ -188,9 +188,9 @@ def test_valid_requests_parse_to_their_fields(
     items = list(wire.items())
     rnd.shuffle(items)
     line = json.dumps(dict(items))
-    assert parse_request(line, LIMITS) == expected
-    assert parse_request(line.encode(), LIMITS) == expected
-    assert parse_request("  " + line + " \r", LIMITS) == expected
+    assert parse_request(line, BOUNDS) == expected
+    assert parse_request(line.encode(), BOUNDS) == expected
+    assert parse_request("  " + line + " \r", BOUNDS) == expected
 
 
 _json_values = st.recursive(
@@ -219,7 +219,7 @@ _near_requests = st.fixed_dictionaries(
     | _near_requests.map(json.dumps)
 )
 def test_any_line_parses_or_is_rejected_never_raises(line: str | bytes) -> None:
-    parsed = parse_request(line, LIMITS)
+    parsed = parse_request(line, BOUNDS)
     if isinstance(parsed, Rejection):
         assert parsed.code == "bad_request"
         json.loads(encode_response(parsed.response()))
@@ -229,25 +229,25 @@ def test_any_line_parses_or_is_rejected_never_raises(line: str | bytes) -> None:
 
 def test_many_duplicate_keys_are_rejected_quickly() -> None:
     line = "{" + ",".join(['"id":1'] * 200_000) + "}"
-    rejection = parse_request(line, Limits(data_max_bytes=10**7))
+    rejection = parse_request(line, RequestBounds(data_max_bytes=10**7))
     assert isinstance(rejection, Rejection)
     assert "more than once" in rejection.message
 
 
 def test_largest_data_and_key_are_accepted() -> None:
-    request = add(1, 0, 0, b"x" * LIMITS.data_max_bytes, key=b"k" * LIMITS.key_max_bytes)
-    parsed = parse_request(json.dumps(request), LIMITS)
+    request = add(1, 0, 0, b"x" * BOUNDS.data_max_bytes, key=b"k" * BOUNDS.key_max_bytes)
+    parsed = parse_request(json.dumps(request), BOUNDS)
     assert isinstance(parsed, Request)
-    assert parsed.payload() == b"x" * LIMITS.data_max_bytes
-    assert parsed.master_key() == b"k" * LIMITS.key_max_bytes
+    assert parsed.payload() == b"x" * BOUNDS.data_max_bytes
+    assert parsed.master_key() == b"k" * BOUNDS.key_max_bytes
 
 
 def test_the_longest_valid_add_fits_the_line_limit() -> None:
-    limits = Limits(data_max_bytes=3000)
+    bounds = RequestBounds(data_max_bytes=3000)
     request = add(INT64_MIN, INT64_MAX, INT64_MAX, b"\xff" * 3000, key=b"\xff" * 1024)
     line = json.dumps(request, indent=None, separators=(", ", ": "))
-    assert len(line) <= limits.line_max_bytes
-    assert isinstance(parse_request(line, limits), Request)
+    assert len(line) <= bounds.line_max_bytes
+    assert isinstance(parse_request(line, bounds), Request)
     assert base64_size_bytes(3000) == 4000
     assert base64_size_bytes(0) == 0
     assert base64_size_bytes(1) == 4
@@ -263,10 +263,10 @@ def test_blank_lines_are_ignored() -> None:
 # --- parsing: every malformed kind ---------------------------------------------------------
 
 
-_TOO_LONG_KEY = "ab" * (LIMITS.key_max_bytes + 1)
+_TOO_LONG_KEY = "ab" * (BOUNDS.key_max_bytes + 1)
 
 
-_TOO_LONG_DATA = base64.b64encode(b"x" * (LIMITS.data_max_bytes + 1)).decode()
+_TOO_LONG_DATA = base64.b64encode(b"x" * (BOUNDS.data_max_bytes + 1)).decode()
 
 
 #: (line, id in the rejection, a word the message must contain)
@@ -321,7 +321,7 @@ MALFORMED: list[tuple[str | bytes, int | None, str]] = [
     (f'{{"id":1,"op":"add","ledger":1,"entry":0,"key":"","data":"{_TOO_LONG_DATA}"}}', 1, "more"),
     ('{"id":1,"op":"gc","force":"true"}', 1, "true or false"),
     ('{"id":1,"op":"gc","force":1}', 1, "true or false"),
-    ("x" * (LIMITS.line_max_bytes + 1), None, "longer than"),
+    ("x" * (BOUNDS.line_max_bytes + 1), None, "longer than"),
 ]
 
 
@@ -329,7 +329,7 @@ MALFORMED: list[tuple[str | bytes, int | None, str]] = [
 def test_malformed_request_is_rejected_and_serving_goes_on(
     line: str | bytes, request_id: int | None, word: str
 ) -> None:
-    rejection = parse_request(line, LIMITS)
+    rejection = parse_request(line, BOUNDS)
     assert isinstance(rejection, Rejection)
     assert (rejection.id, rejection.code) == (request_id, "bad_request")
     assert word in rejection.message
@@ -343,18 +343,18 @@ def test_malformed_request_is_rejected_and_serving_goes_on(
 
 def test_data_one_byte_over_the_limit_is_rejected_after_decoding() -> None:
     # 65 bytes encode to the same length as 66, so the length check alone cannot catch it.
-    data = base64.b64encode(b"y" * (LIMITS.data_max_bytes + 1)).decode()
-    assert len(data) <= base64_size_bytes(LIMITS.data_max_bytes + 2)
-    rejection = parse_request(json.dumps(add(9, 1, 0, b"") | {"data": data}), LIMITS)
+    data = base64.b64encode(b"y" * (BOUNDS.data_max_bytes + 1)).decode()
+    assert len(data) <= base64_size_bytes(BOUNDS.data_max_bytes + 2)
+    rejection = parse_request(json.dumps(add(9, 1, 0, b"") | {"data": data}), BOUNDS)
     assert isinstance(rejection, Rejection)
     assert rejection.id == 9
     assert "65 bytes, more than the 64 allowed" in rejection.message
 
 
 def test_overlong_line_rejection_has_no_id() -> None:
-    rejection = overlong_line_rejection(LIMITS)
+    rejection = overlong_line_rejection(BOUNDS)
     assert rejection.id is None
-    assert str(LIMITS.line_max_bytes) in rejection.message
+    assert str(BOUNDS.line_max_bytes) in rejection.message
 
 
 # --- responses -----------------------------------------------------------------------------
@@ -421,7 +421,7 @@ def _json_value(value: JsonValue) -> JsonValue:
 
 
 def test_ready_event_names_version_and_limits() -> None:
-    ready = ready_event(LIMITS)
+    ready = ready_event(BOUNDS)
     assert _json_value(ready) == {
         "id": None,
         "ok": True,
@@ -429,5 +429,5 @@ def test_ready_event_names_version_and_limits() -> None:
         "version": 1,
         "max_data_bytes": 64,
         "max_key_bytes": 8,
-        "max_line_bytes": LIMITS.line_max_bytes,
+        "max_line_bytes": BOUNDS.line_max_bytes,
     }

@@ -16,7 +16,7 @@ from impl.server.protocol import encode_response, ready_event
 from impl.server.stdio import LineWriter, serve
 from proofs.cli.adapter import EXIT_BY_ENDING, EXIT_FAILED, EXIT_INTERNAL, EXIT_OK
 from spec.errors import BookieIOError
-from tests.unit.impl.server.fakes import LIMITS, FakeBookie, add, b64
+from tests.unit.impl.server.fakes import BOUNDS, FakeBookie, add, b64
 
 
 class Served:
@@ -33,7 +33,7 @@ class Served:
             self.bookie,
             start=self._start,
             shutdown=self.bookie.shutdown,
-            limits=LIMITS,
+            bounds=BOUNDS,
             stdin=self.stdin,
             out=out,
             log=self.logs.append,
@@ -56,7 +56,7 @@ def test_serve_writes_ready_first_and_shuts_down_at_end_of_input() -> None:
     served = Served(lines(add(1, 2, 0, b"a"), {"id": 2, "op": "read", "ledger": 2, "entry": 0}))
     assert served.code == EXIT_OK
     assert served.starts == 1
-    assert served.lines[0] == encode_response(ready_event(LIMITS)) + "\n"
+    assert served.lines[0] == encode_response(ready_event(BOUNDS)) + "\n"
     # The read is answered at once; the add only when the shutdown makes it durable.
     assert served.responses[1:] == [
         {"id": 2, "ok": True, "data": b64(b"a")},
@@ -75,8 +75,8 @@ def test_serve_reads_crlf_blank_lines_and_a_last_line_without_newline() -> None:
 
 
 def test_serve_skips_an_overlong_line_and_keeps_serving() -> None:
-    overlong = "x" * (3 * LIMITS.line_max_bytes)
-    at_limit = "y" * LIMITS.line_max_bytes
+    overlong = "x" * (3 * BOUNDS.line_max_bytes)
+    at_limit = "y" * BOUNDS.line_max_bytes
     served = Served(lines(overlong, {"id": 1, "op": "checkpoint"}, at_limit))
     assert [r["id"] for r in served.responses] == [None, None, 1, None]
     assert "longer than" in served.responses[1]["message"]

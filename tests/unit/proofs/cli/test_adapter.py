@@ -26,7 +26,7 @@ import pytest
 
 import proofs.cli.adapter as adapter_cmd
 import proofs.cli.main as cli
-from impl.server.protocol import Limits
+from impl.server.protocol import RequestBounds
 from impl.server.stdio import Ending
 from proofs.cli.adapter import (
     EXIT_BAD_CONFIG,
@@ -275,7 +275,7 @@ def test_module_exit_statuses_are_distinct() -> None:
     codes = {EXIT_OK, EXIT_FAILED, EXIT_BAD_CONFIG, EXIT_INTERNAL}
     assert len(codes) == 4
     assert adapter_cmd.EXIT_BAD_CONFIG == 2 and adapter_cmd.EXIT_INTERNAL == 70
-    assert Limits.from_max_sane_entry_size(1000).data_max_bytes == 984
+    assert RequestBounds.from_max_sane_entry_size(1000).data_max_bytes == 984
 
 
 def test_every_ending_of_serve_has_the_exit_status_of_the_spec_table() -> None:
