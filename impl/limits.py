@@ -32,6 +32,7 @@ import attrs
 
 from impl.format.entry_log import MIN_SANE_ENTRY_SIZE, RECORD_SIZE_PREFIX
 from impl.format.ledger_index import MASTER_KEY_MAX_BYTES as INDEX_KEY_MAX_BYTES
+from spec.ids import LOCATION_OFFSET_END
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -39,8 +40,6 @@ MIB = 1024 * KIB
 #: The smallest scan window: one record head (4-byte size, 8-byte ledger id, 8-byte entry
 #: id), which the entry-log scanner must see whole before it decides anything.
 SCAN_WINDOW_MIN_BYTES = RECORD_SIZE_PREFIX + MIN_SANE_ENTRY_SIZE
-#: A location's offset is 32 bits (spec/ids.py, make_location): no log may grow past it.
-_LOCATION_OFFSET_END = 1 << 32
 
 
 def _positive(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
@@ -136,7 +135,7 @@ class Limits:
             f"group_wait_min_ms={self.group_wait_min_ms} is above "
             f"journal_idle_ms={self.journal_idle_ms}"
         )
-        assert self.log_size_limit_max_bytes < _LOCATION_OFFSET_END, (
+        assert self.log_size_limit_max_bytes < LOCATION_OFFSET_END, (
             f"log_size_limit_max_bytes={self.log_size_limit_max_bytes} does not fit a "
             "location's 32-bit offset"
         )

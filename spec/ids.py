@@ -16,6 +16,9 @@ EntryLogId = NewType("EntryLogId", int)
 Location = NewType("Location", int)
 
 INT32_MAX = 2**31 - 1
+#: A location keeps the payload offset in its low 32 bits: every offset is below this, so no
+#: entry log may grow past it.
+LOCATION_OFFSET_END = 2**32
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 
@@ -23,7 +26,7 @@ INT64_MAX = 2**63 - 1
 def make_location(log_id: EntryLogId, offset: int) -> Location:
     """Pack a log id and a payload offset the way BookKeeper does."""
     assert 0 <= log_id <= INT32_MAX, log_id
-    assert 0 <= offset < 2**32, offset
+    assert 0 <= offset < LOCATION_OFFSET_END, offset
     return Location((log_id << 32) | offset)
 
 

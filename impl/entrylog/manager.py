@@ -71,14 +71,12 @@ from impl.format.entry_log import (
 from impl.format.names import log_file_name
 from impl.fs.api import FileSystem, join
 from spec.errors import FsError, FsNoSpace, NoWritableLedgerDir
-from spec.ids import EntryLogId, LedgerId, Location
+from spec.ids import LOCATION_OFFSET_END, EntryLogId, LedgerId, Location
 
 T = TypeVar("T")
 
 #: A record's size prefix and ledger id, checked on every add with one unpack.
 _RECORD_HEAD = struct.Struct(">iq")
-#: A location keeps the offset in its low 32 bits (spec/ids.py, make_location).
-LOCATION_OFFSET_LIMIT = 2**32
 
 
 class LogState(enum.Enum):
@@ -254,7 +252,7 @@ class SingleEntryLogManager:
         ledgers = log.ledgers
         ledgers[ledger_id] = ledgers.get(ledger_id, 0) + record_bytes
         assert channel.position == offset + size, (channel.position, offset, size)
-        assert offset < LOCATION_OFFSET_LIMIT, offset
+        assert offset < LOCATION_OFFSET_END, offset
         return Location((log.log_id << 32) | offset)  # make_location, inlined
 
     def _log_for_add(self, record_bytes: int) -> LogChannel:

@@ -33,10 +33,7 @@ from impl.fs.api import FileSystem, join
 from impl.index.ledger_index import LedgerIndex
 from impl.limits import LIMITS, Limits
 from spec.errors import EntryLogError, FsError
-from spec.ids import EntryId, EntryLogId, LedgerId, make_location
-
-#: A location holds a 32-bit offset: a log larger than this cannot be indexed.
-LOG_SIZE_MAX_BYTES = 2**32
+from spec.ids import LOCATION_OFFSET_END, EntryId, EntryLogId, LedgerId, make_location
 
 Progress = Callable[[str], None]
 #: How a log was read: too short for a record, by a scan only, by its map then a scan, or by
@@ -207,7 +204,7 @@ def _rebuild_log(
         size_bytes = handle.size()
         if size_bytes <= LOGFILE_HEADER_SIZE:
             return "empty"  # No room for a record: created, never (durably) written.
-        if size_bytes > LOG_SIZE_MAX_BYTES:
+        if size_bytes > LOCATION_OFFSET_END:
             raise EntryLogError(
                 log_id, f"{size_bytes} bytes: offsets past 4 GiB do not fit in a location"
             )
@@ -236,7 +233,7 @@ def _put_records(
     for record in records:
         seen.add(record.ledger_id)
         assert record.ledger_id >= 0, record
-        assert record.offset + record.size <= LOG_SIZE_MAX_BYTES, record
+        assert record.offset + record.size <= LOCATION_OFFSET_END, record
         if record.entry_id < 0:
             tally.skipped_invalid += 1
             continue
