@@ -42,7 +42,6 @@ from __future__ import annotations
 import pickle
 import random
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import attrs
 
@@ -51,7 +50,6 @@ from impl.clock import ManualClock
 from impl.config.config import load_config
 from impl.journal.last_mark import read_last_mark
 from impl.limits import TEST_LIMITS
-from models.fs.simdisk import SimDisk
 from proofs.crash.explorer import (
     CrashFailure,
     ProgressTicker,
@@ -60,6 +58,14 @@ from proofs.crash.explorer import (
     disk_image,
     plans_at,
     restore_disk,
+)
+from proofs.harness.refinement import (
+    JOURNAL_DIR,
+    LEDGER_DIRS,
+    InProcessBookie,
+    Refinement,
+    RefinementFailure,
+    fresh_disk,
 )
 from spec.crash import CrashPlan
 from spec.operations import (
@@ -77,11 +83,6 @@ from spec.operations import (
 from spec.properties import check_history
 from spec.trace import Step, Trace
 
-if TYPE_CHECKING:  # the harness imports this module's disk layout: no import cycle at run time
-    from proofs.harness.refinement import InProcessBookie, Refinement, RefinementFailure
-
-JOURNAL_DIR = "/journal"
-LEDGER_DIRS = ("/ledgers0", "/ledgers1")
 KEY = b"secret"
 WRONG_KEY = b"not-the-key"
 #: Entry ids of the probing adds (never the id of a workload add).
@@ -114,16 +115,6 @@ def crash_settings() -> dict[str, str]:
         "writeBufferSizeBytes": "512",
         "journalMaxGroupWaitMSec": "0",
     }
-
-
-def fresh_disk() -> SimDisk:
-    """The empty disk a bookie first starts on: the journal and ledger directories, durable
-    (InProcessBookie of proofs/harness/refinement.py starts on it too)."""
-    disk = SimDisk()
-    for path in (JOURNAL_DIR, *LEDGER_DIRS):
-        disk.mkdir(path)
-    disk.fsync_dir("/")
-    return disk
 
 
 def workload(seed: int, adds: int) -> list[Operation]:
@@ -201,7 +192,6 @@ def _record_start(settings: Mapping[str, str], seed: int) -> list[tuple[str, byt
 
 def record(ops: Sequence[Operation], settings: Mapping[str, str], seed: int) -> Recording:
     """Run the workload once through the harness, counting each step's operations."""
-    from proofs.harness.refinement import InProcessBookie, Refinement, RefinementFailure
 
     start = _record_start(settings, seed)
     sites = [CrashSite(None, k, len(start), k, kind) for k, (kind, _) in enumerate(start)]
@@ -283,7 +273,6 @@ def _interrupted(
     start, the SUT's disk is that of the interrupted start and its bookie is not up yet:
     nothing happened that a client saw, so the trace begins with the crash (its header says
     where it came from), and the model has no state of the start to hold the restart to."""
-    from proofs.harness.refinement import InProcessBookie, Refinement
 
     sut = InProcessBookie(settings, seed=seed)
     if site.step is None:
@@ -327,7 +316,6 @@ def judge_state(
     """Crash under ``plan``, restart (with the harness's read-backs), run ``probes``, and
     compare the persisted lastMark with the restart's state. Returns the steps judged after
     the crash and the failure, if any (a RefinementFailure, with its trace)."""
-    from proofs.harness.refinement import RefinementFailure
 
     start = len(harness.trace().steps)
     op: Operation = Crash(plan)
@@ -358,7 +346,6 @@ def judge_state(
 def check_persisted_mark(harness: Refinement, sut: InProcessBookie, restart: Step) -> None:
     """The one check outside the trace (module docstring): after recovery the lastMark on
     disk is the ``last_mark`` of the restart's state."""
-    from proofs.harness.refinement import RefinementFailure
 
     if restart.state is None:
         return
@@ -461,7 +448,6 @@ def _explore_site(
     report: Report,
 ) -> None:
     """Every plan at one crash site (module docstring)."""
-    from proofs.harness.refinement import RefinementFailure
 
     report.crash_points += 1
     where = site.describe(ops)

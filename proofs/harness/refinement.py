@@ -47,7 +47,7 @@ from impl.clock import ManualClock
 from impl.config.config import ServerConfig, load_config
 from impl.limits import TEST_LIMITS, TEST_SETTINGS, Limits
 from models.bookie.bookie import BookieModel, Divergence, ModelConfig
-from proofs.crash.bookie_check import JOURNAL_DIR, LEDGER_DIRS, fresh_disk
+from models.fs.simdisk import SimDisk
 from proofs.harness.judge import Judge
 from spec.errors import BookieError
 from spec.ids import EntryId, LedgerId
@@ -77,6 +77,21 @@ from spec.operations import (
 from spec.properties import PropertyMonitor
 from spec.state import AbstractState, LedgerView, LogView
 from spec.trace import Step, Trace, TraceHeader, write_trace
+
+#: Where the bookie's directories are on the simulated disk (the bookie crash check runs on
+#: the same layout).
+JOURNAL_DIR = "/journal"
+LEDGER_DIRS = ("/ledgers0", "/ledgers1")
+
+
+def fresh_disk() -> SimDisk:
+    """The empty disk a bookie first starts on: the journal and ledger directories, durable."""
+    disk = SimDisk()
+    for path in (JOURNAL_DIR, *LEDGER_DIRS):
+        disk.mkdir(path)
+    disk.fsync_dir("/")
+    return disk
+
 
 #: The configuration of the refinement runs: the checks' TEST_SETTINGS (impl/limits.py: tiny
 #: entry logs so they rotate every few adds, no group-commit wait, the scenario decides when

@@ -12,7 +12,6 @@ from proofs.crash import bookie_check
 from proofs.crash.bookie_check import (
     FENCE_PROBE_ENTRY,
     KEY,
-    LEDGER_DIRS,
     WRONG_KEY,
     WRONG_KEY_PROBE_ENTRY,
     check_persisted_mark,
@@ -22,7 +21,7 @@ from proofs.crash.bookie_check import (
     run_bookie_check,
     workload,
 )
-from proofs.harness.refinement import InProcessBookie, Refinement, RefinementFailure
+from proofs.harness.refinement import LEDGER_DIRS, InProcessBookie, Refinement, RefinementFailure
 from spec.crash import LoseUnsynced
 from spec.operations import (
     Add,
