@@ -75,4 +75,25 @@ class KeepSubset:
         return f"keep unsynced operations {sorted(self.indices)}"
 
 
-CrashPlan = LoseUnsynced | KeepPrefix | TornWrite | KeepSubset
+@attrs.frozen
+class KeepAll:
+    """Every pending operation survives: the bookie's process was killed (kill -9) but the
+    operating system kept running, so every write the process had handed to it reaches the
+    disk. Only what the process still held in its own memory (a write buffer, a journal
+    record not yet written) is lost."""
+
+    def describe(self) -> str:
+        return "the process was killed; the operating system kept every write"
+
+
+@attrs.frozen
+class Unknown:
+    """The recorder does not know what survived: a bookie in another process ended without a
+    clean shutdown (killed, or its machine lost power). The model allows anything any plan
+    allows; a simulated disk cannot apply it."""
+
+    def describe(self) -> str:
+        return "the bookie ended without a clean shutdown; what survived is not known"
+
+
+CrashPlan = LoseUnsynced | KeepPrefix | TornWrite | KeepSubset | KeepAll | Unknown

@@ -30,7 +30,7 @@ from typing import Any
 
 import attrs
 
-from spec.crash import CrashPlan, KeepPrefix, KeepSubset, LoseUnsynced, TornWrite
+from spec.crash import CrashPlan, KeepAll, KeepPrefix, KeepSubset, LoseUnsynced, TornWrite, Unknown
 from spec.errors import TraceError
 from spec.operations import (
     CRASHED,
@@ -58,12 +58,14 @@ from spec.operations import (
     require_fields,
     spec_of,
 )
+from spec.profile import CHOICES, DEFAULT_PROFILE, Profile
 from spec.state import LOG_STATES, AbstractState, LedgerView, LogView, Mark
 from spec.strict_json import STRICT_DECODER, StrictJsonError, describe
 
-#: The version this module writes, and the only one it reads (spec/trace.md, "Versioning").
-TRACE_VERSION = 1
-SUPPORTED_VERSIONS = (1,)
+#: The version this module writes, and the ones it reads (spec/trace.md, "Versioning").
+#: Version 2 added the header's ``profile``; a version 1 trace reads with DEFAULT_PROFILE.
+TRACE_VERSION = 2
+SUPPORTED_VERSIONS = (1, 2)
 
 #: Ledger ids, entry ids, journal ids, offsets, sizes and counts: Java longs, never negative.
 ID_MAX = 2**63 - 1
@@ -80,6 +82,8 @@ PLAN_KINDS: dict[str, type[CrashPlan]] = {
     "keep_prefix": KeepPrefix,
     "torn_write": TornWrite,
     "keep_subset": KeepSubset,
+    "keep_all": KeepAll,
+    "unknown": Unknown,
 }
 
 _HEX = re.compile(r"[0-9a-fA-F]*")
@@ -90,12 +94,17 @@ _JSON_SPACE = " \t\r\n"
 
 @attrs.frozen
 class TraceHeader:
-    """Line 1: the format version, who recorded the trace, and the configuration overrides
-    (BookKeeper key names, values as strings) the run used, in the order they were given."""
+    """Line 1: the format version, who recorded the trace, the configuration overrides
+    (BookKeeper key names, values as strings) the run used, in the order they were given, and
+    the profile the trace is judged with (spec/profile.py)."""
 
     config: tuple[tuple[str, str], ...]
     source: str
     version: int = TRACE_VERSION
+    profile: Profile = DEFAULT_PROFILE
+
+    def __attrs_post_init__(self) -> None:
+        assert self.version >= 2 or self.profile == DEFAULT_PROFILE, "a v1 trace has no profile"
 
 
 @attrs.frozen
@@ -231,6 +240,10 @@ def plan_to_json(plan: CrashPlan) -> dict[str, object]:
         return {"kind": "keep_prefix", "count": plan.count}
     if isinstance(plan, TornWrite):
         return {"kind": "torn_write", "keep": plan.keep, "sectors": plan.sectors}
+    if isinstance(plan, KeepAll):
+        return {"kind": "keep_all"}
+    if isinstance(plan, Unknown):
+        return {"kind": "unknown"}
     return {"kind": "keep_subset", "indices": sorted(plan.indices)}
 
 
@@ -245,6 +258,9 @@ def _plan_from_json(value: object, path: str) -> CrashPlan:
     if kind == "keep_prefix":
         _fields(obj, ("kind", "count"), (), f"{path} ({kind})")
         return KeepPrefix(count=_int(obj["count"], f"{path}.count"))
+    if kind in ("keep_all", "unknown"):
+        _fields(obj, ("kind",), (), f"{path} ({kind})")
+        return KeepAll() if kind == "keep_all" else Unknown()
     if kind == "torn_write":
         _fields(obj, ("kind", "keep", "sectors"), (), f"{path} ({kind})")
         return TornWrite(_int(obj["keep"], f"{path}.keep"), _int(obj["sectors"], f"{path}.sectors"))
@@ -281,7 +297,7 @@ def _base64_to_json(value: object) -> object:
 
 
 def _plan_to_json(value: object) -> object:
-    assert isinstance(value, LoseUnsynced | KeepPrefix | TornWrite | KeepSubset), value
+    assert isinstance(value, CrashPlan), value
     return plan_to_json(value)
 
 
@@ -593,13 +609,33 @@ def _ledgers_from_json(value: object, path: str) -> tuple[LedgerView, ...]:
 
 
 def _header_json(header: TraceHeader) -> dict[str, object]:
-    return {"bkref_trace": header.version, "source": header.source, "config": dict(header.config)}
+    obj: dict[str, object] = {
+        "bkref_trace": header.version,
+        "source": header.source,
+        "config": dict(header.config),
+    }
+    if header.version >= 2:
+        profile = header.profile
+        obj["profile"] = {"acks": profile.acks, "state": profile.state, "answers": profile.answers}
+    return obj
+
+
+def _profile_from_json(value: object) -> Profile:
+    obj = _object(value, "profile")
+    _fields(obj, tuple(CHOICES), (), "the profile")
+    chosen: dict[str, str] = {}
+    for name, choices in CHOICES.items():
+        text = _str(obj[name], f"profile.{name}")
+        if text not in choices:
+            raise _Bad(f"profile.{name} must be one of {', '.join(choices)}, got {text!r}")
+        chosen[name] = text
+    return Profile(**chosen)
 
 
 def _header_from_json(obj: Mapping[str, object]) -> TraceHeader:
     if "bkref_trace" not in obj:
         raise _Bad(
-            'the first line must be the trace header {"bkref_trace": 1, "source": ..., '
+            'the first line must be the trace header {"bkref_trace": 2, "source": ..., '
             '"config": {...}}; this line has no "bkref_trace": is this a bkref trace?'
         )
     version = obj["bkref_trace"]
@@ -611,10 +647,14 @@ def _header_from_json(obj: Mapping[str, object]) -> TraceHeader:
             f"{', '.join(map(str, SUPPORTED_VERSIONS))} only; read it with the bkref that "
             "wrote it, or a newer one"
         )
-    _fields(obj, ("bkref_trace", "source", "config"), (), "the header")
+    names = ("bkref_trace", "source", "config", *(("profile",) if version >= 2 else ()))
+    _fields(obj, names, (), f"the header of a version {version} trace")
     config = _object(obj["config"], "config")
     pairs = tuple((key, _str(value, f"config.{key}")) for key, value in config.items())
-    return TraceHeader(config=pairs, source=_str(obj["source"], "source"), version=version)
+    profile = _profile_from_json(obj["profile"]) if version >= 2 else DEFAULT_PROFILE
+    return TraceHeader(
+        config=pairs, source=_str(obj["source"], "source"), version=version, profile=profile
+    )
 
 
 def _step_json(step: Step) -> dict[str, object]:
@@ -654,7 +694,7 @@ def _encode(obj: Mapping[str, object]) -> str:
 
 def encode_header(header: TraceHeader) -> str:
     """The header line, without a newline."""
-    assert header.version == TRACE_VERSION, f"this bkref writes version {TRACE_VERSION} only"
+    assert header.version in SUPPORTED_VERSIONS, f"version {header.version} cannot be written"
     keys = [key for key, _ in header.config]
     assert len(set(keys)) == len(keys), f"a config key appears twice: {keys}"
     line = _encode(_header_json(header))
@@ -767,7 +807,7 @@ def read_trace(lines: Iterable[str], name: str = "<trace>") -> Trace:
             name,
             None,
             "the trace is empty: its first line must be the header "
-            '{"bkref_trace": 1, ...} (spec/trace.md)',
+            '{"bkref_trace": 2, ...} (spec/trace.md)',
         )
     return Trace(header=header, steps=tuple(steps))
 

@@ -74,7 +74,16 @@ from typing import Final, assert_never
 
 import attrs
 
-from spec.crash import SECTOR_BYTES, CrashPlan, KeepPrefix, KeepSubset, LoseUnsynced, TornWrite
+from spec.crash import (
+    SECTOR_BYTES,
+    CrashPlan,
+    KeepAll,
+    KeepPrefix,
+    KeepSubset,
+    LoseUnsynced,
+    TornWrite,
+    Unknown,
+)
 from spec.errors import (
     FsClosed,
     FsExists,
@@ -282,6 +291,13 @@ def _survivors(ops: list[_Op], plan: CrashPlan) -> list[_Op]:
         return kept
     if isinstance(plan, KeepSubset):
         return [op for index, op in enumerate(ops) if index in plan.indices]
+    if isinstance(plan, KeepAll):
+        return ops
+    if isinstance(plan, Unknown):
+        raise ValueError(
+            "the Unknown crash plan (what survived is not known) is a recorder's; a simulated "
+            "disk needs a plan that says which operations survive"
+        )
     assert_never(plan)
 
 

@@ -522,8 +522,25 @@ def test_malformed_step_lines_are_refused_with_a_reason(line: str, expected: str
     ("line", "expected"),
     [
         (
+            '{"bkref_trace": 3, "source": "", "config": {}}',
+            "trace version 3 is not supported: this bkref reads version 1, 2 only",
+        ),
+        (
             '{"bkref_trace": 2, "source": "", "config": {}}',
-            "trace version 2 is not supported: this bkref reads version 1 only",
+            "the header of a version 2 trace needs the field 'profile'",
+        ),
+        (
+            '{"bkref_trace": 1, "source": "", "config": {}, "profile": {}}',
+            "no field 'profile'",
+        ),
+        (
+            '{"bkref_trace": 2, "source": "", "config": {}, "profile": '
+            '{"acks": "async", "state": "most", "answers": "bkref"}}',
+            "profile.state must be one of full, protocol, none, got 'most'",
+        ),
+        (
+            '{"bkref_trace": 2, "source": "", "config": {}, "profile": {"acks": "async"}}',
+            "the profile needs the field 'state'",
         ),
         ('{"bkref_trace": true, "source": "", "config": {}}', "must be an integer"),
         ('{"step": 0, "op": "rotate", "result": {"ok": true}}', 'has no "bkref_trace"'),
@@ -598,3 +615,23 @@ def test_the_writer_refuses_what_the_reader_would() -> None:
         write_trace(Trace(TraceHeader((), ""), (Step(1, Rotate(), OK),)))
     with pytest.raises(AssertionError, match="not an earlier pending"):
         write_trace(Trace(TraceHeader((), ""), (Step(0, Rotate(), OK, (Completion(0),)),)))
+
+
+def test_a_version_2_header_carries_its_profile_and_a_version_1_header_the_default() -> None:
+    from spec.profile import DEFAULT_PROFILE, Profile
+
+    profile = Profile(acks="async", state="protocol", answers="either")
+    header = TraceHeader(config=(("logSizeLimit", "2048"),), source="test", profile=profile)
+    text = write_trace(Trace(header, ()))
+    assert '"profile": {"acks": "async", "state": "protocol", "answers": "either"}' in text
+    assert read_trace(text).header.profile == profile
+    old = read_trace('{"bkref_trace": 1, "source": "old", "config": {}}\n')
+    assert old.header.version == 1 and old.header.profile == DEFAULT_PROFILE
+
+
+def test_the_recorder_plans_read_back() -> None:
+    from spec.crash import KeepAll, Unknown
+
+    for plan in (KeepAll(), Unknown()):
+        step = Step(0, Crash(plan), OK)
+        assert read_trace(write_trace(Trace(TraceHeader((), "t"), (step,)))).steps == (step,)
