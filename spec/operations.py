@@ -466,3 +466,18 @@ class Completion:
 
     step: int = attrs.field(validator=attrs.validators.ge(0))
     error: str | None = attrs.field(default=None, validator=_error_code)
+
+
+def acknowledgements(
+    index: int, op: Operation, result: Result, completed: Iterable[Completion]
+) -> tuple[Completion, ...]:
+    """The one definition of "acknowledged" (spec/properties.md), shared by the model and the
+    property monitor: the acks step ``index`` carries, in the order they count. First the
+    completions, in the order they arrived (acks of earlier steps); then the step's own ack,
+    when an operation answered later (an add, a fence) was answered ``ok`` in its own response
+    (an asynchronous bookie may acknowledge at once). An add or fence is acknowledged at the
+    step whose acks hold a success for it; from then on it must survive every crash."""
+    acks = list(completed)
+    if result.ok and spec_of(op).answered_later:
+        acks.append(Completion(index))
+    return tuple(acks)

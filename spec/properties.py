@@ -12,7 +12,8 @@ Definitions:
 - An add or fence is **acknowledged** at step j when its own result is ok at j, or a
   completion for it without an error appears in step j's ``completed``. Within a step the
   step's own request is judged first (it saw only acks of earlier steps), then the
-  completions in their order, then the step's own ack.
+  completions in their order, then the step's own ack. This definition is
+  spec/operations.py ``acknowledgements``, which the model (models/bookie/bookie.py) uses too.
 - A **run** is the stretch from the start, or from a ``restart`` that returned ok, to the next
   ``crash`` or ``shutdown``. While the bookie is down (after a crash or shutdown, before an ok
   restart; a failed restart leaves it down) requests are not checked: they may fail.
@@ -46,11 +47,14 @@ Properties (numbered as in spec/properties.md; ``prop`` is the name in brackets)
    - ``journal_mark`` never decreases within a run, and ``journal_mark >= last_mark`` in
      every state;
    - ``least_unflushed_log_id`` never decreases within a run;
-   - an ok ``checkpoint`` has ``last_mark == journal_mark`` in its state;
+   - an ok ``checkpoint`` has ``last_mark == journal_mark`` in its state (only under the
+     ``in_process`` ack profile: a bookie that commits on its own threads may have forced the
+     journal again between the checkpoint and the state);
    - an ok ``restart`` after an ok ``shutdown``, with no crash in between, reports
      ``replayed == 0`` when it reports ``replayed`` at all.
    Marks compare as (journal id, offset). "Within a run": the trackers start again at each
-   ``crash`` and each ``restart`` step.
+   ``crash`` and each ``restart`` step. Checked only under the ``full`` state profile
+   (spec/profile.py): the other profiles do not judge marks.
 
 How each operation matters to the monitor is one table, :data:`RULES` (checked against the
 operation registry of spec/operations.py when this module is imported): what it checks
@@ -85,9 +89,11 @@ from spec.operations import (
     Restart,
     Rotate,
     Shutdown,
+    acknowledgements,
     answered_later,
     require_complete,
 )
+from spec.profile import DEFAULT_PROFILE, Profile
 from spec.state import AbstractState, Mark
 from spec.trace import Step
 
@@ -121,7 +127,8 @@ class PropertyMonitor:
     """Checks properties 1, 2, 3, 4 and 6 over a history fed step by step (see the module
     docstring). ``observe`` returns the violations the step reveals."""
 
-    def __init__(self) -> None:
+    def __init__(self, profile: Profile = DEFAULT_PROFILE) -> None:
+        self.profile = profile
         self._next_index = 0
         self._pending: dict[int, Add | Fence] = {}
         self._up = True
@@ -149,12 +156,19 @@ class PropertyMonitor:
         found: list[Violation] = []
         if rule.before_acks is not None:
             found += rule.before_acks(self, step.op, step)
-        for completion in step.completed:
-            found += self._complete(completion, step.index)
+        acks = acknowledgements(step.index, step.op, step.result, step.completed)
+        own = [ack for ack in acks if ack.step == step.index]
+        for completion in acks:
+            if completion.step != step.index:
+                found += self._complete(completion, step.index)
         if rule.after_acks is not None:
             found += rule.after_acks(self, step.op, step)
-        if step.state is not None and not step.result.crashed:
-            found += self._progress(step, step.state, marks_meet=rule.marks_meet)
+        for _ in own:  # the step's own ack, once its request is recorded
+            assert isinstance(step.op, Add | Fence), step.op
+            found += self._acknowledged(step.index, step.op, step.index)
+        if step.state is not None and not step.result.crashed and self.profile.state == "full":
+            meet = rule.marks_meet and self.profile.acks == "in_process"
+            found += self._progress(step, step.state, marks_meet=meet)
         self._next_index += 1
         return found
 
@@ -173,11 +187,11 @@ class PropertyMonitor:
         return self._answered(op, step)
 
     def _answered(self, op: Add | Fence, step: Step) -> list[Violation]:
-        """The answer to an add or fence: pending (its ack comes later), its ack, or none."""
+        """The answer to an add or fence: pending (its ack comes later), or not (an ok answer
+        is its own ack: ``observe`` takes it after this)."""
         if step.result.pending:
             self._pending[step.index] = op
-            return []
-        return self._acknowledged(step.index, op, step.index) if step.result.ok else []
+        return []
 
     def _complete(self, completion: Completion, index: int) -> list[Violation]:
         assert completion.step in self._pending, (

@@ -24,13 +24,20 @@ allows more than one outcome (an unacknowledged add may or may not survive a cra
 disk may or may not have kept a write), the observation decides, and the model holds the
 implementation to that choice from then on: nondeterminism is resolved by observation.
 
-Choices a correct bookie may make differently, and so the model allows both: a read may or
-may not see an add that is not yet acknowledged; while a fault is active (a full disk, a
-failed fsync, until the next restart) any step may fail with io_error, and an add may fail
-with no_space while the disk is full.
+How strictly a history is judged is its profile (spec/profile.py, chosen in a trace's header;
+docs/model.md "Profiles"): whether acks follow bkref's in-process schedule or arrive
+asynchronously (an add answered ok at once, acks in any groups at any step), how much of the
+abstract state is judged, and which answer is allowed where BookKeeper and bkref differ.
+
+Choices a correct bookie may make differently, and so the model allows both: under
+asynchronous acks a read may or may not see an add that is not yet acknowledged (in process,
+bkref indexes an add before it answers, so a read must see it); while a fault is active (a
+full disk, a failed fsync, until the next restart) any step may fail with io_error, and an
+add may fail with no_space while the disk is full. What a read showed holds for the rest of
+the run.
 
 Not modelled: write_close, explicit LAC, garbage collection and compaction, several journal
-directories, entry log per ledger, preallocation.
+directories, entry log per ledger; preallocated logs are only checked to be empty and new.
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ from typing import Any
 import attrs
 
 from models.entrylog.manager import EntryLogManagerModel, LogConstraints, record_bytes
-from models.index.ledger_index import UNSURE, LedgerIndexModel, Sure
+from models.index.ledger_index import UNSURE, LedgerIndexModel, LedgerModel, Sure
 from models.journal.last_mark import LastMarkModel
 from spec.operations import (
     Add,
@@ -60,12 +67,20 @@ from spec.operations import (
     Result,
     Rotate,
     Shutdown,
+    acknowledgements,
     require_complete,
 )
-from spec.state import AbstractState, Mark
+from spec.profile import DEFAULT_PROFILE, Profile
+from spec.state import AbstractState, LogView, Mark
 
 #: BookKeeper's default logSizeLimit (1 GiB).
 DEFAULT_LOG_SIZE_LIMIT_BYTES = 1024 * 1024 * 1024
+#: BookKeeper's default nettyMaxFrameSizeBytes (5 MiB).
+DEFAULT_NETTY_MAX_FRAME_BYTES = 5 * 1024 * 1024
+#: What a frame holds besides the entry (BookKeeper's maxSaneEntrySize is the frame size minus
+#: this), and the entry's own ledger and entry ids: the data may be the rest.
+FRAME_OVERHEAD_BYTES = 500
+ENTRY_IDS_BYTES = 16
 
 
 class Divergence(Exception):
@@ -87,17 +102,33 @@ class ModelConfig:
     """The configuration the model needs (BookKeeper key in brackets)."""
 
     log_size_limit_bytes: int = DEFAULT_LOG_SIZE_LIMIT_BYTES  # logSizeLimit
+    #: The largest entry data an add may carry (nettyMaxFrameSizeBytes - 500 - 16): a larger
+    #: one is refused with bad_request, nothing written (spec/adapter.md, "Limits").
+    max_data_bytes: int = DEFAULT_NETTY_MAX_FRAME_BYTES - FRAME_OVERHEAD_BYTES - ENTRY_IDS_BYTES
+    #: How the trace is judged (spec/profile.py; docs/model.md, "Profiles").
+    profile: Profile = DEFAULT_PROFILE
 
     @classmethod
-    def from_settings(cls, settings: Mapping[str, str]) -> ModelConfig:
-        """From BookKeeper-named settings (a trace header's ``config``)."""
-        raw = settings.get("logSizeLimit")
-        if raw is None:
-            return cls()
-        try:
-            return cls(log_size_limit_bytes=int(raw))
-        except ValueError:
-            raise ModelUsageError(f"logSizeLimit must be an integer, got {raw!r}") from None
+    def from_settings(
+        cls, settings: Mapping[str, str], profile: Profile = DEFAULT_PROFILE
+    ) -> ModelConfig:
+        """From BookKeeper-named settings (a trace header's ``config``) and a profile."""
+        limit = _int_setting(settings, "logSizeLimit", DEFAULT_LOG_SIZE_LIMIT_BYTES)
+        frame = _int_setting(settings, "nettyMaxFrameSizeBytes", DEFAULT_NETTY_MAX_FRAME_BYTES)
+        overhead = FRAME_OVERHEAD_BYTES + ENTRY_IDS_BYTES
+        if frame <= overhead:
+            raise ModelUsageError(f"nettyMaxFrameSizeBytes must be above {overhead}, got {frame}")
+        return cls(log_size_limit_bytes=limit, max_data_bytes=frame - overhead, profile=profile)
+
+
+def _int_setting(settings: Mapping[str, str], key: str, default: int) -> int:
+    raw = settings.get(key)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ModelUsageError(f"{key} must be an integer, got {raw!r}") from None
 
 
 @attrs.frozen
@@ -153,7 +184,13 @@ class BookieModel:
 
     def __init__(self, config: ModelConfig) -> None:
         self.config = config
+        self.profile = config.profile
+        #: Acks may arrive at any step, in any groups, or in an add's own answer.
+        self.async_acks = config.profile.acks == "async"
         self.ledgers = LedgerIndexModel()
+        #: Deleted ledgers an add or fence created again (BookKeeper's answer, spec/profile.py
+        #: ``answers``): the bookie may list them as deleted or not.
+        self.recreated: set[int] = set()
         self.logs = EntryLogManagerModel(config.log_size_limit_bytes)
         self.marks = LastMarkModel()
         self.pending: dict[int, _Pending] = {}
@@ -165,9 +202,14 @@ class BookieModel:
         #: The step that a crash interrupted, until the crash step itself.
         self.interrupted: Operation | None = None
         self.outcomes: CrashOutcomes | None = None
-        #: The next compare is the first after a restart (or the first ever).
-        self.fresh_run = True
+        #: The next compare is the first after a restart. The first run starts on empty
+        #: directories, which the model predicts exactly (no entry log yet, next id 0).
+        self.fresh_run = False
+        #: Since the last compared state: whether a step forced queued journal records, and
+        #: whether a step persisted lastMark (a checkpoint, a restart). A trace may carry a
+        #: state only now and then: the marks are judged over the steps since the last one.
         self._forced = False
+        self._persisted = False
 
     @property
     def up(self) -> bool:
@@ -188,7 +230,6 @@ class BookieModel:
             raise ModelUsageError(
                 f"step {index}: {op.name} while the bookie is down: restart it first"
             )
-        self._forced = False
         if result.crashed:
             notes = self._completions(index, op, completed, forces=rule.forces, lenient=True)
             self.interrupted = op
@@ -196,7 +237,23 @@ class BookieModel:
                 rule.interrupted(self, op)
             return [*notes, _died_in(op)]
         notes = rule.handle(self, index, op, result)
-        notes += self._completions(index, op, completed, forces=rule.forces, lenient=self.faulted)
+        # The acks this step carries, by the one definition (spec/operations.py): its
+        # completions, then its own ack when an add or fence was answered ok at once (the
+        # handler then recorded it as pending; an ok fence of a ledger already durably
+        # fenced acknowledges nothing new).
+        acks = [
+            ack
+            for ack in acknowledgements(index, op, result, completed)
+            if ack.step != index or index in self.pending
+        ]
+        lenient = self.faulted or self.async_acks
+        notes += self._completions(index, op, acks, forces=rule.forces, lenient=lenient)
+        if rule.forces and self.async_acks and result.ok and not self.faulted and self.pending:
+            raise Divergence(
+                index,
+                f"{op.name} ended with the adds/fences of steps {sorted(self.pending)} never "
+                "answered: a clean shutdown answers every request in flight (spec/adapter.md)",
+            )
         if rule.then is not None:
             notes += rule.then(self, index, op, result)
         return notes
@@ -229,7 +286,10 @@ class BookieModel:
 
     def _checkpoint_step(self, index: int, op: Checkpoint, result: Result) -> list[str]:
         failed = self._background_failed(index, op, result, {"io_error", "no_space"})
-        return failed if failed is not None else self._checkpoint()
+        if failed is not None:
+            return failed
+        self._persisted = True
+        return self._checkpoint()
 
     def _rotate(self, index: int, op: Rotate, result: Result) -> list[str]:
         failed = self._background_failed(index, op, result, {"io_error", "no_space"})
@@ -246,45 +306,79 @@ class BookieModel:
 
     # --- requests ------------------------------------------------------------------------
 
+    def _admission(self, ledger_id: int, key: bytes, *, add: bool) -> tuple[set[str], bool]:
+        """What an add (or a fence) of ``ledger_id`` with ``key`` may be answered before
+        anything is written: the refusals allowed, and whether accepting it is allowed too.
+
+        Deleted ledgers: bkref refuses (no_ledger); BookKeeper creates the ledger again
+        (the ``answers`` profile says which is allowed). Another key: unauthorized. A fenced
+        ledger refuses adds; a fence whose ack failed may or may not be in effect, until an
+        answer of this run shows which (then that holds until the next crash)."""
+        if self.ledgers.deleted.get(ledger_id) is Sure.DURABLE:
+            answers = self.profile.answers
+            return (set() if answers == "bookkeeper" else {"no_ledger"}), answers != "bkref"
+        ledger = self.ledgers.ledgers.get(ledger_id)
+        if ledger is None:
+            return set(), True
+        if ledger.key != key:
+            return {"unauthorized"}, False
+        if add and ledger.fence is not None:
+            if ledger.fence in UNSURE and ledger.fence_seen is not True:
+                if ledger.fence_seen is False:
+                    return set(), True
+                return {"fenced"}, True
+            return {"fenced"}, False
+        return set(), True
+
+    def _admitted(self, ledger_id: int, *, add: bool) -> list[str]:
+        """An add or fence was accepted: a deleted ledger is created again (BookKeeper's
+        answer), and a failed fence of the ledger is, in this run, not in effect."""
+        notes: list[str] = []
+        if self.ledgers.deleted.get(ledger_id) is Sure.DURABLE:
+            del self.ledgers.deleted[ledger_id]
+            self.recreated.add(ledger_id)
+            notes.append(f"ledger {ledger_id}, deleted, is created again by this request")
+        ledger = self.ledgers.ledgers.get(ledger_id)
+        if add and ledger is not None and ledger.fence is Sure.FAILED:
+            ledger.fence_seen = False
+        return notes
+
     def _add_entry(self, index: int, op: Add, result: Result) -> list[str]:
-        refusal = self.ledgers.refusal(op.ledger, op.key, add=True)
-        ledger = self.ledgers.ledgers.get(op.ledger)
-        # A fence whose ack failed may or may not be in effect: either answer is allowed.
-        maybe_fenced = refusal == "fenced" and ledger is not None and ledger.fence in UNSURE
-        allowed = {"pending"} if refusal is None or maybe_fenced else set()
-        if refusal is not None:
-            allowed.add(refusal)
+        what = f"add {op.ledger}:{op.entry}"
+        if len(op.data) > self.config.max_data_bytes:
+            _check_answer(index, what, _answer(result), {"bad_request"}, result.describe())
+            return [
+                f"{what} refused: its {len(op.data)} bytes are above the entry size limit "
+                f"({self.config.max_data_bytes} bytes); nothing was written"
+            ]
+        refusals, accept = self._admission(op.ledger, op.key, add=True)
+        allowed = set(refusals)
+        if accept:
+            allowed |= {"pending", "ok"} if self.async_acks else {"pending"}
         if self.disk_full:
             allowed.add("no_space")
         if self.faulted:
             allowed.add("io_error")
         observed = _answer(result)
-        _check_answer(index, f"add {op.ledger}:{op.entry}", observed, allowed, result.describe())
-        if maybe_fenced and observed == "pending":
-            refusal = None  # the failed fence is not in effect now (a crash may tell more)
-        if observed == "pending" or (observed == "io_error" and refusal is None):
-            self._refuse_reuse(index, op)
-        if observed == "pending":
-            return self._accept_add(index, op)
-        if observed == "io_error" and refusal is None:
+        _check_answer(index, what, observed, allowed, result.describe())
+        if observed in ("pending", "ok"):
+            notes = self._admitted(op.ledger, add=True)
+            return notes + self._accept_add(index, op)
+        if observed == "fenced":
+            ledger = self.ledgers.ledgers[op.ledger]
+            if ledger.fence is Sure.FAILED:
+                ledger.fence_seen = True
+        if observed == "io_error" and accept:
             # The bookie may have written and indexed the entry before its journal failed.
+            self._admitted(op.ledger, add=True)
             self.ledgers.add_entry(op.ledger, op.entry, op.key, op.data)
             self.ledgers.fail_add(op.ledger, op.entry)
-            return [
-                f"add {op.ledger}:{op.entry} failed with io_error: it may or may not have been kept"
-            ]
-        return [f"add {op.ledger}:{op.entry} refused: {observed}; nothing was written"]
-
-    def _refuse_reuse(self, index: int, op: Add) -> None:
-        ledger = self.ledgers.ledgers.get(op.ledger)
-        if ledger is not None and op.entry in ledger.entries:
-            raise ModelUsageError(
-                f"step {index}: entry {op.ledger}:{op.entry} is added a second time; the "
-                "model does not cover overwriting an entry (give every add a new entry id)"
-            )
+            return [f"{what} failed with io_error: it may or may not have been kept"]
+        return [f"{what} refused: {observed}; nothing was written"]
 
     def _accept_add(self, index: int, op: Add) -> list[str]:
         new_key = op.ledger not in self.ledgers.ledgers
+        again = not new_key and op.entry in self.ledgers.ledgers[op.ledger].entries
         self.ledgers.add_entry(op.ledger, op.entry, op.key, op.data)
         self.pending[index] = _Pending("add", op.ledger, op.entry)
         self.marks.appended(2 if new_key else 1)
@@ -293,33 +387,39 @@ class BookieModel:
             log_id = self.logs.add_entry(op.ledger, len(op.data))
             where = f" in entry log {log_id}"
         key = " Its key record goes first: the ledger is new." if new_key else ""
+        resent = " The entry id was added before: this is a re-send." if again else ""
         return [
             f"add {op.ledger}:{op.entry} accepted: written{where} (not fsynced) and "
             f"indexed, and queued for the journal. Not durable yet: a crash now may lose "
-            f"it, and the client has no ack.{key}"
+            f"it, and the client has no ack.{key}{resent}"
         ]
 
     def _fence(self, index: int, op: Fence, result: Result) -> list[str]:
-        refusal = self.ledgers.refusal(op.ledger, op.key, add=False)
+        refusals, accept = self._admission(op.ledger, op.key, add=False)
         ledger = self.ledgers.ledgers.get(op.ledger)
-        allowed: set[str] = {refusal} if refusal is not None else {"pending"}
-        if refusal is None and ledger is not None and ledger.fence is Sure.DURABLE:
-            allowed = {"ok", "pending"}
+        already = accept and ledger is not None and ledger.fence is Sure.DURABLE
+        allowed = set(refusals)
+        if accept:
+            allowed.add("pending")
+            if self.async_acks or already:
+                allowed.add("ok")
         if self.faulted:
             allowed.add("io_error")
         observed = _answer(result)
         _check_answer(index, f"fence {op.ledger}", observed, allowed, result.describe())
-        if observed == "pending" and (ledger is None or ledger.fence is not Sure.DURABLE):
-            new_key = ledger is None
+        if observed in ("pending", "ok") and not already:
+            self._admitted(op.ledger, add=False)
+            new_key = op.ledger not in self.ledgers.ledgers
             self.ledgers.fence(op.ledger, op.key)
             self.marks.appended(2 if new_key else 1)
-        if observed == "pending":
+        if observed == "pending" or (observed == "ok" and not already):
             self.pending[index] = _Pending("fence", op.ledger, -1)
             return [
                 f"fence {op.ledger} accepted: adds to it are refused from now on; the "
                 "fence record is queued for the journal (not durable yet)"
             ]
-        if observed == "io_error" and refusal is None:
+        if observed == "io_error" and accept:
+            self._admitted(op.ledger, add=False)
             new_key = op.ledger not in self.ledgers.ledgers
             self.ledgers.fence(op.ledger, op.key)
             self.ledgers.fail_fence(op.ledger)
@@ -328,33 +428,55 @@ class BookieModel:
         return []
 
     def _read_entry(self, index: int, op: Read, result: Result) -> list[str]:
-        error, data, sure = self.ledgers.read(op.ledger, op.entry)
+        error, _, sure = self.ledgers.read(op.ledger, op.entry)
         allowed: set[str] = set()
-        if error is not None:
-            allowed.add(error)
+        ledger = self.ledgers.ledgers.get(op.ledger)
+        if error is not None or ledger is None:
+            allowed.add(error or "no_ledger")
+        elif op.entry in ledger.unseen:
+            allowed.add("no_entry")  # its failed add was seen not kept: that holds this run
         else:
             allowed.add("data")
-            if sure is not Sure.DURABLE:
+            if self._may_miss(ledger, op.entry, sure):
                 allowed.add("no_entry")
-                ledger = self.ledgers.ledgers[op.ledger]
                 if ledger.key_sure is not Sure.DURABLE:
                     allowed.add("no_ledger")
         if self.faulted:
             allowed.add("io_error")
         observed = _answer(result)
-        if observed == "data" and result.data != data:
+        if observed == "data" and not (
+            ledger is not None
+            and result.data is not None
+            and ledger.readable(op.entry, result.data)
+        ):
             observed, shown = "other bytes", "other bytes"
         else:
             shown = result.describe()
         _check_answer(index, f"read {op.ledger}:{op.entry}", observed, allowed, shown)
-        if sure is Sure.MAYBE and observed in ("data", "no_entry"):
+        if ledger is None or observed not in ("data", "no_entry"):
+            return []
+        if sure is Sure.MAYBE:
             self.ledgers.resolve_entry(op.ledger, op.entry, present=observed == "data")
             fate = "survived" if observed == "data" else "was lost"
             return [
                 f"entry {op.ledger}:{op.entry}, not acknowledged before the crash, {fate}; "
                 "the model holds the bookie to that from now on"
             ]
+        if sure in (Sure.PENDING, Sure.FAILED) and observed == "data":
+            ledger.seen.add(op.entry)  # readable now: it stays readable until a crash
+        elif sure is Sure.FAILED:
+            ledger.unseen.add(op.entry)  # its add failed and left nothing: it stays so
         return []
+
+    def _may_miss(self, ledger: LedgerModel, entry_id: int, sure: Sure | None) -> bool:
+        """Whether a read of an entry the model holds may find it missing: never once it is
+        durable or was seen in this run; an entry still pending only under asynchronous acks
+        (bkref's in-process bookie indexes an add before it answers it, so a read after the
+        answer must see it: a bookie whose reads miss its own write buffer is wrong); a failed
+        or crashed add's entry may be missing until a read shows which."""
+        if sure is Sure.DURABLE or entry_id in ledger.seen:
+            return False
+        return not (sure is Sure.PENDING and not self.async_acks)
 
     def _delete_ledger(self, index: int, op: Delete, result: Result) -> list[str]:
         allowed: set[str | None] = {None, "io_error"} if self.faulted else {None}
@@ -406,7 +528,7 @@ class BookieModel:
                     f"{op.name} completed acks {sorted(seen)} (errors: "
                     f"{errors}); expected exactly {expected}, all ok",
                 )
-            self._forced = forces and self.marks.queued > 0
+            self._forced = self._forced or (forces and self.marks.queued > 0)
         elif errors and not self.faulted:
             raise Divergence(index, f"acks failed ({errors}) though no fault was injected")
         acked = 0
@@ -504,28 +626,29 @@ class BookieModel:
         self.ledgers.delete(op.ledger, Sure.MAYBE)
 
     def _crash(self, _index: int, op: Crash, _result: Result) -> list[str]:
-        if self.status == "stopped":
-            raise ModelUsageError("a crash after a clean shutdown: restart first")
         if self.status == "crashed" and self.interrupted is None:
             # A crash while down only means something when recovery was interrupted.
             raise ModelUsageError("a crash while the bookie is down: restart first")
         self.interrupted = None
         if self.status == "up":
-            self.ledgers.crash()
-            self.outcomes = self.crash_outcomes()
             self._die(clean=False)
+        elif self.status == "stopped":
+            # A power cut right after a shutdown: the shutdown's outcomes stand (after a
+            # clean one everything was durable; a restart still replays nothing).
+            self.status = "crashed"
         return [
             f"crash ({op.plan.describe()}). Possible after recovery:",
             *(self.outcomes.describe() if self.outcomes else []),
         ]
 
     def _die(self, *, clean: bool) -> None:
+        """The bookie stopped (a crash, or a shutdown, clean or not): what was pending may or
+        may not survive, and the outcomes a restart is checked against are taken now."""
         self.ledgers.crash()
         self.pending.clear()
+        self.outcomes = self.crash_outcomes()
         self.marks.stopped(clean=clean)
         self.status = "stopped" if clean else "crashed"
-        if clean:
-            self.outcomes = self.crash_outcomes()
 
     def _restart(self, index: int, _op: Restart, result: Result) -> list[str]:
         self._require_not_interrupted(index)
@@ -548,6 +671,7 @@ class BookieModel:
         self.faulted = False
         self.disk_full = False
         self.fresh_run = True
+        self._persisted = True
         self.logs.restarted()
         self.marks.checkpointed()  # recovery ends with a checkpoint
         count = result.replayed
@@ -603,34 +727,68 @@ class BookieModel:
 
     def compare(self, index: int, observed: AbstractState, step: str) -> list[str]:
         """Check the implementation's abstract state after step ``index`` (named ``step``),
-        resolving what the model left open; raises Divergence."""
+        resolving what the model left open; raises Divergence. The ``state`` profile says
+        how much of it is judged (spec/profile.py): all of it, the ledgers and deletions a
+        client can learn through the protocol, or nothing."""
+        if self.profile.state == "none":
+            return []
         notes = self._compare_deleted(index, observed)
         notes += self._compare_ledgers(index, observed)
+        if self.profile.state == "protocol":
+            self._compared()
+            return notes
+        logs = self._real_logs(index, observed)
         if self.fresh_run or self.logs.relaxed:
             _check_least_unflushed(index, observed)
+            _check_layout_possible(index, observed, logs)
         if self.fresh_run:
-            self._check_logs_after_stop(index, observed)
-            self.logs.adopt(
-                observed.entry_logs, observed.current_log_id, observed.least_unflushed_log_id
-            )
+            self._check_logs_after_stop(index, observed, logs)
+            self.logs.adopt(logs, observed.current_log_id, observed.least_unflushed_log_id)
         elif self.logs.relaxed:
-            self._check_logs_relaxed(index, observed)
-            self.logs.adopt(
-                observed.entry_logs, observed.current_log_id, observed.least_unflushed_log_id
-            )
+            self._check_logs_relaxed(index, observed, logs)
+            self.logs.adopt(logs, observed.current_log_id, observed.least_unflushed_log_id)
         else:
-            self._compare_logs(index, observed)
+            self._compare_logs(index, observed, logs)
         problems = self.marks.check(
             step,
             last_mark=observed.last_mark,
             journal_mark=observed.journal_mark,
-            strict=not self.faulted and not self.fresh_run,
+            strict=not self.faulted and not self.fresh_run and not self.async_acks,
             forced=self._forced,
+            persisted=self._persisted,
         )
         if problems:
             raise Divergence(index, "; ".join(problems))
-        self.fresh_run = False
+        self._compared()
         return notes
+
+    def _compared(self) -> None:
+        """A state was compared: the next one is judged over the steps after this one."""
+        self.fresh_run = False
+        self._forced = False
+        self._persisted = False
+
+    def _real_logs(self, index: int, observed: AbstractState) -> tuple[LogView, ...]:
+        """The observed entry logs without the preallocated ones, which are checked here: a
+        preallocated log holds no entry yet and has an id never used before (BookKeeper's
+        EntryLoggerAllocator creates the next log ahead of time)."""
+        logs = tuple(view for view in observed.entry_logs if view.state != "preallocated")
+        used = max((view.log_id for view in logs), default=-1)
+        used = max(used, self.logs.max_seen_id)
+        for view in observed.entry_logs:
+            if view.state != "preallocated":
+                continue
+            if view.ledger_bytes:
+                raise Divergence(
+                    index, f"entry log {view.log_id} is preallocated but holds entries"
+                )
+            if view.log_id <= used:
+                raise Divergence(
+                    index,
+                    f"entry log {view.log_id} is preallocated with an id already used "
+                    f"(ids go up to {used} and are never reused)",
+                )
+        return logs
 
     def _compare_deleted(self, index: int, observed: AbstractState) -> list[str]:
         seen = set(observed.deleted_ledgers)
@@ -646,7 +804,7 @@ class BookieModel:
                     f"the interrupted delete of ledger {ledger_id} "
                     f"{'took' if ledger_id in seen else 'did not take'} effect"
                 )
-        extra = seen - set(self.ledgers.deleted)
+        extra = seen - set(self.ledgers.deleted) - self.recreated
         if extra:
             raise Divergence(index, f"ledgers {sorted(extra)} are deleted; nobody deleted them")
         return notes
@@ -681,7 +839,18 @@ class BookieModel:
                 f"{'survived' if fenced else 'was lost'}"
             ]
         if fence is Sure.FAILED:
-            return []  # a fence whose ack failed may or may not be in effect
+            # A fence whose ack failed may or may not be in effect; what this run showed
+            # holds until the next crash.
+            ledger = self.ledgers.ledgers[ledger_id]
+            if ledger.fence_seen is not None and ledger.fence_seen != fenced:
+                raise Divergence(
+                    index,
+                    f"ledger {ledger_id}'s failed fence was "
+                    f"{'in effect' if ledger.fence_seen else 'not in effect'} earlier in this "
+                    f"run; now the state says {'fenced' if fenced else 'not fenced'}",
+                )
+            ledger.fence_seen = fenced
+            return []
         if fenced != (fence is not None):
             want = "fenced" if fence is not None else "not fenced"
             raise Divergence(index, f"ledger {ledger_id} should be {want}")
@@ -714,39 +883,66 @@ class BookieModel:
                 notes.append(f"entry {ledger_id}:{entry_id}, not acknowledged, was lost")
         return notes
 
-    def _compare_logs(self, index: int, observed: AbstractState) -> None:
+    def _compare_logs(
+        self, index: int, observed: AbstractState, views: tuple[LogView, ...]
+    ) -> None:
+        """The layout the model predicts: exactly, under in-process acks; under asynchronous
+        acks the bookie's own threads flush when they please, so a rotated log may be seen
+        flushed (the model learns it) and leastUnflushedLogId is followed, not predicted
+        (its meaning is checked, and that it never moves back)."""
         logs = self.logs
-        if logs.provisional is not None:
-            seen = observed.current_log_id
-            if seen is None or seen < logs.provisional:
-                raise Divergence(
-                    index,
-                    f"the new entry log has id {seen}; ids of earlier logs "
-                    f"go up to {logs.provisional - 1} and are never reused",
-                )
-            logs.resolve_provisional(seen)
+        if logs.provisional:
+            self._resolve_new_logs(index, views)
+        if self.async_acks:
+            for view in views:
+                log = logs.logs.get(view.log_id)
+                if log is not None and log.state == "rotated" and view.state == "flushed":
+                    logs.observed_flushed(view.log_id)
         expected = tuple(log.view() for _, log in sorted(logs.logs.items()))
-        if observed.entry_logs != expected:
+        if views != expected:
             raise Divergence(
-                index,
-                f"entry logs are {_logs(observed.entry_logs)}; the model has {_logs(expected)}",
+                index, f"entry logs are {_logs(views)}; the model has {_logs(expected)}"
             )
         if observed.current_log_id != logs.current:
             raise Divergence(
                 index,
                 f"the active entry log is {observed.current_log_id}; the model has {logs.current}",
             )
-        if observed.least_unflushed_log_id != logs.least_unflushed:
+        least = observed.least_unflushed_log_id
+        if self.async_acks:
+            _check_least_unflushed(index, observed)
+            if least < logs.least_unflushed:
+                raise Divergence(
+                    index, f"leastUnflushedLogId moved backwards: {logs.least_unflushed} -> {least}"
+                )
+            logs.least_unflushed = least
+        elif least != logs.least_unflushed:
             raise Divergence(
-                index,
-                f"leastUnflushedLogId is {observed.least_unflushed_log_id};"
-                f" the model has {logs.least_unflushed}",
+                index, f"leastUnflushedLogId is {least}; the model has {logs.least_unflushed}"
             )
 
-    def _check_logs_relaxed(self, index: int, observed: AbstractState) -> None:
-        """While a fault is active: logs never vanish, their bytes never shrink, new ids
-        are new, leastUnflushedLogId never moves back."""
-        seen = {view.log_id: view for view in observed.entry_logs}
+    def _resolve_new_logs(self, index: int, views: tuple[LogView, ...]) -> None:
+        """The logs created since a restart, whose ids the model could not know: the
+        observed logs it does not have must be as many, in increasing order, above every id
+        used before."""
+        logs = self.logs
+        known = set(logs.logs) - set(logs.provisional)
+        new = sorted(view.log_id for view in views if view.log_id not in known)
+        before = logs.provisional[0] - 1
+        if len(new) != len(logs.provisional) or (new and new[0] <= before):
+            raise Divergence(
+                index,
+                f"the entry logs created since the restart have ids {new}; the model created "
+                f"{len(logs.provisional)}, with ids above {before} (ids are never reused)",
+            )
+        logs.resolve_provisional(new)
+
+    def _check_logs_relaxed(
+        self, index: int, observed: AbstractState, views: tuple[LogView, ...]
+    ) -> None:
+        """While a fault is active: logs never vanish, their bytes never shrink, new logs have
+        new ids and hold only ledgers someone wrote, leastUnflushedLogId never moves back."""
+        seen = {view.log_id: view for view in views}
         for log_id, log in self.logs.logs.items():
             view = seen.get(log_id)
             if view is None:
@@ -755,6 +951,12 @@ class BookieModel:
             for ledger, size in log.written.items():
                 if have.get(ledger, 0) < size:
                     raise Divergence(index, f"entry log {log_id} lost bytes of ledger {ledger}")
+        for log_id, view in seen.items():
+            if log_id in self.logs.logs:
+                continue
+            if log_id <= self.logs.max_seen_id:
+                raise Divergence(index, f"entry log {log_id} appeared; its id was used before")
+            self._check_known_ledgers(index, view)
         if observed.least_unflushed_log_id < self.logs.least_unflushed:
             raise Divergence(
                 index,
@@ -763,12 +965,29 @@ class BookieModel:
                 f"{observed.least_unflushed_log_id}",
             )
 
-    def _check_logs_after_stop(self, index: int, observed: AbstractState) -> None:
+    def _check_known_ledgers(self, index: int, view: LogView) -> None:
+        """A log the model did not predict holds only ledgers some add named: no bytes from
+        nowhere."""
+        known = set(self.ledgers.ledgers) | set(self.ledgers.deleted) | self.recreated
+        known |= {ledger for log in self.logs.logs.values() for ledger in log.written}
+        stray = sorted(set(view.ledgers) - known)
+        if stray:
+            raise Divergence(
+                index,
+                f"entry log {view.log_id} holds bytes of ledgers {stray}, which no add wrote",
+            )
+
+    def _check_logs_after_stop(
+        self, index: int, observed: AbstractState, views: tuple[LogView, ...]
+    ) -> None:
+        """After a restart, before the model adopts the recovered layout: every log the crash
+        had to keep is there with at least its fsynced bytes (exactly its bytes if it was
+        fsynced whole), new logs have ids never used and hold only ledgers some add wrote."""
         outcomes = self.outcomes
         if outcomes is None:
             return  # the first run: nothing came before
         constraints = outcomes.logs
-        seen = {view.log_id: view for view in observed.entry_logs}
+        seen = {view.log_id: view for view in views}
         listed = set()
         for log_id, durable, written in constraints.logs:
             listed.add(log_id)
@@ -793,6 +1012,7 @@ class BookieModel:
         for log_id in set(seen) - listed:
             if log_id <= constraints.max_known_id:
                 raise Divergence(index, f"entry log {log_id} appeared; its id was used before")
+            self._check_known_ledgers(index, seen[log_id])
         current = observed.current_log_id
         if current is not None and current <= constraints.max_known_id:
             raise Divergence(
@@ -876,6 +1096,19 @@ def _check_answer(index: int, what: str, observed: str, allowed: set[str], shown
     """Raise Divergence unless ``observed`` is one of the ``allowed`` answers."""
     if observed not in allowed:
         raise Divergence(index, f"{what} answered {shown}; allowed: {', '.join(sorted(allowed))}")
+
+
+def _check_layout_possible(index: int, observed: AbstractState, views: tuple[LogView, ...]) -> None:
+    """What any layout must be, before the model adopts one: at most one active log, and it
+    is the current one (a bookie in single-log mode appends to one log)."""
+    active = [view.log_id for view in views if view.state == "active"]
+    if len(active) > 1:
+        raise Divergence(index, f"entry logs {active} are all active; one log takes the adds")
+    if active and observed.current_log_id != active[0]:
+        raise Divergence(
+            index,
+            f"entry log {active[0]} is active but the current log is {observed.current_log_id}",
+        )
 
 
 def _check_least_unflushed(index: int, observed: AbstractState) -> None:

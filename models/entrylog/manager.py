@@ -94,9 +94,10 @@ class EntryLogManagerModel:
         #: The id the next new log takes; None after a restart until the first new log
         #: shows it (it must be above every id ever seen).
         self.next_id: int | None = 0
-        #: A log created while ``next_id`` was unknown, under a provisional id until the
-        #: implementation shows its real one (:meth:`resolve_provisional`).
-        self.provisional: int | None = None
+        #: Logs created while ``next_id`` was unknown, in creation order, under provisional
+        #: ids until the implementation shows their real ones (:meth:`resolve_provisional`;
+        #: a trace may carry no state for several rotations).
+        self.provisional: list[int] = []
         #: Logs created in this run, and whether each is flushed.
         self.created: dict[int, bool] = {}
         self.least_unflushed = 0
@@ -135,9 +136,8 @@ class EntryLogManagerModel:
         if self.current is not None:
             self.logs[self.current].state = "rotated"
         if self.next_id is None:
-            assert self.provisional is None, "two new logs before the first was seen"
-            self.provisional = self.max_seen_id + 1
-            log_id = self.provisional
+            log_id = self.max_seen_id + 1
+            self.provisional.append(log_id)
         else:
             log_id = self.next_id
             self.next_id += 1
@@ -158,22 +158,33 @@ class EntryLogManagerModel:
             del self.created[log_id]
             self.least_unflushed = log_id + 1
 
-    def resolve_provisional(self, observed_id: int) -> None:
-        """The first new log after a restart has id ``observed_id`` (checked by the caller to
-        be above every id seen before): rename the provisional log and learn the next id."""
-        provisional = self.provisional
-        assert provisional is not None and observed_id >= provisional, (provisional, observed_id)
-        log = self.logs.pop(provisional)
-        done = self.created.pop(provisional)
-        log.log_id = observed_id
-        self.logs[observed_id] = log
-        self.created[observed_id] = done
-        if self.current == provisional:
-            self.current = observed_id
-        self.provisional = None
-        self.next_id = observed_id + 1
-        self.max_seen_id = max(self.max_seen_id, observed_id)
+    def resolve_provisional(self, observed_ids: list[int]) -> None:
+        """The new logs since a restart have ids ``observed_ids``, in order (checked by the
+        caller: as many as the provisional ones, increasing, above every id seen before):
+        rename the provisional logs and learn the next id."""
+        assert len(observed_ids) == len(self.provisional), (observed_ids, self.provisional)
+        assert observed_ids == sorted(set(observed_ids)), observed_ids
+        moved = [(self.logs.pop(old), self.created.pop(old), old) for old in self.provisional]
+        for (log, done, old), new in zip(moved, observed_ids, strict=True):
+            log.log_id = new
+            self.logs[new] = log
+            self.created[new] = done
+            if self.current == old:
+                self.current = new
+        self.provisional = []
+        self.next_id = observed_ids[-1] + 1
+        self.max_seen_id = max(self.max_seen_id, observed_ids[-1])
         self._update_least_unflushed()
+
+    def observed_flushed(self, log_id: int) -> None:
+        """A rotated log was seen flushed (a checkpoint the bookie ran on its own: under
+        asynchronous acks its background threads flush when they please)."""
+        log = self.logs[log_id]
+        assert log.state == "rotated", log
+        log.state = "flushed"
+        log.durable = dict(log.written)
+        if log_id in self.created:
+            self.created[log_id] = True
 
     # --- crash and restart --------------------------------------------------------------
 
@@ -198,18 +209,21 @@ class EntryLogManagerModel:
             self.max_seen_id = max(self.max_seen_id, view.log_id)
         self.current = current
         self.least_unflushed = least
+        # leastUnflushedLogId starts a run one past the last id used (BookKeeper's lastId):
+        # every id below it was used, even by a log that did not survive.
+        self.max_seen_id = max(self.max_seen_id, least - 1)
         self.created = {
             view.log_id: view.state == "flushed"
             for view in views
             if view.log_id >= least and view.state != "flushed"
         }
-        if current is not None and self.next_id is None and self.provisional is None:
+        if current is not None and self.next_id is None and not self.provisional:
             self.next_id = current + 1
 
     def restarted(self) -> None:
         """A new run: nothing is created in it yet, the next id is unknown until seen."""
         self.next_id = None
-        self.provisional = None
+        self.provisional = []
         self.created = {}
         self.current = None
         self.relaxed = False

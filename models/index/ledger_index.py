@@ -17,8 +17,20 @@ Spec pages: spec/adapter.md (what add, read, fence and delete answer), spec/prop
 - a deletion is durable when ``delete`` returns, and ``maybe`` when the delete failed or
   was interrupted.
 
+Entry ids may come in any order (striped ensembles write every n-th id; a client may send
+them out of order) and may be sent again (a client retrying an add): a re-send with the same
+data is the same entry, pending again unless it is already durable; a re-send with other data
+overwrites it (BookKeeper repoints its index), and a read may then return any version that was
+ever added for that id (spec/adapter.md leaves overwriting to the bookie, and so does the model:
+it pins no version, it only refuses bytes nobody added).
+
+What a read showed within a run holds for the rest of the run (``seen``, ``unseen``): a
+bookie whose reads flicker (an entry readable, then not, then readable again, with no crash
+between) is wrong even where the model cannot say which answer is right. A crash forgets it:
+what was only in memory may go.
+
 Not modelled: explicit LAC, write_close, trimming (no operation removes entries below a
-point), entry ids added twice with different data (the stateful test never does it).
+point).
 """
 
 from __future__ import annotations
@@ -50,6 +62,20 @@ class LedgerModel:
     key_sure: Sure
     fence: Sure | None = None
     entries: dict[int, tuple[bytes, Sure]] = attrs.Factory(dict)
+    #: Older data of entries added again with other data: a read may return any of it.
+    versions: dict[int, set[bytes]] = attrs.Factory(dict)
+    #: Entries a read of this run returned, and entries it found missing (their add failed
+    #: or was cut by a crash, or was pending): what a read showed holds until the next crash.
+    seen: set[int] = attrs.Factory(set)
+    unseen: set[int] = attrs.Factory(set)
+    #: Whether an unsure (failed) fence was seen in effect in this run (an add refused
+    #: ``fenced``, or the state says fenced), or seen not in effect (an add accepted).
+    fence_seen: bool | None = None
+
+    def readable(self, entry_id: int, data: bytes) -> bool:
+        """``data`` is a version of the entry some add wrote."""
+        found = self.entries.get(entry_id)
+        return found is not None and (found[0] == data or data in self.versions.get(entry_id, ()))
 
     def last_entry(self) -> int | None:
         return max(self.entries) if self.entries else None
@@ -61,6 +87,9 @@ class LedgerModel:
         if self.key_sure in UNSURE:
             assert all(sure in UNSURE for _, sure in self.entries.values()), self.ledger_id
             assert self.fence in (None, *UNSURE), self.fence
+        assert not self.seen & self.unseen, (self.seen, self.unseen)
+        assert self.versions.keys() <= self.entries.keys(), self.ledger_id
+        assert self.fence_seen is None or self.fence is Sure.FAILED, (self.fence, self.fence_seen)
 
 
 class LedgerIndexModel:
@@ -88,16 +117,27 @@ class LedgerIndexModel:
         return None
 
     def add_entry(self, ledger_id: int, entry_id: int, key: bytes, data: bytes) -> None:
-        """An accepted add: the entry is pending (the key too, if it is new)."""
+        """An accepted add: the entry is pending (the key too, if it is new). Added again: the
+        same data stays durable if it was, else is pending again; other data is a new version
+        (see the module docstring), durable if the old one was (one of them must read)."""
         ledger = self._keyed(ledger_id, key)
-        assert entry_id not in ledger.entries, f"entry {ledger_id}:{entry_id} added twice"
-        ledger.entries[entry_id] = (data, Sure.PENDING)
+        old = ledger.entries.get(entry_id)
+        ledger.unseen.discard(entry_id)
+        if old is None:
+            ledger.entries[entry_id] = (data, Sure.PENDING)
+            return
+        old_data, old_sure = old
+        sure = Sure.DURABLE if old_sure is Sure.DURABLE else Sure.PENDING
+        if old_data != data:
+            ledger.versions.setdefault(entry_id, set()).add(old_data)
+        ledger.entries[entry_id] = (data, sure)
 
     def fence(self, ledger_id: int, key: bytes) -> None:
         """An accepted fence: pending until acknowledged (a durable fence stays durable)."""
         ledger = self._keyed(ledger_id, key)
         if ledger.fence is not Sure.DURABLE:
             ledger.fence = Sure.PENDING
+            ledger.fence_seen = None
 
     def _keyed(self, ledger_id: int, key: bytes) -> LedgerModel:
         ledger = self.ledgers.get(ledger_id)
@@ -116,6 +156,7 @@ class LedgerIndexModel:
     def acknowledge_fence(self, ledger_id: int) -> None:
         ledger = self.ledgers[ledger_id]
         ledger.fence = Sure.DURABLE
+        ledger.fence_seen = None
         ledger.key_sure = Sure.DURABLE
 
     def fail_add(self, ledger_id: int, entry_id: int) -> None:
@@ -160,6 +201,7 @@ class LedgerIndexModel:
             ledger.entries[entry_id] = (data, Sure.DURABLE)
         else:
             del ledger.entries[entry_id]
+            ledger.versions.pop(entry_id, None)
 
     def delete(self, ledger_id: int, sure: Sure) -> None:
         """A delete that returned ok (DURABLE) or failed or crashed (MAYBE)."""
@@ -182,6 +224,9 @@ class LedgerIndexModel:
         """Whatever was pending may or may not survive."""
         unsure = (Sure.PENDING, Sure.FAILED)
         for ledger in self.ledgers.values():
+            ledger.seen.clear()
+            ledger.unseen.clear()
+            ledger.fence_seen = None
             if ledger.key_sure in unsure:
                 ledger.key_sure = Sure.MAYBE
             if ledger.fence in unsure:

@@ -48,12 +48,22 @@ class LastMarkModel:
         self.journal_only += acknowledged
 
     def check(
-        self, step: str, *, last_mark: Mark, journal_mark: Mark, strict: bool, forced: bool
+        self,
+        step: str,
+        *,
+        last_mark: Mark,
+        journal_mark: Mark,
+        strict: bool,
+        forced: bool,
+        persisted: bool,
     ) -> list[str]:
-        """Problems with the observed marks after a step named ``step`` (``forced``: the
-        step made queued records durable). ``strict`` is False while a fault (or the first
-        step of a run) makes the journal's movement unpredictable; the monotonic rules hold
-        regardless. Commits the observed marks."""
+        """Problems with the observed marks after a step named ``step``, judged over the steps
+        since the marks were last checked (a trace may carry a state now and then):
+        ``forced``, one of them made queued records durable; ``persisted``, one of them
+        persisted lastMark (a checkpoint, a restart). ``strict`` is False while a fault (or
+        the first step of a run, or a bookie that forces and checkpoints on its own threads)
+        makes the marks' movement unpredictable; the monotonic rules hold regardless.
+        Commits the observed marks."""
         problems: list[str] = []
         if self.last_mark is not None and last_mark < self.last_mark:
             problems.append(f"lastMark moved backwards: {self.last_mark} -> {last_mark}")
@@ -72,10 +82,10 @@ class LastMarkModel:
                     "though nothing was forced"
                 )
         moved = self.last_mark is not None and last_mark != self.last_mark
-        if strict and step not in ("checkpoint", "restart") and moved:
+        if strict and not persisted and moved:
             problems.append(
                 f"lastMark moved from {self.last_mark} to {last_mark} "
-                f"at a {step}, which persists no mark"
+                f"at a {step}, and no step since the last look persisted a mark"
             )
         if step == "checkpoint" and strict and last_mark != journal_mark:
             problems.append(

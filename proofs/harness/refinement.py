@@ -49,7 +49,7 @@ from impl.limits import TEST_LIMITS, TEST_SETTINGS, Limits
 from models.bookie.bookie import BookieModel, Divergence, ModelConfig
 from models.fs.simdisk import SimDisk
 from proofs.harness.judge import Judge
-from spec.errors import BookieError
+from spec.errors import BkrefError, BookieError
 from spec.ids import EntryId, LedgerId
 from spec.operations import (
     CRASHED,
@@ -222,6 +222,8 @@ class InProcessBookie:
         #: crash point (cleanup handlers) completes nothing a client could see.
         self._done_at_crash: set[int] | None = None
         self._steps_since_disk_check = 0
+        #: Why the last restart failed (a RecoveryError's message), for the failure message.
+        self.last_error: str | None = None
         self.bookie: Bookie | None = self._open()
 
     def _open(self) -> Bookie:
@@ -313,7 +315,13 @@ class InProcessBookie:
         self.disk.clear_failures()
         for directory in LEDGER_DIRS:
             self.disk.set_capacity(directory, None)
-        self.bookie = self._open()
+        try:
+            self.bookie = self._open()
+        except BkrefError as exc:
+            # Recovery refused the disk: an answer like any other (the model judges it; the
+            # trace records it, so the verdict replays), with the reason kept for the message.
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            return failed("io_error")
         return attrs.evolve(OK, replayed=self.bookie.recovery.records_replayed)
 
     def _add(self, index: int, op: Add) -> Result:
@@ -480,8 +488,10 @@ class Refinement:
         judgement = self.judge.judge(step)
         divergence = judgement.divergence
         if divergence is not None:
+            reason = getattr(self.sut, "last_error", None) if isinstance(op, Restart) else None
             raise RefinementFailure(
-                divergence.message and f"step {index} ({op.name}): {divergence.message}",
+                f"step {index} ({op.name}): {divergence.message}"
+                + (f" ({reason})" if reason else ""),
                 self.trace(),
             ) from divergence
         self.notes.append(list(judgement.notes))

@@ -16,10 +16,15 @@ verdict, and a trace the model cannot run at all (a request while the bookie is 
 configuration it cannot take, a history outside what the model covers) raises
 :class:`ReplayError`.
 
+The trace's header chooses the profile it is judged with (spec/profile.py: how acks arrive,
+how much of the state is judged, which answers are allowed where BookKeeper and bkref
+differ); the model and the property monitor both take it.
+
 Not verified here: the trace's form (spec/trace.py ``read_trace`` checks it before the
-replay), and the first state-carrying step's marks: the harness compares the bookie's state
-before its first step too, which a trace does not record, so the first recorded state is
-adopted as the harness adopts the state after a restart.
+replay), and the first recorded marks: journal ids are the bookie's own (BookKeeper's are
+timestamps), so the model learns the marks from the first state and holds the later ones to
+how marks must move. The entry logs, ledgers and deletions are predicted from the start: the
+first run of a trace starts on empty directories.
 """
 
 from __future__ import annotations
@@ -125,7 +130,7 @@ class Replay:
 
     def __init__(self, header: TraceHeader) -> None:
         try:
-            config = ModelConfig.from_settings(dict(header.config))
+            config = ModelConfig.from_settings(dict(header.config), header.profile)
             model = BookieModel(config)
         except ModelUsageError as exc:
             raise ReplayError(f"the trace's configuration: {exc}") from None
@@ -134,7 +139,7 @@ class Replay:
                 f"the model cannot run the trace's configuration ({exc or 'an assertion'}); "
                 "logSizeLimit must be more than the 1024-byte entry log header"
             ) from None
-        self.judge = Judge(model, PropertyMonitor())
+        self.judge = Judge(model, PropertyMonitor(header.profile))
         self.model = model
         self.monitor = self.judge.monitor
         self.failure: ReplayFailure | None = None

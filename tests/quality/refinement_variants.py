@@ -26,6 +26,7 @@ from impl.bookie.ack import Ack
 from impl.bookie.bookie import Bookie
 from impl.bookie.checkpoint import Checkpointer
 from impl.clock import Clock
+from impl.entrylog.buffered_channel import BufferedChannel
 from impl.entrylog.ids import RecentEntryLogsStatus
 from impl.entrylog.manager import SingleEntryLogManager
 from impl.format.journal import encode_key_record
@@ -294,3 +295,57 @@ class CheckpointAfterFailureBookie(Bookie):
         finally:
             if self._failure is None:
                 self._failure = failure
+
+
+# --- 12. reads that miss the entry log's write buffer -----------------------------------------
+
+
+def _pread_missing_the_buffer(self: BufferedChannel, offset: int, length: int) -> bytes:
+    """BufferedChannel.pread reading the file only: bytes still in the write buffer (not yet
+    written to the file) are not seen, as if the read path forgot the buffer."""
+    end = min(offset + length, self._flushed_position)
+    if offset >= end:
+        return b""
+    return self._handle.pread(offset, end - offset)
+
+
+def apply_reads_missing_the_write_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reads of the active entry log miss its write buffer. How it goes wrong: an add is
+    accepted (written to the buffer and indexed), and a read right after it finds the record
+    cut short (no_entry, or io_error) until the buffer is written out, which may be much
+    later. Within one run the bookie answers reads of entries it has accepted (and even
+    acknowledged: the journal's fsync does not write the entry log's buffer) as missing. The
+    model used to let a read of a pending entry fail, so only a read of an acknowledged one
+    could show it; under the in-process profile a pending entry must read back."""
+    monkeypatch.setattr(BufferedChannel, "pread", _pread_missing_the_buffer)
+
+
+# --- 13. acknowledging part of a group before its fsync ---------------------------------------
+
+
+class _JournalAckingPartOfAGroupEarly(Journal):
+    """A journal that completes the callbacks of the first half of each group (rounded up)
+    once the group is written, before the fsync; the rest after it, correctly."""
+
+    def _sync(self, written_bytes: int, callbacks: list[OnDurable | None]) -> None:
+        early = callbacks[: (len(callbacks) + 1) // 2]
+        for callback in early:
+            if callback is not None:
+                callback(None)
+        super()._sync(written_bytes, callbacks)
+
+
+class AckPartOfAGroupBeforeFsyncBookie(Bookie):
+    """Acknowledges some of a group's adds and fences after the journal's write, before its
+    fsync (a group commit whose completion loop runs ahead of the fsync for part of the
+    batch). How it loses data: as AckBeforeJournalFsyncBookie, but only for the entries
+    acknowledged early, so a check that looked at whole groups, or only at the last ack of a
+    group, would miss it."""
+
+    def _start_journal(self, clock: Clock) -> None:
+        settings = journal_settings_from_config(self._config)
+        journal = _JournalAckingPartOfAGroupEarly(
+            self._fs, self._layout.journal_dir, settings, clock
+        )
+        journal.open_new_file()
+        self._journal = journal

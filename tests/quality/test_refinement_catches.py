@@ -259,3 +259,18 @@ def test_catches_recovery_trusting_bytes_the_previous_run_never_fsynced(
 
 def test_catches_a_checkpoint_after_a_failed_fsync() -> None:
     _assert_caught(rv.CheckpointAfterFailureBookie.open, *LOSS)
+
+
+# --- 12. reads that miss the entry log's write buffer -----------------------------------------
+
+
+def test_catches_reads_that_miss_the_write_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
+    rv.apply_reads_missing_the_write_buffer(monkeypatch)
+    _assert_caught(Bookie.open, "read ", *LOSS)
+
+
+# --- 13. acknowledging part of a group before its fsync ---------------------------------------
+
+
+def test_catches_acknowledging_part_of_a_group_before_its_fsync() -> None:
+    _assert_caught(rv.AckPartOfAGroupBeforeFsyncBookie.open, *LOSS)

@@ -239,11 +239,17 @@ def machine_for(opener: Callable[..., Bookie] = Bookie.open) -> type[RuleBasedSt
                 self._crash_and_restart(plan, None)
 
         @invariant()
-        def model_and_bookie_agree(self) -> None:
-            # The harness compares after every step and raises RefinementFailure; here the
-            # last step's state must have been compared whenever the bookie is up.
+        def the_judged_state_is_the_bookies_and_the_judge_is_consistent(self) -> None:
+            """The harness judges each step's state as it runs it (RefinementFailure on a
+            difference). Between rules, the bookie is left alone: the state it reports now
+            must be the one the last step recorded and the model judged (a bookie that changes
+            by itself between steps, or a step whose state was not recorded, fails here), and
+            the model's and the property monitor's invariants hold."""
+            self.harness.judge.check_invariants()
             if self.up and self.harness.steps:
-                assert self.harness.steps[-1].state is not None
+                recorded = self.harness.steps[-1].state
+                assert recorded is not None, "the last step's state was not recorded"
+                assert self.sut.inspect() == recorded, "the bookie changed between steps"
 
     return RefinementMachine
 

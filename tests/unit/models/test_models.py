@@ -89,21 +89,51 @@ def test_a_crash_leaves_pending_facts_open_and_durable_ones_sure() -> None:
 def test_the_mark_rules_flag_each_way_of_moving_wrongly() -> None:
     marks = LastMarkModel()
     assert (
-        marks.check("restart", last_mark=(1, 0), journal_mark=(2, 512), strict=False, forced=False)
+        marks.check(
+            "restart",
+            last_mark=(1, 0),
+            journal_mark=(2, 512),
+            strict=False,
+            forced=False,
+            persisted=True,
+        )
         == []
     )
     marks.appended(1)
     stuck = marks.check(
-        "journal_force", last_mark=(1, 0), journal_mark=(2, 512), strict=True, forced=True
+        "journal_force",
+        last_mark=(1, 0),
+        journal_mark=(2, 512),
+        strict=True,
+        forced=True,
+        persisted=False,
     )
     assert any("stayed" in problem for problem in stuck)
     back = marks.check(
-        "checkpoint", last_mark=(0, 0), journal_mark=(2, 512), strict=True, forced=False
+        "checkpoint",
+        last_mark=(0, 0),
+        journal_mark=(2, 512),
+        strict=True,
+        forced=False,
+        persisted=True,
     )
     assert any("backwards" in problem for problem in back)
+    unpersisted = marks.check(
+        "read", last_mark=(2, 0), journal_mark=(2, 512), strict=True, forced=False, persisted=False
+    )
+    assert any("no step since the last look persisted" in problem for problem in unpersisted)
+    sparse = marks.check(
+        "read", last_mark=(2, 512), journal_mark=(2, 512), strict=True, forced=False, persisted=True
+    )
+    assert sparse == [], "a checkpoint between two looks may move lastMark"
     marks.stopped(clean=False)
     not_advanced = marks.check(
-        "restart", last_mark=(1, 0), journal_mark=(3, 512), strict=False, forced=False
+        "restart",
+        last_mark=(1, 0),
+        journal_mark=(3, 512),
+        strict=False,
+        forced=False,
+        persisted=True,
     )
     assert any("#2087" in problem for problem in not_advanced)
 

@@ -339,13 +339,13 @@ def _trace(ops_results: Sequence[tuple[Operation, Result]], config: object = ())
         ),
         (_trace([(Restart(), OK)]), "restart while the bookie is up"),
         (
-            _trace([(Add(1, 0, KEY, b""), PENDING), (Add(1, 0, KEY, b"again"), PENDING)]),
-            "added a second time",
+            _trace([(Rotate(), OK)], [("nettyMaxFrameSizeBytes", "516")]),
+            "nettyMaxFrameSizeBytes must be above 516",
         ),
         (_trace([(Rotate(), OK)], [("logSizeLimit", "ten")]), "logSizeLimit must be an integer"),
         (_trace([(Rotate(), OK)], [("logSizeLimit", "100")]), "more than the 1024-byte"),
     ],
-    ids=["down", "restart-up", "entry-twice", "config-not-int", "config-too-small"],
+    ids=["down", "restart-up", "frame-too-small", "config-not-int", "config-too-small"],
 )
 def test_a_history_the_model_cannot_run_exits_2(
     tmp_path: Path, cli: Callable[..., tuple[int, str, str]], trace: Trace, expected: str

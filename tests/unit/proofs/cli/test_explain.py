@@ -13,7 +13,6 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-import attrs
 import pytest
 
 import proofs.cli.main
@@ -23,6 +22,7 @@ from proofs.cli.explain import durability_text, logs_text, state_text, told_step
 from proofs.harness.replay import Replay
 from spec.crash import LoseUnsynced
 from spec.operations import (
+    OK,
     PENDING,
     Add,
     Crash,
@@ -32,7 +32,7 @@ from spec.operations import (
     Restart,
     Result,
 )
-from spec.trace import Trace, read_trace, write_trace
+from spec.trace import Step, Trace, read_trace, write_trace
 from tests.paths import ROOT
 from tests.unit.proofs.cli.test_check_trace import KEY, base_ops, build_trace, replace_step, save
 
@@ -196,12 +196,15 @@ def test_a_history_the_model_cannot_run_stops_the_story_with_exit_2(
     tmp_path: Path, explain: Callable[..., tuple[int, str, str]]
 ) -> None:
     trace = build_trace([Add(1, 0, KEY, b"a"), JournalForce()])
-    again = attrs.evolve(trace.steps[0], index=2, result=PENDING, state=None)  # same entry
-    steps = (*trace.steps, again)
+    down = (
+        Step(2, Crash(LoseUnsynced()), OK),
+        Step(3, Read(1, 0), Result(error="no_entry")),  # a read while the bookie is down
+    )
+    steps = (*trace.steps, *down)
     code, out, err = explain(save(tmp_path, Trace(trace.header, steps)))
     assert code == EXIT_UNUSABLE
-    assert told_steps(out.splitlines()) == [0, 1]
-    assert err.count("\n") == 1 and "step 2 (add)" in err
+    assert told_steps(out.splitlines()) == [0, 1, 2]
+    assert err.count("\n") == 1 and "step 3 (read)" in err
 
 
 # --- the renderings, on the model directly -------------------------------------------------

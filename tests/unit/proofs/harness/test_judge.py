@@ -10,10 +10,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import proofs.harness.refinement
 import proofs.harness.replay
+from impl.bookie.bookie import Bookie
 from models.bookie.bookie import BookieModel, ModelConfig, ModelUsageError
 from proofs.harness.judge import Judge
 from proofs.harness.refinement import (
@@ -24,6 +27,7 @@ from proofs.harness.refinement import (
 )
 from proofs.harness.replay import replay_trace
 from spec.crash import LoseUnsynced
+from spec.errors import RecoveryError
 from spec.operations import (
     OK,
     PENDING,
@@ -38,7 +42,7 @@ from spec.operations import (
 )
 from spec.properties import PropertyMonitor, Violation
 from spec.state import AbstractState
-from spec.trace import Step
+from spec.trace import Step, read_trace
 
 KEY = b"k"
 CONFIG = ModelConfig(log_size_limit_bytes=4096)
@@ -163,7 +167,7 @@ def test_a_divergence_found_live_replays_to_the_same_failure() -> None:
 def test_a_broken_property_found_live_replays_to_the_same_failure(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    def breaking() -> PropertyMonitor:
+    def breaking(_profile: object = None) -> PropertyMonitor:
         return CountingMonitor(break_at=1)
 
     monkeypatch.setattr(proofs.harness.refinement, "PropertyMonitor", breaking)
@@ -174,3 +178,30 @@ def test_a_broken_property_found_live_replays_to_the_same_failure(
     assert verdict.failure is not None
     assert (verdict.failure.step, verdict.failure.kind) == (1, "property")
     assert (verdict.failure.prop, verdict.failure.message) == ("durability", "made up for the test")
+
+
+def test_a_recovery_that_refuses_the_disk_is_a_verdict_with_a_saved_trace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A RecoveryError at a restart used to escape the harness as a bare exception, with no
+    trace to replay. Now the restart's answer is io_error, the model judges it (recovery
+    failed), and the failure names the reason and saves a trace that replays to the same
+    verdict."""
+    opened = []
+
+    def opener(*args: object, **kwargs: object) -> Bookie:
+        opened.append(1)
+        if len(opened) > 1:
+            raise RecoveryError("the journal is damaged (a test)")
+        return Bookie.open(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setenv("BKREF_TRACE_DIR", str(tmp_path))
+    harness = Refinement(InProcessBookie(SMALL_SETTINGS, opener=opener), SMALL_SETTINGS)
+    harness.run(Crash(LoseUnsynced()))
+    with pytest.raises(RefinementFailure) as caught:
+        harness.run(Restart())
+    assert "recovery failed" in caught.value.message
+    assert "RecoveryError: the journal is damaged" in caught.value.message
+    saved = read_trace(Path(caught.value.save()).read_text())
+    verdict = replay_trace(saved)
+    assert verdict.failure is not None and verdict.failure.step == 1
