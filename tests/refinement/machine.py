@@ -24,11 +24,18 @@ from collections.abc import Callable, Mapping
 
 from hypothesis import event
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
 
 from impl.bookie.bookie import Bookie
+from models.entrylog.manager import RECORD_OVERHEAD_BYTES
 from proofs.harness.refinement import SMALL_SETTINGS, InProcessBookie, Refinement
-from spec.crash import CrashPlan, KeepPrefix, KeepSubset, LoseUnsynced, TornWrite
+from spec.crash import CrashPlan, KeepAll, KeepPrefix, KeepSubset, LoseUnsynced, TornWrite
 from spec.operations import (
     Add,
     Checkpoint,
@@ -47,6 +54,8 @@ from spec.operations import (
     require_complete,
 )
 
+#: The ledgers a run starts with; more are created as it goes (``new_ledger``), and deletes
+#: take them out of use.
 LEDGERS = (1, 2, 3, 4)
 
 
@@ -56,6 +65,7 @@ def key_of(ledger: int) -> bytes:
 
 crash_plans: st.SearchStrategy[CrashPlan] = st.one_of(
     st.just(LoseUnsynced()),
+    st.just(KeepAll()),  # kill -9: the process dies, the page cache reaches the disk
     st.builds(KeepPrefix, st.integers(0, 40)),
     st.builds(TornWrite, st.integers(0, 40), st.integers(0, 3)),
     st.builds(KeepSubset, st.frozensets(st.integers(0, 40), max_size=12)),
@@ -67,7 +77,22 @@ crash_points = st.none() | st.integers(0, 24)
 #: was checkpointed within one run (between two restarts) too rarely for a crash to test what
 #: the checkpoint made durable (tests/quality/test_refinement_catches.py measured it).
 payloads = st.binary(max_size=160) | st.binary(min_size=120, max_size=160)
-ledgers = st.sampled_from(LEDGERS)
+#: A live ledger, as an index into the run's live ledgers (so it shrinks and stays valid as
+#: ledgers come and go).
+ledgers = st.integers(0, 63)
+#: The knobs drawn per example, as FoundationDB's simulator draws its configuration: the
+#: entry log's size limit (rotation every few adds), the write buffer (records cross it, or
+#: it holds several) and flushEntrylogBytes (0: off).
+knobs = st.fixed_dictionaries(
+    {
+        "logSizeLimit": st.sampled_from(("1100", "1400", "2048")),
+        "writeBufferSizeBytes": st.sampled_from(("64", "256", "1024")),
+        "flushEntrylogBytes": st.sampled_from(("0", "0", "300")),
+    }
+)
+#: How far past the previous entry id an add's id is: mostly the next one; sometimes a
+#: stripe (an ensemble of 3 writes every third id), sometimes far ahead.
+entry_gaps = st.sampled_from((1, 1, 1, 1, 3, 17))
 
 
 def machine_for(opener: Callable[..., Bookie] = Bookie.open) -> type[RuleBasedStateMachine]:
@@ -77,11 +102,23 @@ def machine_for(opener: Callable[..., Bookie] = Bookie.open) -> type[RuleBasedSt
     class RefinementMachine(RuleBasedStateMachine):
         def __init__(self) -> None:
             super().__init__()
-            self.sut = InProcessBookie(SMALL_SETTINGS, opener=opener)
-            self.harness = Refinement(self.sut, SMALL_SETTINGS)
-            #: The next entry id per ledger: ids are never reused, even after a crash.
+            self.settings = dict(SMALL_SETTINGS)
+            self.sut = InProcessBookie(self.settings, opener=opener)
+            self.harness = Refinement(self.sut, self.settings)
+            #: The live ledgers, and the next entry id of each: ids are never reused.
+            self.live: list[int] = list(LEDGERS)
             self.next_entry = dict.fromkeys(LEDGERS, 0)
+            #: Entries added, with their data, so an add can be sent again (a retry).
+            self.sent: dict[tuple[int, int], bytes] = {}
             self.logs_seen = 0
+
+        @initialize(drawn=knobs)
+        def configure(self, drawn: dict[str, str]) -> None:
+            """Draw this example's knobs and start its bookie with them."""
+            self.settings = {**SMALL_SETTINGS, **drawn}
+            self.sut = InProcessBookie(self.settings, opener=opener)
+            self.harness = Refinement(self.sut, self.settings)
+            event(f"logSizeLimit {drawn['logSizeLimit']}")
 
         # --- helpers --------------------------------------------------------------------
 
@@ -122,45 +159,111 @@ def machine_for(opener: Callable[..., Bookie] = Bookie.open) -> type[RuleBasedSt
                 self._run(Crash(plan))
                 self._run(Restart())
 
+        def _ledger(self, index: int) -> int:
+            """The live ledger ``index`` picks (any ledger id once none is live)."""
+            return self.live[index % len(self.live)] if self.live else index + 1
+
+        def _next_id(self, ledger: int, gap: int = 1) -> int:
+            entry = self.next_entry.get(ledger, 0) + gap - 1
+            self.next_entry[ledger] = entry + 1
+            return entry
+
+        def _add(self, ledger: int, data: bytes, gap: int = 1, at: int | None = None) -> None:
+            entry = self._next_id(ledger, gap)
+            self.sent[(ledger, entry)] = data
+            self._run(Add(ledger, entry, key_of(ledger), data), at)
+
         # --- requests -------------------------------------------------------------------
 
         @precondition(lambda self: self.up)
-        @rule(ledger=ledgers, data=payloads, count=st.integers(1, 4))
-        def add(self, ledger: int, data: bytes, count: int) -> None:
+        @rule(ledger=ledgers, data=payloads, count=st.integers(1, 8), gap=entry_gaps)
+        def add(self, ledger: int, data: bytes, count: int, gap: int) -> None:
+            target = self._ledger(ledger)
             for _ in range(count):
-                entry = self.next_entry[ledger]
-                self.next_entry[ledger] += 1
-                self._run(Add(ledger, entry, key_of(ledger), data))
+                self._add(target, data, gap)
+
+        @precondition(lambda self: self.up)
+        @rule(
+            ledger=ledgers,
+            data=payloads,
+            count=st.integers(2, 12),
+            read_back=st.booleans(),
+        )
+        def healthy_stretch(self, ledger: int, data: bytes, count: int, read_back: bool) -> None:
+            """Adds to a few ledgers, their group commit, and reads of them: the long healthy
+            stretches between faults that real bookies see (a rule mix drawn uniformly spent
+            a quarter of its steps crashing and restarting)."""
+            for number in range(count):
+                self._add(self._ledger(ledger + number % 3), data)
+            self._run(JournalForce())
+            if read_back and self.up:
+                target = self._ledger(ledger)
+                if self.next_entry.get(target, 0):
+                    self._run(Read(target, self.next_entry[target] - 1))
+
+        @precondition(lambda self: self.up)
+        @rule(ledger=ledgers, delta=st.sampled_from((-1, 0, 1)))
+        def add_to_the_boundary(self, ledger: int, delta: int) -> None:
+            """An add whose record ends exactly at the entry log's size limit (or one byte
+            short of it, or over it): the rotation point, where off-by-one bugs live."""
+            logs = self.harness.model.logs
+            active = logs.logs.get(logs.current) if logs.current is not None else None
+            used = active.size_bytes() if active is not None else 1024
+            room = int(self.settings["logSizeLimit"]) - used - RECORD_OVERHEAD_BYTES + delta
+            if room >= 0:
+                event("an add at the rotation boundary")
+                self._add(self._ledger(ledger), b"b" * min(room, 4096))
+
+        @precondition(lambda self: self.up and bool(self.sent))
+        @rule(pick=st.integers(0, 10**6))
+        def add_again(self, pick: int) -> None:
+            """A client retrying an add: the same entry id, the same data."""
+            (ledger, entry), data = sorted(self.sent.items())[pick % len(self.sent)]
+            event("an add sent again")
+            self._run(Add(ledger, entry, key_of(ledger), data))
+
+        @precondition(lambda self: self.up)
+        @rule()
+        def new_ledger(self) -> None:
+            """A new ledger comes into use (its first add or fence creates it)."""
+            ledger = max([*self.next_entry, *LEDGERS]) + 1
+            self.live.append(ledger)
+            self.next_entry[ledger] = 0
 
         @precondition(lambda self: self.up)
         @rule(ledger=ledgers, data=payloads, at=crash_points, plan=crash_plans)
         def add_then_crash(self, ledger: int, data: bytes, at: int | None, plan: CrashPlan) -> None:
-            entry = self.next_entry[ledger]
-            self.next_entry[ledger] += 1
-            self._run(Add(ledger, entry, key_of(ledger), data), at)
+            self._add(self._ledger(ledger), data, at=at)
             self._maybe_crashed(plan)
 
         @precondition(lambda self: self.up)
         @rule(ledger=ledgers)
         def add_with_wrong_key(self, ledger: int) -> None:
-            entry = self.next_entry[ledger]
-            self.next_entry[ledger] += 1
-            self._run(Add(ledger, entry, b"wrong", b"intruder"))
+            target = self._ledger(ledger)
+            self._run(Add(target, self._next_id(target), b"wrong", b"intruder"))
 
         @precondition(lambda self: self.up)
         @rule(ledger=ledgers, back=st.integers(0, 6))
         def read(self, ledger: int, back: int) -> None:
-            self._run(Read(ledger, max(0, self.next_entry[ledger] - 1 - back)))
+            target = self._ledger(ledger)
+            self._run(Read(target, max(0, self.next_entry.get(target, 0) - 1 - back)))
 
         @precondition(lambda self: self.up)
         @rule(ledger=ledgers, wrong=st.booleans())
         def fence(self, ledger: int, wrong: bool) -> None:
-            self._run(Fence(ledger, b"wrong" if wrong else key_of(ledger)))
+            target = self._ledger(ledger)
+            self._run(Fence(target, b"wrong" if wrong else key_of(target)))
 
         @precondition(lambda self: self.up)
         @rule(ledger=ledgers, at=crash_points, plan=crash_plans)
         def delete(self, ledger: int, at: int | None, plan: CrashPlan) -> None:
-            self._run(Delete(ledger), at)
+            """Deletes take the ledger out of use (the machine never adds to it again: ids
+            are not reused; bkref refuses an add to a deleted ledger)."""
+            target = self._ledger(ledger)
+            if target in self.live:
+                self.live.remove(target)
+            self.sent = {key: data for key, data in self.sent.items() if key[0] != target}
+            self._run(Delete(target), at)
             self._maybe_crashed(plan)
 
         @precondition(lambda self: self.up)
@@ -202,10 +305,14 @@ def machine_for(opener: Callable[..., Bookie] = Bookie.open) -> type[RuleBasedSt
             self._crash_and_restart(plan, restart_crash)
 
         @precondition(lambda self: self.up)
-        @rule(at=crash_points, plan=crash_plans)
-        def shutdown_and_restart(self, at: int | None, plan: CrashPlan) -> None:
+        @rule(at=crash_points, plan=crash_plans, power_cut=st.booleans())
+        def shutdown_and_restart(self, at: int | None, plan: CrashPlan, power_cut: bool) -> None:
+            """A shutdown (maybe cut by a crash), maybe a power cut right after it (everything
+            a clean shutdown did must be on the disk already), and a restart."""
             self._run(Shutdown(), at)
-            if self.harness.model.interrupted is not None:
+            if self.harness.model.interrupted is not None or power_cut:
+                if power_cut and self.harness.model.interrupted is None:
+                    event("a power cut right after a shutdown")
                 self._run(Crash(plan))
             self._run(Restart())
 
@@ -258,12 +365,19 @@ def machine_for(opener: Callable[..., Bookie] = Bookie.open) -> type[RuleBasedSt
 #: crash point when the step died; the harness adds reads after every restart).
 PRODUCERS: Mapping[type[Operation], tuple[str, ...]] = require_complete(
     {
-        Add: ("add", "add_then_crash", "add_with_wrong_key"),
-        Read: ("read",),
+        Add: (
+            "add",
+            "healthy_stretch",
+            "add_to_the_boundary",
+            "add_again",
+            "add_then_crash",
+            "add_with_wrong_key",
+        ),
+        Read: ("read", "healthy_stretch"),
         Fence: ("fence",),
         Delete: ("delete",),
         Checkpoint: ("checkpoint", "checkpoint_then_crash", "fsync_failure_in_checkpoint"),
-        JournalForce: ("journal_force",),
+        JournalForce: ("journal_force", "healthy_stretch"),
         Rotate: ("rotate",),
         Crash: (
             "crash",
