@@ -28,7 +28,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from impl.bookie.bookie import Bookie
 from proofs.harness.refinement import SMALL_SETTINGS, InProcessBookie, Refinement
-from spec.crash import CrashPlan, KeepPrefix, KeepSubset, LoseUnsynced, TornWrite
+from spec.crash import CrashPlan, KeepPrefix, KeepSubset, LoseUnsynced, TornSectors, TornWrite
 from spec.operations import (
     Add,
     Checkpoint,
@@ -58,6 +58,7 @@ crash_plans: st.SearchStrategy[CrashPlan] = st.one_of(
     st.just(LoseUnsynced()),
     st.builds(KeepPrefix, st.integers(0, 40)),
     st.builds(TornWrite, st.integers(0, 40), st.integers(0, 3)),
+    st.builds(TornSectors, st.integers(0, 40), st.frozensets(st.integers(0, 3)), st.integers(0, 3)),
     st.builds(KeepSubset, st.frozensets(st.integers(0, 40), max_size=12)),
 )
 #: How many file-system operations a step may issue before the machine dies in it.
