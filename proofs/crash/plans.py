@@ -8,6 +8,9 @@ deterministic, bounded family of crash plans (spec/crash.py):
 - every prefix of the pending operations (an ordered file system, ext4 data=journal);
 - a torn write: every pending write cut after each of its first few 512-byte sectors, with the
   operations before it kept;
+- a garbled write, for the first and the last pending write only (the two ends of the unsynced
+  window): the whole write turned to garbage, and its first sector garbage with the rest
+  written (a tear no prefix can express: a checksum over the head no longer covers the tail);
 - drop exactly one operation and keep the rest (ALICE's single reordering).
 
 This is the small-scope hypothesis at work: most crash bugs show with one reordering or one
@@ -18,7 +21,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from spec.crash import SECTOR_BYTES, CrashPlan, KeepPrefix, KeepSubset, LoseUnsynced, TornWrite
+from spec.crash import (
+    SECTOR_BYTES,
+    CrashPlan,
+    KeepPrefix,
+    KeepSubset,
+    LoseUnsynced,
+    TornSectors,
+    TornWrite,
+)
 
 
 def plans_for(
@@ -59,11 +70,26 @@ def plans_for(
             torn = TornWrite(keep=index, sectors=sectors)
             if fresh(torn):
                 yield torn
+    for garbled in _garbled(pending_kinds, pending_lengths):
+        if fresh(garbled):
+            yield garbled
     step = max(1, count // max_drop_one)
     for dropped in range(0, count, step):
         subset = KeepSubset(frozenset(range(count)) - {dropped})
         if fresh(subset):
             yield subset
+
+
+def _garbled(kinds: Sequence[str], lengths: Sequence[int]) -> Iterator[TornSectors]:
+    """At most four plans: the first and the last pending write all garbage, and (if it can
+    span two sectors) with only its first sector garbage. The seed is the write's index, so a
+    plan reads the same in a report as on a rerun."""
+    writes = [i for i, kind in enumerate(kinds) if kind == "write" and lengths[i] > 0]
+    for index in sorted({writes[0], writes[-1]} if writes else set()):
+        yield TornSectors(keep=index, sectors=frozenset(), garbage=index)
+        if lengths[index] > 1:
+            spanned = -(-lengths[index] // SECTOR_BYTES) + 1
+            yield TornSectors(keep=index, sectors=frozenset(range(1, spanned)), garbage=index)
 
 
 def _prefixes(count: int, max_prefixes: int) -> Iterator[KeepPrefix]:
