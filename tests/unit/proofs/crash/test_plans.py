@@ -28,6 +28,8 @@ def test_small_pending_list_gets_every_prefix_tear_and_single_drop() -> None:
     }
     drops = {p for p in plans if isinstance(p, KeepSubset)}
     assert drops == {KeepSubset({1, 2}), KeepSubset({0, 2}), KeepSubset({0, 1})}
+    assert not any(isinstance(p, TornSectors) for p in plans)  # off by default
+    plans = list(plans_for(["write", "create", "write"], [1000, 0, 10], garbled=True))
     # The first and the last write garbled whole, and with only their first sector garbage.
     garbled = {p for p in plans if isinstance(p, TornSectors)}
     assert garbled == {
@@ -39,7 +41,7 @@ def test_small_pending_list_gets_every_prefix_tear_and_single_drop() -> None:
 
 
 def test_garbled_writes_are_only_the_first_and_the_last() -> None:
-    plans = list(plans_for(["write"] * 5, [1, 2, 3, 4, 1]))
+    plans = list(plans_for(["write"] * 5, [1, 2, 3, 4, 1], garbled=True))
     garbled = [p for p in plans if isinstance(p, TornSectors)]
     assert {p.keep for p in garbled} == {0, 4}
 
@@ -51,7 +53,7 @@ def test_plans_are_unique_bounded_and_always_include_the_extremes(
 ) -> None:
     kinds = [kind for kind, _ in ops]
     lengths = [length if kind == "write" else 0 for kind, length in ops]
-    plans = list(plans_for(kinds, lengths))
+    plans = list(plans_for(kinds, lengths, garbled=True))
     assert len(plans) == len(set(plans))
     assert LoseUnsynced() in plans
     if ops:
