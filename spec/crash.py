@@ -7,7 +7,7 @@ which of those pending operations reach the disk; everything already durable sur
 Plans are plain values so Hypothesis can draw and shrink them and a campaign can replay them
 from a trace. The disk itself makes no random choice.
 
-Not modelled: reordering inside one write other than the sector tear, bit rot, and
+Not modelled: reordering inside one write other than the sector tears, bit rot, and
 metadata-only fsync (fdatasync is treated like fsync for the file's own data and size).
 """
 
@@ -64,6 +64,36 @@ class TornWrite:
         )
 
 
+def _sector_set(indices: Iterable[int]) -> frozenset[int]:
+    out = frozenset(indices)
+    if any(index < 0 for index in out):
+        raise ValueError(f"sector indices must be >= 0, got {sorted(out)}")
+    return out
+
+
+@attrs.frozen
+class TornSectors:
+    """The first ``keep`` pending operations survive; of the next one, if it is a write, the
+    512-byte sectors (aligned to file offsets, numbered from 0 within the write: sector 0 is
+    the one holding the write's first byte) whose indices are in ``sectors`` get the new
+    bytes and every other sector of the write's range gets garbage: bytes drawn from
+    ``random.Random(garbage)``, so the plan replays exactly. The file is extended to the end
+    of the write either way (the size reached the disk, the data did not). A device may write
+    a request's sectors in any order and a power cut leaves the rest with whatever the
+    controller had, not zeros. If the next operation is not a write, this is the same as
+    ``KeepPrefix(keep)``; indices past the write's last sector are ignored."""
+
+    keep: int = attrs.field(validator=_non_negative)
+    sectors: frozenset[int] = attrs.field(converter=_sector_set)
+    garbage: int = attrs.field(default=0, validator=_non_negative)
+
+    def describe(self) -> str:
+        return (
+            f"keep the first {self.keep} unsynced operations and sectors "
+            f"{sorted(self.sectors)} of the next write, garbage (seed {self.garbage}) elsewhere"
+        )
+
+
 @attrs.frozen
 class KeepSubset:
     """Exactly the pending operations whose indices are in ``indices`` survive (ALICE-style
@@ -96,4 +126,4 @@ class Unknown:
         return "the bookie ended without a clean shutdown; what survived is not known"
 
 
-CrashPlan = LoseUnsynced | KeepPrefix | TornWrite | KeepSubset | KeepAll | Unknown
+CrashPlan = LoseUnsynced | KeepPrefix | TornWrite | TornSectors | KeepSubset | KeepAll | Unknown

@@ -30,7 +30,16 @@ from typing import Any
 
 import attrs
 
-from spec.crash import CrashPlan, KeepAll, KeepPrefix, KeepSubset, LoseUnsynced, TornWrite, Unknown
+from spec.crash import (
+    CrashPlan,
+    KeepAll,
+    KeepPrefix,
+    KeepSubset,
+    LoseUnsynced,
+    TornSectors,
+    TornWrite,
+    Unknown,
+)
 from spec.errors import TraceError
 from spec.operations import (
     CRASHED,
@@ -81,6 +90,7 @@ PLAN_KINDS: dict[str, type[CrashPlan]] = {
     "lose_unsynced": LoseUnsynced,
     "keep_prefix": KeepPrefix,
     "torn_write": TornWrite,
+    "torn_sectors": TornSectors,
     "keep_subset": KeepSubset,
     "keep_all": KeepAll,
     "unknown": Unknown,
@@ -240,6 +250,13 @@ def plan_to_json(plan: CrashPlan) -> dict[str, object]:
         return {"kind": "keep_prefix", "count": plan.count}
     if isinstance(plan, TornWrite):
         return {"kind": "torn_write", "keep": plan.keep, "sectors": plan.sectors}
+    if isinstance(plan, TornSectors):
+        return {
+            "kind": "torn_sectors",
+            "keep": plan.keep,
+            "sectors": sorted(plan.sectors),
+            "garbage": plan.garbage,
+        }
     if isinstance(plan, KeepAll):
         return {"kind": "keep_all"}
     if isinstance(plan, Unknown):
@@ -264,15 +281,27 @@ def _plan_from_json(value: object, path: str) -> CrashPlan:
     if kind == "torn_write":
         _fields(obj, ("kind", "keep", "sectors"), (), f"{path} ({kind})")
         return TornWrite(_int(obj["keep"], f"{path}.keep"), _int(obj["sectors"], f"{path}.sectors"))
-    _fields(obj, ("kind", "indices"), (), f"{path} ({kind})")
-    raw = _array(obj["indices"], f"{path}.indices")
-    indices = [_int(item, f"{path}.indices[{i}]") for i, item in enumerate(raw)]
-    if any(a >= b for a, b in itertools.pairwise(indices)):
-        raise _Bad(
-            f"{path}.indices must be strictly increasing (sorted, no repeats), got "
-            f"{indices[:8]}{'...' if len(indices) > 8 else ''}"
+    if kind == "torn_sectors":
+        _fields(obj, ("kind", "keep", "sectors", "garbage"), (), f"{path} ({kind})")
+        return TornSectors(
+            _int(obj["keep"], f"{path}.keep"),
+            _sorted_ints(obj["sectors"], f"{path}.sectors"),
+            _int(obj["garbage"], f"{path}.garbage"),
         )
-    return KeepSubset(indices)
+    _fields(obj, ("kind", "indices"), (), f"{path} ({kind})")
+    return KeepSubset(_sorted_ints(obj["indices"], f"{path}.indices"))
+
+
+def _sorted_ints(value: object, path: str) -> list[int]:
+    """An array of integers, strictly increasing (a set written in one canonical way)."""
+    raw = _array(value, path)
+    items = [_int(item, f"{path}[{i}]") for i, item in enumerate(raw)]
+    if any(a >= b for a, b in itertools.pairwise(items)):
+        raise _Bad(
+            f"{path} must be strictly increasing (sorted, no repeats), got "
+            f"{items[:8]}{'...' if len(items) > 8 else ''}"
+        )
+    return items
 
 
 # --- operations ------------------------------------------------------------------------------

@@ -167,7 +167,13 @@ def recover(
     rebuilt: int | None = None
     if must_rebuild_index(index.persisted, entry_logger.log_ids()):
         say(f"ledger index not found in {layout.index_dir}: rebuilding it from entry logs")
-        stats = rebuild_index(fs, list(layout.ledger_dirs), index, say, limits=limits)
+        try:
+            stats = rebuild_index(fs, list(layout.ledger_dirs), index, say, limits=limits)
+        except FsError as exc:
+            raise RecoveryError(
+                f"cannot read an entry log while rebuilding the ledger index: {exc}. Nothing "
+                "was persisted; check the disk, then start again (the rebuild starts over)"
+            ) from exc
         if stats.logs < limits.rebuild_progress_every_logs and not stats.failures:
             say(stats.summary())  # rebuild_index prints it itself on large directories
         rebuilt = stats.entries_indexed

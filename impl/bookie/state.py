@@ -158,7 +158,10 @@ class EntryLogInfos:
                     (LedgerId(lid), size) for lid, size in sorted(metadata.ledgers.items())
                 )
             except EntryLogError:
-                cached = ()  # an empty preallocated file of an earlier run holds nothing
+                # Not an entry log (an empty preallocated file of an earlier run, or gone):
+                # it holds nothing. A read error (FsError) is no such fact: it propagates and
+                # nothing is cached, so the next inspect reads the log again.
+                cached = ()
             self._old_log_ledgers[log_id] = cached
         return cached
 

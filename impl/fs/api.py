@@ -8,7 +8,11 @@ Durability contract, which the simulated disk enforces and the OS gives at best:
 - data written through a handle is durable only after ``fsync``/``fdatasync`` of that file;
 - a name created, renamed, linked or unlinked in a directory is durable only after
   ``fsync_dir`` of that directory (for a rename, of both directories);
-- a failed ``fsync`` (FsIOError) loses the file's unsynced data.
+- a failed ``fsync`` (FsIOError) loses the file's unsynced data: reads may show it again
+  (btrfs) or keep showing it although it will never reach the disk (ext4, XFS); either way a
+  later successful fsync does not bring it back;
+- a write that raises FsNoSpace changed nothing (the OS backend undoes a partial write); one
+  that raises FsIOError may have written part of its data.
 
 Paths are ``/``-separated strings. Handles follow the file (inode), not the name: after a
 rename or an unlink an open handle still reads and writes the same file.

@@ -4,6 +4,16 @@ This module and the explicit seams are the only places in impl/ allowed to use `
 ``open`` (tests/unit/test_layering.py keeps it so). Errors are mapped to spec.errors so the
 engine handles the OS and the simulated disk alike.
 
+A write that meets ENOSPC (or EDQUOT) raises FsNoSpace only once the file is as it was
+before the write, as the seam promises (spec.errors.FsNoSpace: nothing of the write was
+applied); the kernel may have written part of it first (a short write, then ENOSPC). The part
+past the old end is cut off again; for the part that overwrote bytes in place, those bytes
+were read before the write and are written back (overwriting needs no new blocks on ext4 or
+XFS; on a copy-on-write file system it may, and then the restore can fail too). If the
+restore fails, the write raises FsIOError instead: the file may hold part of it. The engine
+treats FsIOError from a write as "state unknown" (the journal fails, an entry log's write
+is not accepted), so the weaker answer is always safe.
+
 Not verified here: what the kernel and the device really make durable. The simulated disk
 (models/fs/simdisk.py) is the strict model the engine is checked against.
 """
@@ -86,16 +96,48 @@ class OsFileHandle:
 
     def pwrite(self, offset: int, data: bytes) -> None:
         fd = self._writable_fd("write")
-        view = memoryview(data)
-        while view:
-            written = _mapped(self._path, "write", _bind_pwrite(fd, view, offset))
-            view = view[written:]
-            offset += written
+        if data:
+            self._write_all(fd, offset, data, self.size())
 
     def append(self, data: bytes) -> int:
+        fd = self._writable_fd("write")
         offset = self.size()
-        self.pwrite(offset, data)
+        if data:
+            self._write_all(fd, offset, data, offset)
         return offset
+
+    def _write_all(self, fd: int, offset: int, data: bytes, old_size: int) -> None:
+        """Write all of ``data`` at ``offset``; on ENOSPC put the file back as it was (module
+        docstring). ``old_size`` is the file's size before the write."""
+        overwritten = b""
+        if offset < old_size:
+            overwritten = self.pread(offset, min(len(data), old_size - offset))
+        view = memoryview(data)
+        at = offset
+        try:
+            while view:
+                written = _mapped(self._path, "write", _bind_pwrite(fd, view, at))
+                view = view[written:]
+                at += written
+        except FsNoSpace:
+            if at > offset:
+                self._restore(fd, offset, overwritten[: at - offset], old_size)
+            raise
+
+    def _restore(self, fd: int, offset: int, overwritten: bytes, old_size: int) -> None:
+        """Cut what the write added past ``old_size`` and write back the bytes it replaced."""
+        try:
+            os.ftruncate(fd, old_size)
+            view = memoryview(overwritten)
+            while view:
+                written = os.pwrite(fd, view, offset)
+                view = view[written:]
+                offset += written
+        except OSError as exc:
+            raise FsIOError(
+                self._path,
+                f"write (no space left, and part of the write could not be undone: {exc.strerror})",
+            ) from exc
 
     def pread(self, offset: int, length: int) -> bytes:
         fd = self._live_fd()

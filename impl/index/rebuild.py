@@ -133,8 +133,11 @@ def rebuild_index(
     limits: Limits = LIMITS,
 ) -> RebuildStats:
     """Put every entry of every ``<hex>.log`` in ``ledger_dirs`` into ``index``, skipping the
-    ledgers ``index`` marks deleted. Unreadable logs are reported (``progress`` and the
-    stats) and skipped; only typed errors are caught, so a bug still shows. ``limits``
+    ledgers ``index`` marks deleted. Logs that are not entry logs, or cannot be opened (gone,
+    a directory), are reported (``progress`` and the stats) and skipped; only typed errors are
+    caught, so a bug still shows. A read error (FsError) from a log that opened propagates:
+    it says nothing about what the log holds, and a skipped log would become, once recovery
+    checkpoints the index, a durable index without its entries. ``limits``
     (impl/limits.py): a progress line every ``rebuild_progress_every_logs`` logs (and the
     summary when there are at least that many), logs scanned ``scan_chunk_bytes`` at a time."""
     dirs = ledger_dirs.dirs if isinstance(ledger_dirs, LedgerDirs) else tuple(ledger_dirs)
@@ -145,7 +148,7 @@ def rebuild_index(
     for done, (log_id, path) in enumerate(sorted(logs.items()), start=1):
         try:
             source = _rebuild_log(fs, path, log_id, index, tally, limits.scan_chunk_bytes)
-        except (EntryLogError, FsError) as exc:
+        except (EntryLogError, _Unopenable) as exc:
             _fail(tally, progress, RebuildFailure(path, log_id, str(exc)))
         else:
             tally.count(source)
@@ -190,6 +193,10 @@ def _find_logs(
     return logs
 
 
+class _Unopenable(Exception):
+    """A log name that does not open as a file: skipped, unlike a read error."""
+
+
 def _rebuild_log(
     fs: FileSystem,
     path: str,
@@ -199,7 +206,10 @@ def _rebuild_log(
     chunk_bytes: int,
 ) -> _Source:
     """Index one log: ledgers from its map when usable, entries from a scan."""
-    handle = fs.open(path, read_only=True)
+    try:
+        handle = fs.open(path, read_only=True)
+    except FsError as exc:
+        raise _Unopenable(str(exc)) from exc
     try:
         size_bytes = handle.size()
         if size_bytes <= LOGFILE_HEADER_SIZE:

@@ -55,20 +55,38 @@ nothing. A capacity set below the current usage, a crash or a failed fsync can l
 above capacity; it can then only shrink. Checks walk the subtree: O(entries) per growing
 write while a capacity is set, free otherwise.
 
-Injected failures (``fail_next``): "write" (pwrite and append) and "fsync" (fsync and
-fdatasync) match the handle's opening path, "fsync_dir" the directory path, as a string
-prefix of the normalised absolute path. A failed write changes nothing; a failed fsync
-discards the inode's pending data operations (the file reverts to its durable content); a
+Injected failures (``fail_next``): "write" (pwrite and append), "read" (pread) and "fsync"
+(fsync and fdatasync) match the handle's opening path, "fsync_dir" the directory path, as a
+string prefix of the normalised absolute path. A failed write or read changes nothing; a
 failed fsync_dir changes nothing, its operations stay pending (a crash may keep or lose them).
+A failed fsync drops the inode's pending data operations without their reaching the durable
+tree; what reads see then is chosen at construction, ``SimDisk(fsync_failure=...)``
+(spec.fs.FsyncFailure):
+- "revert" (the default; btrfs-like): the file reverts to its durable content.
+- "keep" (ext4 and XFS after a writeback error): reads keep showing the new bytes, but they
+  are lost for good: the kernel marked the pages clean, so no later fsync writes them and a
+  crash (any plan, KeepAll included: clean pages may be evicted at any time) shows the
+  durable content. Writes after the failure are pending as usual; a later successful fsync
+  makes exactly those durable and succeeds although the lost bytes are not on disk, so an
+  engine that retries a failed fsync and trusts the retry loses data. If such a later write
+  lies beyond the durable end of the file, the gap reads as zeros after a crash.
+  ``check_invariants`` still replays durable + pending, starting each such file from the
+  content the lost writes built (kept until the next crash) rather than its durable content.
+
+Torn writes: ``TornWrite`` keeps a prefix of a write's sectors (the rest of its range keeps
+its old content, or zeros past the old end); ``TornSectors`` keeps any subset of them and puts
+seeded garbage in the others, extending the file to the write's end.
 
 Not modelled: permissions, symlinks, rmdir, timestamps, sparse holes (gaps are zeros),
 fdatasync's metadata leniency, space held by unlinked open files, directory sizes, the OS's
-ENOTDIR for a trailing slash on a file, and reordering inside one write other than the sector
-tear. Handles dropped without close keep their inode alive until the next crash.
+ENOTDIR for a trailing slash on a file, reordering inside one write other than the sector
+tears, and a failed read that returns part of the data (a failed read returns nothing).
+Handles dropped without close keep their inode alive until the next crash.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Iterator
 from typing import Final, assert_never
 
@@ -81,6 +99,7 @@ from spec.crash import (
     KeepPrefix,
     KeepSubset,
     LoseUnsynced,
+    TornSectors,
     TornWrite,
     Unknown,
 )
@@ -92,7 +111,7 @@ from spec.errors import (
     FsNotADirectory,
     FsNotFound,
 )
-from spec.fs import DiskSpace
+from spec.fs import DiskSpace, FsyncFailure
 
 ROOT_INODE: Final = 0
 DEFAULT_TOTAL_BYTES: Final = 1 << 40
@@ -105,7 +124,7 @@ HOOK_KINDS: Final = frozenset(
 PENDING_KINDS: Final = frozenset(
     {"write", "truncate", "create", "mkdir", "link", "unlink", "rename"}
 )
-FAILABLE_OPS: Final = frozenset({"write", "fsync", "fsync_dir"})
+FAILABLE_OPS: Final = frozenset({"write", "read", "fsync", "fsync_dir"})
 
 Parts = tuple[str, ...]
 
@@ -213,21 +232,6 @@ class _Tree:
         ino = self.dirs[dir_ino].pop(name)
         self.links[ino].discard((dir_ino, name))
 
-    def write(self, ino: int, offset: int, data: bytes) -> None:
-        content = self.files[ino]
-        if offset > len(content):
-            content.extend(bytes(offset - len(content)))
-        content[offset : offset + len(data)] = data
-        assert len(content) >= offset + len(data)
-
-    def truncate(self, ino: int, length: int) -> None:
-        content = self.files[ino]
-        if length < len(content):
-            del content[length:]
-        else:
-            content.extend(bytes(length - len(content)))
-        assert len(content) == length
-
     def copy(self) -> _Tree:
         other = _Tree()
         other.files = {ino: bytearray(data) for ino, data in self.files.items()}
@@ -253,13 +257,33 @@ class _Tree:
         }
 
 
+def _write_bytes(content: bytearray, offset: int, data: bytes) -> None:
+    if offset > len(content):
+        content.extend(bytes(offset - len(content)))
+    content[offset : offset + len(data)] = data
+    assert len(content) >= offset + len(data)
+
+
+def _truncate_bytes(content: bytearray, length: int) -> None:
+    if length < len(content):
+        del content[length:]
+    else:
+        content.extend(bytes(length - len(content)))
+    assert len(content) == length
+
+
+def _apply_data(content: bytearray, op: _DataOp) -> None:
+    """A write or truncate applied to one file's bytes (the tree's ``_apply`` for data)."""
+    if op.data is None:
+        _truncate_bytes(content, op.length)
+    else:
+        _write_bytes(content, op.offset, op.data)
+
+
 def _apply(tree: _Tree, op: _Op) -> None:
     """What ``op`` does to ``tree``: the replay semantics of the module docstring."""
     if isinstance(op, _DataOp):
-        if op.data is None:
-            tree.truncate(op.ino, op.length)
-        else:
-            tree.write(op.ino, op.offset, op.data)
+        _apply_data(tree.files[op.ino], op)
         return
     src_held = tree.dirs[op.dir_ino].get(op.name) == op.ino
     if op.kind == "unlink":
@@ -289,6 +313,13 @@ def _survivors(ops: list[_Op], plan: CrashPlan) -> list[_Op]:
             if torn is not None:
                 kept.append(torn)
         return kept
+    if isinstance(plan, TornSectors):
+        kept = ops[: plan.keep]
+        if plan.keep < len(ops):
+            garbled = _garble(ops[plan.keep], plan.sectors, plan.garbage)
+            if garbled is not None:
+                kept.append(garbled)
+        return kept
     if isinstance(plan, KeepSubset):
         return [op for index, op in enumerate(ops) if index in plan.indices]
     if isinstance(plan, KeepAll):
@@ -310,6 +341,26 @@ def _tear(op: _Op, sectors: int) -> _DataOp | None:
     if kept_bytes == 0:
         return None
     return attrs.evolve(op, data=op.data[:kept_bytes], length=kept_bytes)
+
+
+def _garble(op: _Op, sectors: frozenset[int], seed: int) -> _DataOp | None:
+    """A write whose sectors (numbered within the write, aligned to file offsets) not in
+    ``sectors`` hold bytes of ``random.Random(seed)`` instead of the new data, or None if
+    ``op`` is not a write. The garbage is drawn for the whole write and then masked, so a
+    sector's garbage does not depend on which other sectors were kept."""
+    if not isinstance(op, _DataOp) or op.data is None:
+        return None
+    noise = random.Random(seed).randbytes(len(op.data))
+    out = bytearray(op.data)
+    first = op.offset // SECTOR_BYTES
+    position = 0
+    while position < len(out):
+        sector = (op.offset + position) // SECTOR_BYTES
+        end = min(len(out), (sector + 1) * SECTOR_BYTES - op.offset)
+        if sector - first not in sectors:
+            out[position:end] = noise[position:end]
+        position = end
+    return attrs.evolve(op, data=bytes(out))
 
 
 def _reachable_copy(tree: _Tree) -> _Tree:
@@ -400,7 +451,9 @@ class SimHandle:
 class SimDisk:
     """A deterministic in-memory disk that keeps durable state apart from written state."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, fsync_failure: FsyncFailure | str = FsyncFailure.REVERT) -> None:
+        #: What a failed fsync does (module docstring, "Injected failures").
+        self.fsync_failure = FsyncFailure(fsync_failure)
         self._cur = _Tree()
         self._dur = _Tree()
         self._next_ino = ROOT_INODE + 1
@@ -415,6 +468,9 @@ class SimDisk:
         self._capacity: dict[Parts, int] = {}
         self._allowance: dict[Parts, int] = {}
         self._failures: list[_FailRule] = []
+        #: Per file whose writes a failed fsync dropped in KEEP mode: the content those writes
+        #: built, which the durable tree lacks; current = this + the inode's pending writes.
+        self._cache_base: dict[int, bytearray] = {}
         #: Called with the kind at the start of every mutating operation and fsync.
         self.on_operation: Callable[[str], None] | None = None
 
@@ -644,6 +700,8 @@ class SimDisk:
         content = self._content(handle)
         if offset < 0 or length < 0:
             raise FsIOError(handle.path, "read (invalid argument)")
+        if self._failures and self._injected("read", handle.norm_path):
+            raise FsIOError(handle.path, "read")
         return bytes(content[offset : offset + length])
 
     def _write(self, handle: SimHandle, kind: str, offset: int | None, data: bytes) -> int:
@@ -679,10 +737,13 @@ class SimDisk:
         if self._failures and self._injected("fsync", handle.norm_path):
             self._discard_unsynced(ino)
             raise FsIOError(handle.path, kind)
+        base = self._cache_base.get(ino)
         for op in self._data_ops.pop(ino, []):
             _apply(self._dur, op)
+            if base is not None:
+                _apply_data(base, op)
             del self._pending[op.seq]
-        assert self._dur.files[ino] == self._cur.files[ino], ino
+        assert (self._dur.files[ino] if base is None else base) == self._cur.files[ino], ino
 
     def _close(self, handle: SimHandle) -> None:
         if handle.closed or handle.generation != self._generation:
@@ -792,9 +853,14 @@ class SimDisk:
             self._collect(ino)
 
     def _discard_unsynced(self, ino: int) -> None:
-        """After a failed fsync: the inode's unsynced data is gone."""
+        """After a failed fsync: the inode's unsynced data will never reach the disk. REVERT:
+        reads show the durable content again. KEEP: reads keep the new bytes, which the
+        durable tree lacks for good (``_cache_base`` remembers them for check_invariants)."""
         for op in self._data_ops.pop(ino, []):
             del self._pending[op.seq]
+        if self.fsync_failure is FsyncFailure.KEEP:
+            self._cache_base[ino] = bytearray(self._cur.files[ino])
+            return
         self._cur.files[ino][:] = self._dur.files[ino]
         self._refresh_allowances()
 
@@ -804,6 +870,7 @@ class SimDisk:
             return
         for op in self._data_ops.pop(ino, []):
             del self._pending[op.seq]
+        self._cache_base.pop(ino, None)
         self._cur.drop_file(ino)
         self._dur.drop_file(ino)
 
@@ -881,8 +948,8 @@ class SimDisk:
     # --- injected failures -----------------------------------------------------------------
 
     def fail_next(self, op: str, path_prefix: str = "", count: int = 1) -> None:
-        """Fail the next ``count`` operations ``op`` ("write", "fsync", "fsync_dir") whose
-        normalised path starts with ``path_prefix`` with FsIOError."""
+        """Fail the next ``count`` operations ``op`` ("write", "read", "fsync", "fsync_dir")
+        whose normalised path starts with ``path_prefix`` with FsIOError."""
         if op not in FAILABLE_OPS:
             raise ValueError(f"fail_next: op must be one of {sorted(FAILABLE_OPS)}, got {op!r}")
         if count < 1:
@@ -913,6 +980,7 @@ class SimDisk:
         self._dur = _reachable_copy(self._dur)
         self._cur = self._dur.copy()
         self._pending.clear()
+        self._cache_base.clear()
         self._dir_ops.clear()
         self._data_ops.clear()
         self._dir_refs.clear()
@@ -953,10 +1021,16 @@ class SimDisk:
             if dir_ino in self._cur.dirs and links:
                 assert dir_ino in reachable, f"directory {dir_ino} linked but unreachable"
         self._check_pending()
+        assert not self._cache_base or self.fsync_failure is FsyncFailure.KEEP
+        assert self._cache_base.keys() <= self._cur.files.keys()
         replay = self._dur.copy()
+        for ino, base in self._cache_base.items():
+            replay.files[ino][:] = base
         for op in self._pending.values():
             _apply(replay, op)
-        assert replay.files == self._cur.files, "durable + pending != current (data)"
+        assert replay.files == self._cur.files, (
+            "durable (with writes a failed fsync kept unwritten) + pending != current (data)"
+        )
         assert replay.dirs == self._cur.dirs, "durable + pending != current (entries)"
         for ino in self._cur.files:
             assert self._alive(ino), f"file inode {ino} should have been collected"

@@ -50,6 +50,7 @@ from models.bookie.bookie import BookieModel, Divergence, ModelConfig
 from models.fs.simdisk import SimDisk
 from proofs.harness.judge import Judge
 from spec.errors import BkrefError, BookieError
+from spec.fs import FsyncFailure
 from spec.ids import EntryId, LedgerId
 from spec.operations import (
     CRASHED,
@@ -84,9 +85,10 @@ JOURNAL_DIR = "/journal"
 LEDGER_DIRS = ("/ledgers0", "/ledgers1")
 
 
-def fresh_disk() -> SimDisk:
-    """The empty disk a bookie first starts on: the journal and ledger directories, durable."""
-    disk = SimDisk()
+def fresh_disk(fsync_failure: FsyncFailure | str = FsyncFailure.REVERT) -> SimDisk:
+    """The empty disk a bookie first starts on: the journal and ledger directories, durable.
+    ``fsync_failure`` says what a failed fsync leaves (SimDisk, spec.fs.FsyncFailure)."""
+    disk = SimDisk(fsync_failure=fsync_failure)
     for path in (JOURNAL_DIR, *LEDGER_DIRS):
         disk.mkdir(path)
     disk.fsync_dir("/")
@@ -208,8 +210,9 @@ class InProcessBookie:
         seed: int = 0,
         opener: Callable[..., Bookie] = Bookie.open,
         limits: Limits = TEST_LIMITS,
+        fsync_failure: FsyncFailure | str = FsyncFailure.REVERT,
     ) -> None:
-        self.disk = fresh_disk()
+        self.disk = fresh_disk(fsync_failure)
         self.config: ServerConfig = load_config(
             None, "refinement", [f"{key}={value}" for key, value in settings.items()]
         )

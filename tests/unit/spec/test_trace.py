@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spec.crash import CrashPlan, KeepPrefix, KeepSubset, LoseUnsynced, TornWrite
+from spec.crash import CrashPlan, KeepPrefix, KeepSubset, LoseUnsynced, TornSectors, TornWrite
 from spec.errors import TraceError
 from spec.operations import (
     CRASHED,
@@ -58,6 +58,7 @@ from spec.trace import (
     TraceHeader,
     encode_header,
     encode_step,
+    plan_to_json,
     read_trace,
     read_trace_bytes,
     state_from_json,
@@ -159,6 +160,7 @@ plans: st.SearchStrategy[CrashPlan] = st.one_of(
     st.just(LoseUnsynced()),
     st.builds(KeepPrefix, ids),
     st.builds(TornWrite, ids, ids),
+    st.builds(TornSectors, ids, st.frozensets(ids, max_size=4), ids),
     st.builds(KeepSubset, st.frozensets(ids, max_size=4)),
 )
 
@@ -494,6 +496,16 @@ def test_a_completion_completes_once_and_only_a_pending_step() -> None:
             "strictly increasing",
         ),
         (
+            '{"step": 0, "op": "crash", "plan": {"kind": "torn_sectors", "keep": 0, '
+            '"sectors": [1, 1], "garbage": 0}, "result": {"ok": true}}',
+            "plan.sectors must be strictly increasing",
+        ),
+        (
+            '{"step": 0, "op": "crash", "plan": {"kind": "torn_sectors", "keep": 0, '
+            '"sectors": []}, "result": {"ok": true}}',
+            "needs the field 'garbage'",
+        ),
+        (
             '{"step": 0, "op": "crash", "plan": {"kind": "lose_unsynced", "count": 1}, '
             '"result": {"ok": true}}',
             "no field 'count'",
@@ -635,3 +647,13 @@ def test_the_recorder_plans_read_back() -> None:
     for plan in (KeepAll(), Unknown()):
         step = Step(0, Crash(plan), OK)
         assert read_trace(write_trace(Trace(TraceHeader((), "t"), (step,)))).steps == (step,)
+
+
+def test_torn_sectors_is_written_with_its_sectors_sorted() -> None:
+    plan = TornSectors(keep=2, sectors=frozenset({5, 0, 3}), garbage=9)
+    assert plan_to_json(plan) == {
+        "kind": "torn_sectors",
+        "keep": 2,
+        "sectors": [0, 3, 5],
+        "garbage": 9,
+    }

@@ -223,3 +223,16 @@ def test_a_large_bookkeeper_directory_reports_progress() -> None:
     assert bookie.recovery.entries_rebuilt == 60
     for log_id in range(20):
         assert bookie.read_entry(LedgerId(log_id + 1), EntryId(2)) == bk_body(log_id + 1, 2)
+
+
+def test_a_read_error_during_the_index_rebuild_fails_the_start_and_loses_nothing() -> None:
+    # A log skipped for a read error would leave its entries out of the index that recovery
+    # then checkpoints: once persisted, the index is never rebuilt, so they would be gone.
+    disk = SimDisk()
+    built = build_bk_directory(disk, "/bk")
+    disk.fail_next("read", "/bk/ledgers1/current/1.log")
+    with pytest.raises(RecoveryError, match="rebuilding the ledger index"):
+        open_on(disk, built, [])
+    bookie = open_on(disk, built, [])
+    assert bookie.recovery.index_rebuilt
+    check_every_entry(bookie, built)

@@ -10,7 +10,10 @@ import pytest
 
 from impl.bookie.state import EntryLogInfos, LedgerInfo, bookie_state
 from impl.journal.last_mark import NO_MARK, LogMark
+from models.fs.simdisk import SimDisk
+from spec.errors import FsIOError
 from spec.ids import EntryId, LedgerId
+from tests.unit.impl.bookie.test_bookie import add_and_ack, body, open_bookie, restart
 from tests.unit.impl.bookie.test_recovery import bookie_parts
 
 
@@ -63,3 +66,21 @@ def test_the_cache_invariant_catches_a_wrong_entry() -> None:
     infos._flushed_infos[log_id] = attrs.evolve(info, state="active")
     with pytest.raises(AssertionError):
         infos.check_invariants()
+
+
+def test_a_read_error_on_an_old_log_is_raised_and_never_cached() -> None:
+    # Logs of an earlier run are described once and cached; a read error must not be cached
+    # as "holds nothing" (the state would then show the log empty for the rest of the run).
+
+    disk = SimDisk()
+    bookie = open_bookie(disk)
+    for entry in range(30):
+        add_and_ack(bookie, 1, entry, body(1, entry, 200))
+    bookie.checkpoint()
+    bookie = restart(disk)
+    disk.fail_next("read", "/bk/ledgers")
+    with pytest.raises(FsIOError, match="read"):
+        bookie.inspect()
+    old = [info for info in bookie.inspect().entry_logs if info.state == "flushed"]
+    assert old and all(info.ledger_bytes for info in old), old
+    bookie.check_invariants()

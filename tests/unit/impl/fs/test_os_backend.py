@@ -190,3 +190,86 @@ def test_a_read_only_handle_reads_and_refuses_writes(tmp_path: Path) -> None:
         handle.truncate(0)
     handle.close()
     assert (tmp_path / "f").read_bytes() == b"abc"
+
+
+def _short_then_enospc(
+    monkeypatch: pytest.MonkeyPatch, first_bytes: int, *, restore_fails: bool = False
+) -> list[int]:
+    """Make os.pwrite write ``first_bytes`` (really) and then fail with ENOSPC, as a kernel
+    does when the disk fills in the middle of a write. Returns the list of call sizes. With
+    ``restore_fails`` the undo's writes fail too (a copy-on-write file system)."""
+    real = os.pwrite
+    calls: list[int] = []
+
+    def pwrite(fd: int, data: bytes | memoryview, offset: int) -> int:
+        calls.append(len(data))
+        if len(calls) == 1:
+            return real(fd, bytes(data)[:first_bytes], offset)
+        if len(calls) == 2 or restore_fails:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd, data, offset)
+
+    monkeypatch.setattr(os, "pwrite", pwrite)
+    return calls
+
+
+def test_an_append_cut_short_by_enospc_changes_nothing(
+    fs: OsFileSystem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handle = fs.open("f", create=True)
+    handle.append(b"old")
+    calls = _short_then_enospc(monkeypatch, 4)
+    with pytest.raises(FsNoSpace):
+        handle.append(b"0123456789")
+    assert calls[:2] == [10, 6]  # the kernel really wrote 4 bytes first
+    monkeypatch.undo()
+    assert handle.size() == 3
+    assert handle.pread(0, 100) == b"old"
+
+
+def test_a_pwrite_past_the_end_cut_short_by_enospc_changes_nothing(
+    fs: OsFileSystem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handle = fs.open("f", create=True)
+    handle.append(b"old")
+    _short_then_enospc(monkeypatch, 2)
+    with pytest.raises(FsNoSpace):
+        handle.pwrite(10, b"abcdef")
+    monkeypatch.undo()
+    assert handle.pread(0, 100) == b"old"
+
+
+def test_an_overwrite_cut_short_by_enospc_gets_its_old_bytes_back(
+    fs: OsFileSystem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handle = fs.open("f", create=True)
+    handle.append(b"0123456789")
+    _short_then_enospc(monkeypatch, 5)
+    with pytest.raises(FsNoSpace):
+        handle.pwrite(7, b"ABCDEFGH")  # 3 bytes in place, 5 past the end
+    monkeypatch.undo()
+    assert handle.pread(0, 100) == b"0123456789"
+
+
+def test_an_enospc_before_any_byte_changes_nothing(
+    fs: OsFileSystem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handle = fs.open("f", create=True)
+    handle.append(b"0123")
+    calls = _short_then_enospc(monkeypatch, 0)
+    with pytest.raises(FsNoSpace):
+        handle.pwrite(1, b"xy")
+    assert calls == [2, 2]  # a zero-byte write, then the error; no undo was needed
+    monkeypatch.undo()
+    assert handle.pread(0, 100) == b"0123"
+
+
+def test_a_write_that_cannot_be_undone_is_an_io_error_not_no_space(
+    fs: OsFileSystem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handle = fs.open("f", create=True)
+    handle.append(b"0123456789")
+    _short_then_enospc(monkeypatch, 2, restore_fails=True)
+    with pytest.raises(FsIOError, match="could not be undone") as caught:
+        handle.pwrite(0, b"ABCD")
+    assert not isinstance(caught.value, FsNoSpace)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 import struct
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +24,7 @@ from impl.index.ledger_index import LedgerIndex
 from impl.index.rebuild import rebuild_index
 from impl.limits import LIMITS, Limits
 from models.fs.simdisk import SimDisk
+from spec.errors import FsIOError
 from spec.ids import EntryId, EntryLogId, LedgerId, Location, location_log_id, make_location
 from tests.unit import bk_layout
 
@@ -292,3 +294,14 @@ def test_rebuild_finds_the_last_whole_copy_of_every_entry(
     index.check_invariants()
     assert indexed(index) == expected
     assert stats.failures == ()
+
+
+def test_a_read_error_is_not_an_unreadable_log() -> None:
+    disk = fresh_disk()
+    put_log(disk, DIRS[0], 3, bk_layout.build_log([(4, 0, b"ok")]).data)
+    disk.fail_next("read", f"{DIRS[0]}/3.log")
+    with pytest.raises(FsIOError, match="read"):
+        rebuild_index(disk, DIRS, empty_index(disk))
+    stats = rebuild_index(disk, DIRS, index := empty_index(disk))
+    assert stats.failures == ()
+    assert indexed(index) == {(4, 0): at(3, 1028)}

@@ -446,7 +446,7 @@ def test_failed_fsync_dir_leaves_its_entries_pending() -> None:
 def test_fail_next_rejects_unknown_operations() -> None:
     disk = SimDisk()
     with pytest.raises(ValueError, match="op must be one of"):
-        disk.fail_next("read")
+        disk.fail_next("rename")
     with pytest.raises(ValueError, match="count"):
         disk.fail_next("write", count=0)
 

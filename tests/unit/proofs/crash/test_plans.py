@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from proofs.crash.plans import plans_for
-from spec.crash import KeepPrefix, KeepSubset, LoseUnsynced, TornWrite
+from spec.crash import KeepPrefix, KeepSubset, LoseUnsynced, TornSectors, TornWrite
 
 
 def test_no_pending_operation_gives_only_lose_unsynced() -> None:
@@ -28,6 +28,22 @@ def test_small_pending_list_gets_every_prefix_tear_and_single_drop() -> None:
     }
     drops = {p for p in plans if isinstance(p, KeepSubset)}
     assert drops == {KeepSubset({1, 2}), KeepSubset({0, 2}), KeepSubset({0, 1})}
+    assert not any(isinstance(p, TornSectors) for p in plans)  # off by default
+    plans = list(plans_for(["write", "create", "write"], [1000, 0, 10], garbled=True))
+    # The first and the last write garbled whole, and with only their first sector garbage.
+    garbled = {p for p in plans if isinstance(p, TornSectors)}
+    assert garbled == {
+        TornSectors(0, frozenset(), 0),
+        TornSectors(0, frozenset({1, 2}), 0),
+        TornSectors(2, frozenset(), 2),
+        TornSectors(2, frozenset({1}), 2),
+    }
+
+
+def test_garbled_writes_are_only_the_first_and_the_last() -> None:
+    plans = list(plans_for(["write"] * 5, [1, 2, 3, 4, 1], garbled=True))
+    garbled = [p for p in plans if isinstance(p, TornSectors)]
+    assert {p.keep for p in garbled} == {0, 4}
 
 
 @settings(max_examples=50, deadline=None)
@@ -37,10 +53,10 @@ def test_plans_are_unique_bounded_and_always_include_the_extremes(
 ) -> None:
     kinds = [kind for kind, _ in ops]
     lengths = [length if kind == "write" else 0 for kind, length in ops]
-    plans = list(plans_for(kinds, lengths))
+    plans = list(plans_for(kinds, lengths, garbled=True))
     assert len(plans) == len(set(plans))
     assert LoseUnsynced() in plans
     if ops:
         assert KeepPrefix(len(ops)) in plans
-    # Linear in the pending list: prefixes + 3 tears per write + drops + 1.
-    assert len(plans) <= 64 + 1 + 3 * len(ops) + 32 + 1 + 1
+    # Linear in the pending list: prefixes + 3 tears per write + 4 garbled + drops + 1.
+    assert len(plans) <= 64 + 1 + 3 * len(ops) + 4 + 32 + 1 + 1
