@@ -206,6 +206,7 @@ class Recorder:
         self.bounds: RequestBounds | None = None
         self.shutdown_requested = False
         self.ready = False
+        self.finished = False
         if crash:
             self._emit(Step(self._take_index(), Crash(Unknown()), OK))
         if restart:
@@ -216,8 +217,8 @@ class Recorder:
     def request(self, line: bytes) -> int | None:
         """A client line is about to be relayed. Returns the id to hold the next line for
         (a synchronous request), or None."""
-        if self.shutdown_requested:
-            return None  # the adapter reads no further line
+        if self.shutdown_requested or self.finished:
+            return None  # the adapter reads no further line, or the child has ended
         text = line.rstrip(b"\n").rstrip(b"\r")
         if not text.strip():
             return None
@@ -347,6 +348,8 @@ class Recorder:
     def finish(self, exit_code: int) -> None:
         """The child has ended with ``exit_code`` (negative: killed by a signal). Writes the
         open step, and the shutdown step after a clean end of input."""
+        assert not self.finished
+        self.finished = True
         after_eof = self._after_eof or []
         if self._after_eof is not None and exit_code == 0:
             self._close_open()
@@ -447,7 +450,9 @@ class Session:
         for line in _lines(self.client_in):
             self._wait(lambda: self.recorder.ready)
             with self.cond:
-                hold = self.recorder.request(line)
+                # A line the child can no longer read is relayed (to nowhere), not recorded.
+                gone = self.child_done or not self.recorder.ready
+                hold = None if gone else self.recorder.request(line)
             if not broken:
                 try:
                     stdin.write(line)
@@ -583,7 +588,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="a configuration pair for the header, besides CMD's --set pairs (repeatable)",
     )
     parser.add_argument("--source", metavar="TEXT", help="the header's source")
-    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]")
+    parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]")
 
 
 def say(line: str) -> None:
@@ -592,7 +597,7 @@ def say(line: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Record one run; the child's exit status (see EPILOG)."""
-    command: list[str] = list(args.command)
+    command: list[str] = list(args.cmd)
     if command and command[0] == "--":
         command = command[1:]
     try:
