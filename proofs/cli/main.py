@@ -28,6 +28,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ),
     ("check-trace", "proofs.cli.check_trace", "replay a recorded trace against the model"),
     ("explain", "proofs.cli.explain", "tell a trace step by step: what became durable, and why"),
+    (
+        "record",
+        "proofs.cli.record",
+        "run a bookie's adapter (any implementation), relay its stdio, record a trace",
+    ),
 )
 
 
