@@ -174,9 +174,15 @@ class CrashOutcomes:
 
 @attrs.frozen
 class _Pending:
+    """An add or fence answered ``pending``. Under asynchronous acks its answer may still be
+    a refusal, answered later: then ``deferred`` holds the request, not applied yet, and
+    ``refusals`` the error codes it may get (the model applies it only if it is acked)."""
+
     kind: str  # "add" or "fence"
     ledger: int
     entry: int
+    deferred: Add | Fence | None = None
+    refusals: frozenset[str] = frozenset()
 
 
 class BookieModel:
@@ -355,6 +361,8 @@ class BookieModel:
         allowed = set(refusals)
         if accept:
             allowed |= {"pending", "ok"} if self.async_acks else {"pending"}
+        if self.async_acks and refusals and _answer(result) == "pending":
+            return self._defer(index, op, refusals)
         if self.disk_full:
             allowed.add("no_space")
         if self.faulted:
@@ -396,6 +404,8 @@ class BookieModel:
 
     def _fence(self, index: int, op: Fence, result: Result) -> list[str]:
         refusals, accept = self._admission(op.ledger, op.key, add=False)
+        if self.async_acks and refusals and _answer(result) == "pending":
+            return self._defer(index, op, refusals)
         ledger = self.ledgers.ledgers.get(op.ledger)
         already = accept and ledger is not None and ledger.fence is Sure.DURABLE
         allowed = set(refusals)
@@ -519,7 +529,14 @@ class BookieModel:
         unknown = [step for step in seen if step not in self.pending]
         if unknown:
             raise Divergence(index, f"acks of steps {unknown}, which were not pending")
-        errors = [done.error for done in completed if done.error is not None]
+        refused = [
+            done
+            for done in completed
+            if done.error is not None and self.pending[done.step].deferred is not None
+        ]
+        errors = [
+            done.error for done in completed if done.error is not None and done not in refused
+        ]
         if not lenient:
             expected = sorted(self.pending) if forces else []
             if sorted(seen) != expected or errors:
@@ -534,6 +551,10 @@ class BookieModel:
         acked = 0
         for done in completed:
             pending = self.pending.pop(done.step)
+            if pending.deferred is not None:
+                self._answered_later(index, done, pending)
+                if done.error is not None:
+                    continue
             ledger = self.ledgers.ledgers.get(pending.ledger)
             if ledger is None:
                 continue  # deleted since: the deletion wins
@@ -556,6 +577,49 @@ class BookieModel:
                 "brings them back)"
             ]
         return []
+
+    def _defer(self, index: int, op: Add | Fence, refusals: set[str]) -> list[str]:
+        """An add or fence answered ``pending`` under asynchronous acks that may yet be
+        refused: decided by its answer (see _Pending)."""
+        entry = op.entry if isinstance(op, Add) else -1
+        self.pending[index] = _Pending(op.name, op.ledger, entry, op, frozenset(refusals))
+        return [
+            f"{op.name} of ledger {op.ledger} in flight: its answer decides whether it is refused"
+        ]
+
+    def _answered_later(self, index: int, done: Completion, pending: _Pending) -> None:
+        """The late answer of a deferred add or fence: a refusal it could get when it was
+        sent, or an ack (then it is applied now, as it would have been then)."""
+        op = pending.deferred
+        assert op is not None
+        if done.error is not None:
+            allowed = set(pending.refusals)
+            if self.faulted:
+                allowed.add("io_error")
+            if self.disk_full and isinstance(op, Add):
+                allowed.add("no_space")
+            if done.error not in allowed:
+                raise Divergence(
+                    index,
+                    f"the {op.name} of step {done.step} was answered {done.error} later; "
+                    f"allowed: ok, {', '.join(sorted(allowed))}",
+                )
+            return
+        _, accept = self._admission(op.ledger, op.key, add=isinstance(op, Add))
+        if not accept:
+            raise Divergence(
+                index,
+                f"the {op.name} of step {done.step} was answered ok later; allowed: "
+                f"{', '.join(sorted(pending.refusals))}",
+            )
+        self._admitted(op.ledger, add=isinstance(op, Add))
+        if isinstance(op, Add):
+            self._accept_add(done.step, op)
+        else:
+            new_key = op.ledger not in self.ledgers.ledgers
+            self.ledgers.fence(op.ledger, op.key)
+            self.marks.appended(2 if new_key else 1)
+        self.pending.pop(done.step, None)  # _accept_add records it again: it is answered now
 
     def _shutdown(self, index: int, op: Shutdown, result: Result) -> list[str]:
         self._expect(index, op, result, {None, "io_error", "no_space"} if self.faulted else {None})
@@ -1028,7 +1092,7 @@ class BookieModel:
             assert not self.pending
         for pending in self.pending.values():
             ledger = self.ledgers.ledgers.get(pending.ledger)
-            if pending.kind == "add" and ledger is not None:
+            if pending.kind == "add" and ledger is not None and pending.deferred is None:
                 assert pending.entry in ledger.entries
         assert self.interrupted is None or self.up or isinstance(self.interrupted, Restart)
 

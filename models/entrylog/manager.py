@@ -221,7 +221,12 @@ class EntryLogManagerModel:
             self.next_id = current + 1
 
     def restarted(self) -> None:
-        """A new run: nothing is created in it yet, the next id is unknown until seen."""
+        """A new run: nothing is created in it yet, the next id is unknown until seen, and
+        the logs of earlier runs are sealed (the first state of the run replaces them with
+        what recovery left; until one is seen, their durable bytes stay what they were)."""
+        for log in self.logs.values():
+            if log.state in ("active", "rotated"):
+                log.state = "flushed"
         self.next_id = None
         self.provisional = []
         self.created = {}

@@ -4,9 +4,9 @@ inspects, a kill -9 with adds in flight, restarts, clean ends): the trace passes
 mutation of tests/quality/trace_mutations.py, a history no correct bookie produces, fails
 at or after the step it changed.
 
-The verdicts need the model's ``async`` ack profile (spec/profile.py): a recorded trace's
-acks arrive in any step, not only at a journal force. Until the model has it, those tests
-are expected to fail (xfail, not strict).
+The verdicts rest on the model's ``async`` ack profile (spec/profile.py): a recorded
+trace's acks arrive in any step, not only at a journal force, and an add may be answered ok
+in its own response.
 """
 
 from __future__ import annotations
@@ -21,8 +21,6 @@ from proofs.cli.check_trace import EXIT_DIVERGED, EXIT_OK
 from spec.trace import Trace, read_trace_bytes, write_trace
 from tests.quality.trace_mutations import MUTATIONS
 from tests.unit.proofs.cli.test_record import record_scenario
-
-NEEDS_ASYNC = pytest.mark.xfail(reason="needs the model's async ack profile", strict=False)
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +52,6 @@ def test_a_mutation_changes_the_trace_from_its_step_on(recorded: Trace, name: st
     assert changed == [mutation.step]
 
 
-@NEEDS_ASYNC
 def test_the_recorded_trace_passes(
     recorded: Trace, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -73,28 +70,24 @@ def catches(recorded: Trace, name: str, tmp_path: Path, capsys: pytest.CaptureFi
     assert failure["step"] >= mutation.step, (failure, mutation.step)
 
 
-@NEEDS_ASYNC
 def test_check_trace_catches_a_read_returning_other_bytes(
     recorded: Trace, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     catches(recorded, "read_data_changed", tmp_path, capsys)
 
 
-@NEEDS_ASYNC
 def test_check_trace_catches_an_ack_never_sent_before_a_clean_shutdown(
     recorded: Trace, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     catches(recorded, "ack_dropped", tmp_path, capsys)
 
 
-@NEEDS_ASYNC
 def test_check_trace_catches_a_fence_forgotten_after_a_restart(
     recorded: Trace, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     catches(recorded, "fence_forgotten_after_restart", tmp_path, capsys)
 
 
-@NEEDS_ASYNC
 def test_check_trace_catches_an_acknowledged_entry_missing_after_a_restart(
     recorded: Trace, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
