@@ -53,7 +53,8 @@ PROFILE = settings(
 
 #: What a lost acknowledged entry (or a log short of its fsynced bytes) looks like to the
 #: model, depending on what the crash took: the whole ledger, its last entries, an entry in
-#: the middle, or bytes the checkpoint had made durable.
+#: the middle, or bytes the checkpoint had made durable; or to the disk check, before any
+#: crash.
 LOSS = (
     "is missing",
     "last entry is",
@@ -61,6 +62,12 @@ LOSS = (
     "answered failed: no_ledger",
     "answered failed: io_error",
     "fsynced",
+    # The disk check (proofs/harness/disk_check.py) sees the loss on the files first: the
+    # durable index naming bytes that are not durable, a log short of what the model made
+    # durable, or unsynced bytes recovery did not make durable.
+    "disk: the durable index puts entry",
+    "the model made",
+    "is not durable",
 )
 
 
