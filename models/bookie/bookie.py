@@ -200,7 +200,8 @@ class BookieModel:
         self.logs = EntryLogManagerModel(config.log_size_limit_bytes)
         self.marks = LastMarkModel()
         self.pending: dict[int, _Pending] = {}
-        #: "up", "crashed" (or died mid-step), "stopped" (clean shutdown).
+        #: "up", "crashed" (or died mid-step), "stopped" (a shutdown, clean or not: a crash may
+        #: still follow it, a power cut after the process ended).
         self.status = "up"
         #: A fault (full disk, failed fsync) happened in this run.
         self.faulted = False
@@ -633,6 +634,7 @@ class BookieModel:
             self.logs.checkpoint()
             self.marks.checkpointed()
         self._die(clean=clean)
+        self.status = "stopped"  # the process ended by itself: a power cut may still follow
         return [
             "clean shutdown: journal forced, checkpoint taken; a restart replays nothing"
             if clean

@@ -86,6 +86,7 @@ Handles dropped without close keep their inode alive until the next crash.
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Callable, Iterator
 from typing import Final, assert_never
@@ -127,6 +128,11 @@ PENDING_KINDS: Final = frozenset(
 FAILABLE_OPS: Final = frozenset({"write", "read", "fsync", "fsync_dir"})
 
 Parts = tuple[str, ...]
+#: A file's version in one tree (see ``SimDisk.directory_files``): the tree's serial, the
+#: inode and the inode's change count there.
+FileVersion = tuple[int, int, int]
+
+_tree_serials = itertools.count()
 
 
 @attrs.frozen
@@ -204,21 +210,38 @@ class _Tree:
         self.files: dict[int, bytearray] = {}
         self.dirs: dict[int, dict[str, int]] = {ROOT_INODE: {}}
         self.links: dict[int, set[tuple[int, str]]] = {ROOT_INODE: set()}
+        #: Which tree this is: a new one after every crash, so versions never repeat.
+        self.serial = next(_tree_serials)
+        #: Per file inode, how many times its bytes changed in this tree (a cheap change
+        #: detector for readers that cache what they parsed, proofs/harness/disk_view.py).
+        self.changes: dict[int, int] = {}
+        #: Per directory inode, how many times its entries or the bytes of a file named in
+        #: it changed in this tree.
+        self.dir_changes: dict[int, int] = {ROOT_INODE: 0}
 
     def add_file(self, ino: int) -> None:
         assert ino not in self.links, ino
         self.files[ino] = bytearray()
         self.links[ino] = set()
+        self.changes[ino] = 0
+
+    def changed(self, ino: int) -> None:
+        """The bytes of file ``ino`` changed."""
+        self.changes[ino] += 1
+        for dir_ino, _ in self.links[ino]:
+            self.dir_changes[dir_ino] += 1
 
     def add_dir(self, ino: int) -> None:
         assert ino not in self.links, ino
         self.dirs[ino] = {}
         self.links[ino] = set()
+        self.dir_changes[ino] = 0
 
     def drop_file(self, ino: int) -> None:
         assert not self.links[ino], ino
         del self.files[ino]
         del self.links[ino]
+        del self.changes[ino]
 
     def set_entry(self, dir_ino: int, name: str, ino: int) -> None:
         entries = self.dirs[dir_ino]
@@ -227,16 +250,20 @@ class _Tree:
             self.links[old].discard((dir_ino, name))
         entries[name] = ino
         self.links[ino].add((dir_ino, name))
+        self.dir_changes[dir_ino] += 1
 
     def del_entry(self, dir_ino: int, name: str) -> None:
         ino = self.dirs[dir_ino].pop(name)
         self.links[ino].discard((dir_ino, name))
+        self.dir_changes[dir_ino] += 1
 
     def copy(self) -> _Tree:
         other = _Tree()
         other.files = {ino: bytearray(data) for ino, data in self.files.items()}
         other.dirs = {ino: dict(entries) for ino, entries in self.dirs.items()}
         other.links = {ino: set(links) for ino, links in self.links.items()}
+        other.changes = dict(self.changes)
+        other.dir_changes = dict(self.dir_changes)
         return other
 
     def walk(self) -> Iterator[tuple[Parts, int]]:
@@ -283,6 +310,7 @@ def _apply_data(content: bytearray, op: _DataOp) -> None:
 def _apply(tree: _Tree, op: _Op) -> None:
     """What ``op`` does to ``tree``: the replay semantics of the module docstring."""
     if isinstance(op, _DataOp):
+        tree.changed(op.ino)
         _apply_data(tree.files[op.ino], op)
         return
     src_held = tree.dirs[op.dir_ino].get(op.name) == op.ino
@@ -862,6 +890,7 @@ class SimDisk:
             self._cache_base[ino] = bytearray(self._cur.files[ino])
             return
         self._cur.files[ino][:] = self._dur.files[ino]
+        self._cur.changed(ino)
         self._refresh_allowances()
 
     def _collect(self, ino: int) -> None:
@@ -1000,6 +1029,51 @@ class SimDisk:
         """Every reachable file as reads see it now."""
         return self._cur.file_contents()
 
+    def directory_version(self, path: str, *, durable: bool = False) -> FileVersion | None:
+        """A version of directory ``path`` in the current (or durable) tree that changes
+        whenever its entries change or the bytes of a file in it do; None when ``path`` is
+        not a directory there. Cheaper than ``directory_files``: a walk of the path."""
+        tree = self._dur if durable else self._cur
+        ino = ROOT_INODE
+        for name in _parts(path):
+            entries = tree.dirs.get(ino)
+            child = None if entries is None else entries.get(name)
+            if child is None:
+                return None
+            ino = child
+        count = tree.dir_changes.get(ino)
+        return None if count is None else (tree.serial, ino, count)
+
+    def directory_files(self, path: str, *, durable: bool = False) -> dict[str, FileVersion]:
+        """The files directly in directory ``path`` of the current tree (or of the durable
+        one: what ``crash(LoseUnsynced())`` would leave), each name with its version, which
+        changes whenever the file's bytes change in that tree and never comes back after a
+        crash; {} when ``path`` is not a directory there. Cheap: one directory's entries."""
+        tree = self._dur if durable else self._cur
+        ino = ROOT_INODE
+        for name in _parts(path):
+            entries = tree.dirs.get(ino)
+            child = None if entries is None else entries.get(name)
+            if child is None:
+                return {}
+            ino = child
+        entries = tree.dirs.get(ino)
+        if entries is None:
+            return {}
+        return {
+            name: (tree.serial, child, tree.changes[child])
+            for name, child in entries.items()
+            if child in tree.files
+        }
+
+    def version_bytes(self, version: FileVersion, *, durable: bool = False) -> bytes:
+        """The bytes of the file ``version`` (from ``directory_files`` with the same
+        ``durable``) names, as that tree holds them now."""
+        tree = self._dur if durable else self._cur
+        serial, ino, _ = version
+        assert serial == tree.serial, "a version of an earlier tree (before a crash)"
+        return bytes(tree.files[ino])
+
     def read_file(self, path: str) -> bytes:
         """The current content of a file."""
         ino = self._lookup(_parts(path), path)
@@ -1067,6 +1141,8 @@ class SimDisk:
 def _check_tree(tree: _Tree) -> None:
     """The reverse index matches the entries; a directory has at most one name."""
     assert ROOT_INODE in tree.dirs and not tree.links[ROOT_INODE]
+    assert tree.changes.keys() == tree.files.keys()
+    assert tree.dir_changes.keys() == tree.dirs.keys()
     assert not tree.files.keys() & tree.dirs.keys()
     assert tree.links.keys() == tree.files.keys() | tree.dirs.keys()
     for dir_ino, entries in tree.dirs.items():

@@ -32,6 +32,7 @@ it in words.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 import random
@@ -48,7 +49,11 @@ from impl.config.config import ServerConfig, load_config
 from impl.limits import TEST_LIMITS, TEST_SETTINGS, Limits
 from models.bookie.bookie import BookieModel, Divergence, ModelConfig
 from models.fs.simdisk import SimDisk
+from proofs.crash.explorer import copy_disk
+from proofs.harness.disk_check import DiskCheck
+from proofs.harness.disk_view import DiskView
 from proofs.harness.judge import Judge
+from spec.crash import LoseUnsynced
 from spec.errors import BkrefError, BookieError
 from spec.fs import FsyncFailure
 from spec.ids import EntryId, LedgerId
@@ -104,6 +109,9 @@ SMALL_SETTINGS: Mapping[str, str] = {
     **TEST_SETTINGS,
 }
 
+
+#: Refinement crashes a copy of the disk every this many steps (Refinement.shadow_crash).
+SHADOW_CRASH_EVERY = 25
 
 #: The simulated disk checks its own invariants every this many steps (and while the bookie
 #: is down): its check reads every byte on the disk.
@@ -211,8 +219,13 @@ class InProcessBookie:
         opener: Callable[..., Bookie] = Bookie.open,
         limits: Limits = TEST_LIMITS,
         fsync_failure: FsyncFailure | str = FsyncFailure.REVERT,
+        disk: SimDisk | None = None,
     ) -> None:
-        self.disk = fresh_disk(fsync_failure)
+        """``disk``: start down on that disk (a machine that just died: its next step is a
+        crash) instead of opening a bookie on a fresh disk (whose ``fsync_failure`` mode is
+        the one given)."""
+        self.disk = fresh_disk(fsync_failure) if disk is None else disk
+        self.settings = dict(settings)
         self.config: ServerConfig = load_config(
             None, "refinement", [f"{key}={value}" for key, value in settings.items()]
         )
@@ -227,7 +240,25 @@ class InProcessBookie:
         self._steps_since_disk_check = 0
         #: Why the last restart failed (a RecoveryError's message), for the failure message.
         self.last_error: str | None = None
-        self.bookie: Bookie | None = self._open()
+        self.bookie: Bookie | None = self._open() if disk is None else None
+
+    def shadow(self) -> InProcessBookie:
+        """A second machine on a copy of this one's disk, down, as if it had died now: the
+        harness crashes and recovers it to see what a crash here would leave, and this
+        machine carries on untouched."""
+        return InProcessBookie(
+            self.settings,
+            seed=self._seed,
+            opener=self._opener,
+            limits=self.limits,
+            disk=copy_disk(self.disk),
+        )
+
+    def disk_view(self) -> DiskView:
+        """The independent reader of this machine's bookie files
+        (proofs/harness/disk_view.py)."""
+        journals = self.config.journal_directories
+        return DiskView(self.disk, self.config.ledger_directories, journals[0])
 
     def _open(self) -> Bookie:
         return self._opener(
@@ -447,7 +478,13 @@ class Refinement:
         source: str = "bkref in-process Bookie on the simulated disk",
         probe_after_restart: bool = True,
         probe_durable: bool = True,
+        disk_check: bool = True,
+        shadow_crash_every: int = SHADOW_CRASH_EVERY,
     ) -> None:
+        """``disk_check``: for an InProcessBookie, check its files after every step
+        (proofs/harness/disk_check.py); ``shadow_crash_every``: every this many steps, crash
+        a copy of its disk and check the recovery (:meth:`shadow_crash`; 0: never)."""
+        assert shadow_crash_every >= 0, shadow_crash_every
         self.sut = sut
         self.model = BookieModel(ModelConfig.from_settings(settings))
         self.monitor = PropertyMonitor()
@@ -459,6 +496,12 @@ class Refinement:
         #: traces that read back by hand).
         self.probe_durable = probe_durable
         self.notes: list[list[str]] = []
+        in_process = isinstance(sut, InProcessBookie)
+        self.disk_check: DiskCheck | None = None
+        if disk_check and isinstance(sut, InProcessBookie):
+            self.disk_check = DiskCheck(sut.disk_view())
+        self.shadow_crash_every = shadow_crash_every if in_process else 0
+        self._since_shadow = 0
         self._check_first_state()
 
     def _check_first_state(self) -> None:
@@ -466,6 +509,13 @@ class Refinement:
         if state is not None:
             try:
                 self.model.compare(-1, state, "restart")
+            except Divergence as exc:
+                raise RefinementFailure(
+                    f"before the first step: {exc.message}", self.trace()
+                ) from exc
+        if self.disk_check is not None:
+            try:
+                self.disk_check.check_first_state(self.model)
             except Divergence as exc:
                 raise RefinementFailure(
                     f"before the first step: {exc.message}", self.trace()
@@ -507,9 +557,52 @@ class Refinement:
             self.sut.check_invariants()
         except AssertionError as exc:
             raise self._own_assertion(index, op, exc) from exc
+        if self.disk_check is not None:
+            try:
+                self.disk_check.check(index, op, result, self.model)
+            except Divergence as exc:
+                raise RefinementFailure(
+                    f"step {index} ({op.name}): {exc.message}", self.trace()
+                ) from exc
         if isinstance(op, Restart) and result.ok and self.probe_after_restart:
             self.probe()
+        self._since_shadow += 1
+        if self.shadow_crash_every and self._since_shadow >= self.shadow_crash_every:
+            self.shadow_crash()
         return step
+
+    def shadow_crash(self) -> None:
+        """Crash a copy of the disk now (LoseUnsynced), recover a bookie on it and check it
+        against the model's crash outcomes, with copies of the model and the monitor, and
+        read back every entry that must or may have survived; then carry on with the real
+        run, undisturbed. Skipped while the bookie is down or a crash is due. A failure is a
+        RefinementFailure whose trace is this run's so far plus the shadow crash, restart and
+        reads: it replays like any trace."""
+        sut = self.sut
+        if not isinstance(sut, InProcessBookie) or sut.bookie is None:
+            return
+        if not self.model.up or self.model.interrupted is not None:
+            return
+        self._since_shadow = 0
+        twin = copy.copy(self)
+        twin.sut = sut.shadow()
+        twin.judge = copy.deepcopy(self.judge)
+        twin.model, twin.monitor = twin.judge.model, twin.judge.monitor
+        twin.steps = list(self.steps)
+        twin.notes = list(self.notes)
+        twin.shadow_crash_every = 0
+        if self.disk_check is not None:
+            twin.disk_check = DiskCheck(twin.sut.disk_view())
+            twin.disk_check.named = set(self.disk_check.named)
+            twin.disk_check.inherited = dict(self.disk_check.inherited)
+        after = len(self.steps) - 1
+        try:
+            twin.run(Crash(LoseUnsynced()))
+            twin.run(Restart())
+        except RefinementFailure as failure:
+            raise RefinementFailure(
+                f"shadow crash after step {after}: {failure.message}", failure.trace
+            ) from failure
 
     def _own_assertion(self, index: int, op: Operation, exc: AssertionError) -> RefinementFailure:
         """The implementation's own assertion (or the simulated disk's) failed in step

@@ -28,7 +28,12 @@ import pstats
 import random
 import time
 
-from proofs.harness.refinement import SMALL_SETTINGS, InProcessBookie, Refinement
+from proofs.harness.refinement import (
+    SHADOW_CRASH_EVERY,
+    SMALL_SETTINGS,
+    InProcessBookie,
+    Refinement,
+)
 from spec.crash import CrashPlan, KeepPrefix, KeepSubset, LoseUnsynced, TornWrite
 from spec.operations import (
     Add,
@@ -98,11 +103,19 @@ def run_raw(runs: list[list[Operation]]) -> float:
     return elapsed
 
 
-def run_harness(runs: list[list[Operation]]) -> tuple[float, int, int]:
-    """Seconds, steps (post-restart reads included) and crash states through the harness."""
+def run_harness(
+    runs: list[list[Operation]], *, disk_check: bool = True, shadow_every: int = SHADOW_CRASH_EVERY
+) -> tuple[float, int, int]:
+    """Seconds, steps (post-restart reads included; not the shadow crashes' steps) and crash
+    states through the harness."""
     elapsed, steps, crashes = 0.0, 0, 0
     for ops in runs:
-        harness = Refinement(InProcessBookie(SMALL_SETTINGS), SMALL_SETTINGS)
+        harness = Refinement(
+            InProcessBookie(SMALL_SETTINGS),
+            SMALL_SETTINGS,
+            disk_check=disk_check,
+            shadow_crash_every=shadow_every,
+        )
         start = time.perf_counter()
         harness.run_all(ops)
         elapsed += time.perf_counter() - start
@@ -117,6 +130,15 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=50, help="scenarios, each on a new bookie")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--profile", action="store_true", help="profile the harness run")
+    parser.add_argument(
+        "--no-disk-check", action="store_true", help="without the disk check (disk_check.py)"
+    )
+    parser.add_argument(
+        "--shadow-every",
+        type=int,
+        default=SHADOW_CRASH_EVERY,
+        help="steps between shadow crashes (0: none)",
+    )
     args = parser.parse_args()
     runs = [scenario(args.steps, args.seed + number) for number in range(args.runs)]
     operations = sum(len(ops) for ops in runs)
@@ -124,7 +146,9 @@ def main() -> None:
     if args.profile:
         profiler = cProfile.Profile()
         profiler.enable()
-    harness_s, steps, crashes = run_harness(runs)
+    harness_s, steps, crashes = run_harness(
+        runs, disk_check=not args.no_disk_check, shadow_every=args.shadow_every
+    )
     if args.profile:
         profiler.disable()
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)

@@ -29,6 +29,7 @@ from impl.clock import Clock
 from impl.entrylog.buffered_channel import BufferedChannel
 from impl.entrylog.ids import RecentEntryLogsStatus
 from impl.entrylog.manager import SingleEntryLogManager
+from impl.format.entry_log import encode_ledgers_map
 from impl.format.journal import encode_key_record
 from impl.format.names import LAST_MARK_FILE_NAME
 from impl.fs.api import FileSystem, join
@@ -349,3 +350,48 @@ class AckPartOfAGroupBeforeFsyncBookie(Bookie):
         )
         journal.open_new_file()
         self._journal = journal
+
+
+# --- 7. bytes below the counters (caught by the disk check, proofs/harness/disk_check.py) ---
+
+
+def flush_echoing_the_buffer(self: BufferedChannel) -> None:
+    """BufferedChannel.flush that writes the buffer twice: once past the logical end (an
+    echo, as a retried write that landed at the wrong offset), then where it belongs. The
+    positions and the counters are right, so every read and the bookie's own state agree with
+    the model; only the file holds records nobody wrote, until a later write overwrites them
+    (or forever, when nothing follows: a scan of that log after a crash counts them)."""
+    if self._buffer:
+        self._handle.pwrite(self._flushed_position + len(self._buffer), bytes(self._buffer))
+    _ORIGINAL_FLUSH(self)
+
+
+_ORIGINAL_FLUSH = BufferedChannel.flush
+
+
+def apply_flush_echoing_the_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Entry-log flushes write every buffered record twice (flush_echoing_the_buffer)."""
+    monkeypatch.setattr(BufferedChannel, "flush", flush_echoing_the_buffer)
+
+
+def seal_without_pointing_the_header_at_the_map(self: SingleEntryLogManager, log: Any) -> None:
+    """EntryLogManager._seal that appends and flushes the ledgers map but never writes the
+    header's map offset and count (step 4 of "The ledgers map", spec/format/entry_log.md).
+    The bookie's counters, its reads and, after a restart, a scan (the fallback for a log
+    without a map) all agree: only the file shows that the rotated log is not sealed, so
+    BookKeeper would scan every such log where it should read the map."""
+    if log.sealed:
+        return
+    if log.map_offset is None:
+        log.channel.flush()
+        log.map_offset = log.channel.position
+        map_bytes = encode_ledgers_map(sorted(log.ledgers.items()))
+        if map_bytes:
+            log.channel.write(map_bytes)
+    log.channel.flush()
+    log.sealed = True
+
+
+def apply_seal_without_header(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rotated logs never get their header pointed at their ledgers map."""
+    monkeypatch.setattr(SingleEntryLogManager, "_seal", seal_without_pointing_the_header_at_the_map)

@@ -317,3 +317,12 @@ def test_an_unclean_shutdown_refreshes_what_a_restart_is_checked_against() -> No
     model.step(5, Restart(), OK, ())
     with pytest.raises(Divergence, match="entry log 0 vanished"):
         model.compare(5, _state(ledgers=(LedgerView(1, 0, False),)), "restart")
+
+
+def test_a_power_cut_after_a_shutdown_that_failed_is_a_legal_step() -> None:
+    model = _model()
+    model.step(0, FailFsync(), OK, ())
+    model.step(1, Shutdown(), failed("io_error"), ())
+    model.step(2, Crash(LoseUnsynced()), OK, ())
+    model.step(3, Restart(), OK, ())
+    assert model.up

@@ -1,0 +1,281 @@
+"""The disk check: after every step of the in-process bookie, what its files hold (read by
+proofs/harness/disk_view.py, not by the bookie) against the model's entry-log sub-model
+(models/entrylog/manager.py), and the durable files against each other.
+
+Why: the model's comparison (models/bookie/bookie.py ``BookieModel.compare``) sees the bookie's
+own counters, so a record the write path drops or doubles on its way to the file, or a ledgers
+map that disagrees with the records, passes it. Here the bytes themselves are held to the
+model. The check lives in the harness because models/ must not know the disk layout.
+
+What holds, per entry log of this run (written since the last restart):
+
+- every ledger with records in the file was named by some add (no bytes from nowhere);
+- its durable records are no more than its current ones, per ledger;
+- when its header says it is sealed, the ledgers map reads whole and equals the scan;
+- the durable contents hold at least the model's durable bytes, per ledger;
+- the file holds no more of a ledger than the model says was written; a rotated or flushed
+  log holds exactly that, and is sealed; the active log may lag (the write buffer holds what
+  is not in the file yet), except when the model says all it wrote is durable (a checkpoint
+  flushed the buffer): then exactly. While a fault is active (the model is *relaxed*: it
+  follows the bookie's own counters) only the upper bound holds, since a failed fsync takes
+  unsynced bytes back out of the file.
+
+Right after a restart the model adopts what the bookie reports, so instead the files are held
+to what the crash allowed (``CrashOutcomes.logs``, with the scan in place of the bookie's
+count): each log the model knew still holds at least its fsynced bytes, and exactly its
+written bytes when all of them were fsynced; and everything is durable (recovery fsyncs the
+previous run's files). From then on the logs of earlier runs (every log but the active one at
+that point) must never change: after a crash their bytes may hold garbage the scan reads past
+a hole, or a map that disagrees with a torn scan, so only their stability is checked.
+
+The durable files (:meth:`DiskCheck.check_durable`), whatever the model says: every location
+of the durable ledger index points at a durable entry-log record with its ledger and entry
+ids, and the durable lastMark lies on a record boundary of its durable journal. Both are
+re-checked only when a durable file they read changed.
+"""
+
+from __future__ import annotations
+
+from models.bookie.bookie import BookieModel, Divergence
+from models.entrylog.manager import LogModel
+from proofs.harness.disk_view import (
+    DiskView,
+    IndexError_,
+    LedgerBytes,
+    LogFile,
+    record_at,
+)
+from spec.operations import Add, Operation, Restart, Result
+
+
+class DiskCheck:
+    """See the module docstring. ``check`` after every judged step."""
+
+    def __init__(self, view: DiskView) -> None:
+        self.view = view
+        #: Ledgers some add named, whatever its answer: any other ledger's bytes come from
+        #: nowhere.
+        self.named: set[int] = set()
+        #: The next check with the bookie up is the first of a run.
+        self.run_starts = True
+        #: Logs of earlier runs: their scans (current, durable) when the run started.
+        self.inherited: dict[int, tuple[LedgerBytes, LedgerBytes | None]] = {}
+        self._durable_key: object = None
+
+    def check(self, index: int, op: Operation, result: Result, model: BookieModel) -> None:
+        """Check the disk after step ``index``; raises Divergence."""
+        if isinstance(op, Add):
+            self.named.add(op.ledger)
+        if isinstance(op, Restart) and result.ok:
+            self.run_starts = True
+        self.check_durable(index)
+        if model.up:
+            logs = self.view.logs()
+            if self.run_starts:
+                self._check_run_start(index, logs, model)
+            self._check_logs(index, logs, model)
+
+    def check_first_state(self, model: BookieModel) -> None:
+        """Before the first step, on the bookie as it was opened (index -1)."""
+        self.check_durable(-1)
+        if model.up:
+            self._check_run_start(-1, self.view.logs(), model)
+
+    # --- the entry logs -------------------------------------------------------------------
+
+    def _check_run_start(self, index: int, logs: dict[int, LogFile], model: BookieModel) -> None:
+        self.run_starts = False
+        for log_id, (current, _) in self.inherited.items():
+            found = logs.get(log_id)
+            if found is None or found.current != current:
+                raise Divergence(
+                    index,
+                    f"disk: entry log {log_id} of an earlier run changed in the crash: records "
+                    f"{_sizes(current)} -> {_sizes(None if found is None else found.current)}",
+                )
+        outcomes = model.outcomes
+        if outcomes is not None:
+            for log_id, durable, written in outcomes.logs.logs:
+                if log_id in self.inherited:
+                    continue  # the model has the bookie's reading of it, not the records
+                found = logs.get(log_id)
+                if found is None:
+                    raise Divergence(index, f"disk: entry log {log_id} vanished in the crash")
+                low, high, have = dict(durable), dict(written), found.current
+                whole = low == high
+                for ledger in set(have) | set(low):
+                    count = have.get(ledger, 0)
+                    if count < low.get(ledger, 0) or (whole and count != high.get(ledger, 0)):
+                        raise Divergence(
+                            index,
+                            f"disk: entry log {log_id} ({found.path}) holds {count} bytes of "
+                            f"ledger {ledger} after the crash; {low.get(ledger, 0)} were "
+                            "fsynced" + (" and nothing more written" if whole else ""),
+                        )
+        for log_id, found in logs.items():
+            if found.durable != found.current:
+                raise Divergence(
+                    index,
+                    f"disk: after recovery entry log {log_id} ({found.path}) is not durable: "
+                    f"records {_sizes(found.current)}, durable {_sizes(found.durable)}",
+                )
+        active = model.logs.current
+        self.inherited = {
+            log_id: self.inherited.get(log_id, (found.current, found.durable))
+            for log_id, found in logs.items()
+            if log_id != active
+        }
+
+    def _check_logs(self, index: int, logs: dict[int, LogFile], model: BookieModel) -> None:
+        relaxed = model.logs.relaxed
+        for log_id, found in logs.items():
+            kept = self.inherited.get(log_id)
+            if kept is not None:
+                if (found.current, found.durable) != kept:
+                    raise Divergence(
+                        index,
+                        f"disk: entry log {log_id} ({found.path}) of an earlier run changed: "
+                        f"records {_sizes(kept[0])} -> {_sizes(found.current)}",
+                    )
+                continue
+            _check_file(index, found, self.named)
+            log = model.logs.logs.get(log_id)
+            if log is None:
+                if found.current:
+                    raise Divergence(
+                        index,
+                        f"disk: entry log {log_id} ({found.path}) holds records "
+                        f"{_sizes(found.current)}; the model has no such log",
+                    )
+                continue
+            _check_against_model(index, found, log, relaxed=relaxed)
+        for log_id, log in model.logs.logs.items():
+            if log_id not in logs and log.written and log_id not in model.logs.provisional:
+                raise Divergence(index, f"disk: entry log {log_id} has no file")
+
+    # --- the durable files ----------------------------------------------------------------
+
+    def check_durable(self, index: int) -> None:
+        """The durable index points at durable records; the durable lastMark lies within
+        the durable journal, on a record boundary. Raises Divergence."""
+        view = self.view
+        key = view.version_key(view.durable_directories, durable=True)
+        if key == self._durable_key:
+            return
+        self._check_index(index)
+        self._check_last_mark(index)
+        self._durable_key = key
+        view.forget_unused()
+
+    def _check_index(self, index: int) -> None:
+        view = self.view
+        try:
+            locations = view.durable_index()
+        except IndexError_ as exc:
+            raise Divergence(index, f"disk: the durable ledger index is unreadable: {exc}") from exc
+        if not locations:
+            return
+        logs = view.durable_log_versions()
+        contents: dict[int, bytes] = {}
+        for (ledger, entry), location in sorted(locations.items()):
+            log_id, offset = location >> 32, location & 0xFFFFFFFF
+            version = logs.get(log_id)
+            if version is None:
+                found: tuple[int, int] | str = f"entry log {log_id} is not durable"
+            else:
+                data = contents.get(log_id)
+                if data is None:
+                    data = contents[log_id] = view.durable_bytes(version)
+                found = record_at(data, offset)
+            if found != (ledger, entry):
+                what = found if isinstance(found, str) else f"the record of {found[0]}:{found[1]}"
+                raise Divergence(
+                    index,
+                    f"disk: the durable index puts entry {ledger}:{entry} at entry log "
+                    f"{log_id} offset {offset}; the durable bytes there hold {what}",
+                )
+
+    def _check_last_mark(self, index: int) -> None:
+        view = self.view
+        mark = view.durable_last_mark()
+        if mark is None or mark == (0, 0):
+            return
+        journal_id, offset = mark
+        journals = view.durable_journals()
+        version = journals.get(journal_id)
+        if version is None:
+            raise Divergence(
+                index,
+                f"disk: the durable lastMark {mark} names journal {journal_id:x}, which is not "
+                f"durable (durable journals: {sorted(f'{j:x}' for j in journals)})",
+            )
+        length, boundaries = view.journal_length_and_boundaries(version)
+        if offset > length or offset not in boundaries:
+            raise Divergence(
+                index,
+                f"disk: the durable lastMark {mark} is not a record boundary within the "
+                f"{length} durable bytes of journal {journal_id:x}",
+            )
+
+
+def _check_file(index: int, found: LogFile, named: set[int]) -> None:
+    """What holds of a log of this run whatever the model says."""
+    nowhere = sorted(set(found.current) - named)
+    if nowhere:
+        raise Divergence(
+            index,
+            f"disk: entry log {found.log_id} ({found.path}) holds records of ledgers "
+            f"{nowhere}, which no add named",
+        )
+    durable = found.durable or {}
+    for ledger, size in durable.items():
+        if size > found.current.get(ledger, 0):
+            raise Divergence(
+                index,
+                f"disk: entry log {found.log_id} ({found.path}) holds {size} durable bytes "
+                f"of ledger {ledger} but {found.current.get(ledger, 0)} in its current contents",
+            )
+    problem = found.map_problem()
+    if problem is not None:
+        raise Divergence(
+            index, f"disk: entry log {found.log_id} ({found.path}) is sealed, but {problem}"
+        )
+
+
+def _check_against_model(index: int, found: LogFile, log: LogModel, *, relaxed: bool) -> None:
+    """A log of this run against the model's LogModel of it (see the module docstring)."""
+    where = f"disk: entry log {found.log_id} ({found.path}, {log.state})"
+    have, written = found.current, log.written
+    durable = found.durable or {}
+    for ledger, size in log.durable.items():
+        if durable.get(ledger, 0) < size:
+            raise Divergence(
+                index,
+                f"{where} holds {durable.get(ledger, 0)} durable bytes of ledger {ledger}; "
+                f"the model made {size} durable (fsynced)",
+            )
+    for ledger, size in have.items():
+        if size > written.get(ledger, 0):
+            raise Divergence(
+                index,
+                f"{where} holds {size} bytes of ledger {ledger}; the model wrote only "
+                f"{written.get(ledger, 0)} to it (a record from nowhere, or written twice)",
+            )
+    if relaxed:
+        return
+    exact = log.state != "active" or log.durable == written
+    if exact and dict(have) != written:
+        lost = {k: v - have.get(k, 0) for k, v in written.items() if have.get(k, 0) != v}
+        raise Divergence(
+            index,
+            f"{where} holds records {_sizes(have)}; the model wrote {_sizes(written)} "
+            f"(bytes missing per ledger: {_sizes(lost)}: lost below the bookie's counters)",
+        )
+    if log.state != "active" and not found.sealed:
+        raise Divergence(index, f"{where} is not sealed: its header points to no ledgers map")
+
+
+def _sizes(sizes: LedgerBytes | None) -> str:
+    if sizes is None:
+        return "(no file, or no durable name)"
+    return "{" + ", ".join(f"{k}: {v}" for k, v in sorted(sizes.items())) + "}"
