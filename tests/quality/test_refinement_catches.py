@@ -240,7 +240,7 @@ def test_catches_least_unflushed_log_id_popping_past_an_unflushed_log(
     # RecentEntryLogsStatus (an active log must be tracked as not flushed).
     assert any(
         text in caught.message
-        for text in ("leastUnflushedLogId", "impl/entrylog/manager.py check_invariants")
+        for text in ("leastUnflushedLogId", "entrylog/manager.py check_invariants")
     ), caught
 
 
