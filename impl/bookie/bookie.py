@@ -99,7 +99,9 @@ def _no_progress(_line: str) -> None:
 def _write_failed(
     ledger_id: LedgerId, entry_id: EntryId, exc: NoWritableLedgerDir | FsError
 ) -> BookieError:
-    """The typed error for an entry the entry log refused (nothing of it was written)."""
+    """The typed error for an entry the entry log refused: nothing of it is acknowledged (a
+    failed write or flush may also have lost bytes of earlier records: add_entry then stops
+    the bookie's writes)."""
     if isinstance(exc, NoWritableLedgerDir):
         return NoSpace(str(exc))
     return BookieIOError(
@@ -258,7 +260,16 @@ class Bookie:
             try:
                 location = self._add_record(ledger_id, record)
             except (NoWritableLedgerDir, FsError) as exc:
-                raise _write_failed(ledger_id, entry_id, exc) from exc
+                error = _write_failed(ledger_id, entry_id, exc)
+                if isinstance(exc, FsError) and not isinstance(exc, FsNoSpace):
+                    # The write or the flush of the active log failed: bytes of earlier,
+                    # accepted records may be gone from the file (a failed fsync drops what it
+                    # should have made durable), while the counters still count them. No
+                    # checkpoint may trust the log from now on (it would persist an index and
+                    # a lastMark over lost bytes): the bookie stops taking writes, and the
+                    # journal, which holds every record, brings them back at the restart.
+                    self._failure = self._failure or error
+                raise error from exc
             if new_key:
                 index.set_master_key(ledger_id, master_key)
             index.put_entry(ledger_id, entry_id, location)

@@ -292,8 +292,14 @@ def durability_text(model: BookieModel) -> str:
     durable: dict[int, list[int]] = {}
     pending: dict[int, list[int]] = {}
     unknown: dict[int, list[int]] = {}
-    by_sure = {Sure.DURABLE: durable, Sure.PENDING: pending, Sure.MAYBE: unknown}
-    fences: dict[Sure, list[int]] = {Sure.DURABLE: [], Sure.PENDING: [], Sure.MAYBE: []}
+    failed: dict[int, list[int]] = {}
+    by_sure = {
+        Sure.DURABLE: durable,
+        Sure.PENDING: pending,
+        Sure.MAYBE: unknown,
+        Sure.FAILED: failed,
+    }
+    fences: dict[Sure, list[int]] = {sure: [] for sure in Sure}
     for ledger_id, ledger in sorted(model.ledgers.ledgers.items()):
         for entry_id, (_, sure) in sorted(ledger.entries.items()):
             by_sure[sure].setdefault(ledger_id, []).append(entry_id)
@@ -304,10 +310,13 @@ def durability_text(model: BookieModel) -> str:
         parts.append(f"pending (no ack; a crash now may lose them): {_entries(pending)}")
     if unknown:
         parts.append(f"unknown (pending at a crash; not yet seen): {_entries(unknown)}")
+    if failed:
+        parts.append(f"failed (io_error: may or may not have been kept): {_entries(failed)}")
     labels = (
         (Sure.DURABLE, "fenced"),
         (Sure.PENDING, "fence pending"),
         (Sure.MAYBE, "fence unknown"),
+        (Sure.FAILED, "fence failed (may or may not be in effect)"),
     )
     parts += [f"{label}: {number_ranges(fences[sure])}" for sure, label in labels if fences[sure]]
     deleted = model.ledgers.deleted

@@ -35,7 +35,8 @@ from impl.format.names import LAST_MARK_FILE_NAME
 from impl.fs.api import FileSystem, join
 from impl.journal.journal import Journal, OnDurable, journal_settings_from_config
 from impl.journal.last_mark import LogMark, encode_last_mark
-from spec.ids import LedgerId
+from spec.errors import BookieIOError
+from spec.ids import EntryId, LedgerId
 from tests.quality import bookie_variants, variants
 
 # --- 1. acknowledging before the journal fsync ------------------------------------------------
@@ -395,3 +396,25 @@ def seal_without_pointing_the_header_at_the_map(self: SingleEntryLogManager, log
 def apply_seal_without_header(monkeypatch: pytest.MonkeyPatch) -> None:
     """Rotated logs never get their header pointed at their ledgers map."""
     monkeypatch.setattr(SingleEntryLogManager, "_seal", seal_without_pointing_the_header_at_the_map)
+
+
+# --- 14. carrying on after the active log's write or flush failed (found in bkref) ------------
+
+
+class CarryOnAfterAddFlushFailureBookie(Bookie):
+    """The bookie as it was before the disk check found it: when the active entry log's
+    write or flush failed inside an add (flushEntrylogBytes, a full write buffer), the add was
+    refused with io_error and the bookie carried on. A failed fsync had dropped the log's
+    unsynced bytes while the counters still counted them, so the next rotation sealed a log
+    whose ledgers map names records the file lacks, and a clean shutdown checkpointed an
+    index and a lastMark over the lost bytes: acknowledged entries gone after the restart."""
+
+    def add_entry(
+        self, ledger_id: LedgerId, entry_id: EntryId, master_key: bytes, data: bytes
+    ) -> Ack:
+        before = self._failure
+        try:
+            return super().add_entry(ledger_id, entry_id, master_key, data)
+        except BookieIOError:
+            self._failure = before  # forget the failure this add recorded
+            raise

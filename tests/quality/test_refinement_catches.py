@@ -34,7 +34,8 @@ from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 from impl.bookie.bookie import Bookie
 from impl.entrylog.manager import SingleEntryLogManager
 from proofs.harness.disk_check import DiskCheck
-from proofs.harness.refinement import RefinementFailure
+from proofs.harness.refinement import SMALL_SETTINGS, InProcessBookie, Refinement, RefinementFailure
+from spec.operations import Add, FailFsync, Operation
 from tests.quality import refinement_variants as rv
 from tests.refinement.machine import machine_for
 
@@ -311,3 +312,37 @@ def test_without_the_disk_check_rotated_logs_left_unsealed_slip_through(
     monkeypatch.setattr(DiskCheck, "check", lambda *args, **kwargs: None)
     monkeypatch.setattr(DiskCheck, "check_first_state", lambda *args, **kwargs: None)
     assert run_profile(Bookie.open) is None
+
+
+# --- 14. carrying on after the active log's write or flush failed (found in bkref) ------------
+
+
+def test_catches_carrying_on_after_an_add_flush_failure() -> None:
+    """The fixed profile does not reach this bug (it needs flushEntrylogBytes drawn above a
+    record, then a failed fsync inside an add); the fast refinement profile found it twice.
+    So the check is the scenario it shrank to, run on the unchanged machinery (harness, model,
+    disk check): the unchanged bookie refuses the add after the failure; the variant accepts
+    it and seals a log whose map names records the failed fsync dropped."""
+    settings = {
+        **SMALL_SETTINGS,
+        "flushEntrylogBytes": "300",
+        "logSizeLimit": "1100",
+        "writeBufferSizeBytes": "64",
+    }
+    key = b"key-1"
+    ops: list[Operation] = [
+        Add(1, 0, key, b"b" * 55),
+        FailFsync(),
+        Add(1, 1, key, b""),
+        Add(1, 2, key, b""),
+    ]
+    fine = Refinement(InProcessBookie(settings), settings)
+    for op in ops:
+        fine.run(op)
+    assert fine.steps[-1].result.error == "io_error"
+    bad = Refinement(
+        InProcessBookie(settings, opener=rv.CarryOnAfterAddFlushFailureBookie.open), settings
+    )
+    with pytest.raises(RefinementFailure, match=r"disk: entry log 0 .* is sealed, but its"):
+        for op in ops:
+            bad.run(op)

@@ -326,3 +326,27 @@ def test_a_power_cut_after_a_shutdown_that_failed_is_a_legal_step() -> None:
     model.step(2, Crash(LoseUnsynced()), OK, ())
     model.step(3, Restart(), OK, ())
     assert model.up
+
+
+def test_an_unreported_log_found_again_after_a_crash_may_be_empty_but_hold_nothing() -> None:
+    """Logs 0 and 2 were seen, log 1 never (the bookie created it during a fault and moved
+    on). After the crash it is found again: empty, that is allowed; holding entries, those
+    are bytes from nowhere under an id already passed."""
+
+    def crashed() -> BookieModel:
+        model = _model()
+        model.compare(-1, _state(), "restart")
+        model.step(0, FailFsync(), OK, ())
+        model.step(1, Add(1, 0, KEY, b"x"), PENDING, ())
+        logs = (LogView(0, "flushed", ()), LogView(2, "active", ((1, 21),)))
+        model.compare(1, _state(logs, (LedgerView(1, 0, False),), current=2, least=1), "add")
+        model.step(2, Crash(LoseUnsynced()), OK, ())
+        model.step(3, Restart(), OK, ())
+        return model
+
+    after = (LogView(0, "flushed", ()), LogView(2, "flushed", ()))
+    empty = (*after, LogView(1, "flushed", ()))
+    crashed().compare(3, _state(empty, least=3), "restart")
+    holding = (*after, LogView(1, "flushed", ((1, 21),)))
+    with pytest.raises(Divergence, match="appeared holding entries"):
+        crashed().compare(3, _state(holding, least=3), "restart")

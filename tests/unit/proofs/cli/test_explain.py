@@ -25,7 +25,9 @@ from spec.operations import (
     OK,
     PENDING,
     Add,
+    Completion,
     Crash,
+    FailFsync,
     Fence,
     JournalForce,
     Read,
@@ -300,3 +302,21 @@ def test_reads_after_the_restart_in_the_walkthrough_traces() -> None:
     assert [s.op.name for s in crashed] == ["checkpoint"]
     restart = next(s for s in interrupted.steps if isinstance(s.op, Restart))
     assert restart.result.replayed
+
+
+def test_durability_text_names_failed_entries_and_fences() -> None:
+    """A failed add or fence (io_error while a fault is active) used to stop explain with a
+    KeyError."""
+    model = BookieModel(ModelConfig(log_size_limit_bytes=4096))
+    model.step(0, Add(1, 0, KEY, b"a"), PENDING, ())
+    model.step(1, Fence(3, KEY), PENDING, ())
+    model.step(2, FailFsync(), OK, ())
+    model.step(
+        3,
+        JournalForce(),
+        Result(error="io_error"),
+        (Completion(0, "io_error"), Completion(1, "io_error")),
+    )
+    text = durability_text(model)
+    assert "failed (io_error: may or may not have been kept): ledger 1 entry 0" in text
+    assert "fence failed (may or may not be in effect): 3" in text
