@@ -1060,21 +1060,9 @@ class BookieModel:
             view = seen.get(log_id)
             if view is None:
                 raise Divergence(index, f"entry log {log_id} vanished in the crash")
-            have, low, high = dict(view.ledger_bytes), dict(durable), dict(written)
-            # A log fsynced whole must read back exactly. One with unsynced bytes may come
-            # back with holes of zeros (a torn or reordered crash), and BookKeeper's scan
-            # reads past a hole into garbage records (spec/format/entry_log.md): for it only
-            # the fsynced bytes are a bound.
-            whole = low == high
-            for ledger in set(have) | set(low):
-                count = have.get(ledger, 0)
-                if count < low.get(ledger, 0) or (whole and count != high.get(ledger, 0)):
-                    raise Divergence(
-                        index,
-                        f"entry log {log_id} holds {count} bytes of ledger {ledger}; "
-                        f"{low.get(ledger, 0)} were fsynced"
-                        + (" and nothing more was written" if whole else " (at least those)"),
-                    )
+            problem = constraints.log_problem(durable, written, dict(view.ledger_bytes))
+            if problem is not None:
+                raise Divergence(index, f"entry log {log_id} {problem}")
         for log_id in set(seen) - listed:
             # A log the model never saw, with an id below the highest it knows: one the bookie
             # created while a fault was active and never reported (a failed creation) may be

@@ -82,6 +82,28 @@ class LogConstraints:
     logs: tuple[tuple[int, tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]], ...]
     max_known_id: int
 
+    def log_problem(
+        self,
+        durable: tuple[tuple[int, int], ...],
+        written: tuple[tuple[int, int], ...],
+        have: dict[int, int],
+    ) -> str | None:
+        """Why a listed log holding ``have`` bytes per ledger after the crash breaks its
+        bounds (``durable`` and ``written``, one entry of ``logs``), or None. A log fsynced
+        whole must read back exactly. One with unsynced bytes may come back with holes of
+        zeros (a torn or reordered crash), and BookKeeper's scan reads past a hole into
+        garbage records (spec/format/entry_log.md): for it only the fsynced bytes bound it."""
+        low, high = dict(durable), dict(written)
+        whole = low == high
+        for ledger in sorted(set(have) | set(low)):
+            count = have.get(ledger, 0)
+            if count < low.get(ledger, 0) or (whole and count != high.get(ledger, 0)):
+                return (
+                    f"holds {count} bytes of ledger {ledger}; {low.get(ledger, 0)} were "
+                    "fsynced" + (" and nothing more was written" if whole else " (at least those)")
+                )
+        return None
+
 
 class EntryLogManagerModel:
     """See the module docstring."""

@@ -101,17 +101,11 @@ class DiskCheck:
                 found = logs.get(log_id)
                 if found is None:
                     raise Divergence(index, f"disk: entry log {log_id} vanished in the crash")
-                low, high, have = dict(durable), dict(written), found.current
-                whole = low == high
-                for ledger in set(have) | set(low):
-                    count = have.get(ledger, 0)
-                    if count < low.get(ledger, 0) or (whole and count != high.get(ledger, 0)):
-                        raise Divergence(
-                            index,
-                            f"disk: entry log {log_id} ({found.path}) holds {count} bytes of "
-                            f"ledger {ledger} after the crash; {low.get(ledger, 0)} were "
-                            "fsynced" + (" and nothing more written" if whole else ""),
-                        )
+                problem = outcomes.logs.log_problem(durable, written, dict(found.current))
+                if problem is not None:
+                    raise Divergence(
+                        index, f"disk: entry log {log_id} ({found.path}) after the crash {problem}"
+                    )
         for log_id, found in logs.items():
             if found.durable != found.current:
                 raise Divergence(

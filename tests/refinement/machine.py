@@ -228,12 +228,13 @@ def machine_for(opener: Callable[..., Bookie] = Bookie.open) -> type[RuleBasedSt
             self._run(Add(ledger, entry, key_of(ledger), data))
 
         @precondition(lambda self: self.up)
-        @rule()
-        def new_ledger(self) -> None:
-            """A new ledger comes into use (its first add or fence creates it)."""
+        @rule(data=payloads)
+        def new_ledger(self, data: bytes) -> None:
+            """A new ledger comes into use: its first add creates it."""
             ledger = max([*self.next_entry, *LEDGERS]) + 1
             self.live.append(ledger)
             self.next_entry[ledger] = 0
+            self._add(ledger, data)
 
         @precondition(lambda self: self.up)
         @rule(ledger=ledgers, data=payloads, at=crash_points, plan=crash_plans)
@@ -375,6 +376,7 @@ PRODUCERS: Mapping[type[Operation], tuple[str, ...]] = require_complete(
             "healthy_stretch",
             "add_to_the_boundary",
             "add_again",
+            "new_ledger",
             "add_then_crash",
             "add_with_wrong_key",
         ),

@@ -149,7 +149,11 @@ PLAN = LoseUnsynced()
 #: point at 0 kills the step at its first disk operation (the add of add_then_crash is
 #: larger than the write buffer, so that it writes at once).
 RULE_ARGS: Mapping[str, dict[str, object]] = {
-    "add": {"ledger": 1, "data": b"x", "count": 1},
+    "add": {"ledger": 1, "data": b"x", "count": 1, "gap": 1},
+    "healthy_stretch": {"ledger": 1, "data": b"x", "count": 2, "read_back": True},
+    "add_to_the_boundary": {"ledger": 1, "delta": 0},
+    "add_again": {"pick": 0},
+    "new_ledger": {"data": b"x"},
     "add_then_crash": {"ledger": 1, "data": b"x" * 300, "at": 0, "plan": PLAN},
     "add_with_wrong_key": {"ledger": 1},
     "read": {"ledger": 1, "back": 0},
@@ -160,7 +164,7 @@ RULE_ARGS: Mapping[str, dict[str, object]] = {
     "journal_force": {"at": 0, "plan": PLAN},
     "rotate": {"at": 0, "plan": PLAN},
     "crash": {"plan": PLAN, "restart_crash": None},
-    "shutdown_and_restart": {"at": 0, "plan": PLAN},
+    "shutdown_and_restart": {"at": 0, "plan": PLAN, "power_cut": False},
     "disk_full": {},
     "disk_writable": {},
     "fail_fsync": {},
@@ -182,7 +186,7 @@ def test_the_machine_s_rules_are_the_ones_its_table_names() -> None:
 def _ops_run_by(rule: str) -> set[type[Any]]:
     """The operations one call of ``rule`` runs, on a fresh machine after two adds."""
     machine: Any = machine_for()()
-    machine.add(ledger=1, data=b"y" * 150, count=2)
+    machine.add(ledger=1, data=b"y" * 150, count=2, gap=1)
     if rule == "disk_writable":
         machine.disk_full()
     before = len(machine.harness.steps)
