@@ -117,6 +117,21 @@ class KeepAll:
 
 
 @attrs.frozen
+class KillProcess:
+    """The bookie's process was killed and the machine kept running, with its page cache: the
+    restarted bookie reads every write the process had handed to the operating system, but
+    what was never fsynced is still not on the disk, and a later power cut may lose it. So a
+    recovery that relies on those bytes (skips replaying a record because its entry reads
+    back) must fsync them first. What the process held in its own memory is lost."""
+
+    def describe(self) -> str:
+        return (
+            "the process was killed; the page cache kept every write, not yet on the disk "
+            "(a later power cut may still lose what was never fsynced)"
+        )
+
+
+@attrs.frozen
 class Unknown:
     """The recorder does not know what survived: a bookie in another process ended without a
     clean shutdown (killed, or its machine lost power). The model allows anything any plan
@@ -126,4 +141,13 @@ class Unknown:
         return "the bookie ended without a clean shutdown; what survived is not known"
 
 
-CrashPlan = LoseUnsynced | KeepPrefix | TornWrite | TornSectors | KeepSubset | KeepAll | Unknown
+CrashPlan = (
+    LoseUnsynced
+    | KeepPrefix
+    | TornWrite
+    | TornSectors
+    | KeepSubset
+    | KeepAll
+    | KillProcess
+    | Unknown
+)

@@ -9,7 +9,10 @@ Three kinds of step:
 
 - requests, as a client sends them: ``add``, ``read``, ``fence``, ``delete``, ``checkpoint``;
 - background steps, which a production bookie runs on its own threads and timers and a test
-  interleaves by hand: ``journal_force`` (the group commit), ``rotate`` (start a new entry log);
+  interleaves by hand: ``journal_force`` (the group commit), ``rotate`` (start a new entry log),
+  and the phases of the group commit (``journal_write``, ``journal_sync``, ``journal_ack``)
+  and of the checkpoint (``checkpoint_flush``, ``checkpoint_persist``) as steps of their own,
+  so that requests run between them as they do between a bookie's threads;
 - the environment: ``crash`` (with a crash plan, spec/crash.py), ``restart`` (recovery),
   ``shutdown`` (clean), ``disk_full`` / ``disk_writable`` (the ledger directories run out of
   space and get it back), ``fail_fsync`` (the next fsync of the bookie fails with EIO).
@@ -201,6 +204,56 @@ class JournalForce:
     name = "journal_force"
 
 
+# The phases of the group commit and of the checkpoint are steps of their own, so that a test
+# interleaves requests with them, as a bookie's request threads run while its journal thread
+# writes and syncs. Records appended after a journal_write belong to the next group; one group
+# is written at a time (a second journal_write while one waits for its fsync does nothing).
+
+
+@operation(Kind.BACKGROUND)
+@attrs.frozen
+class JournalWrite:
+    """The group commit's first phase: take the queued journal records as a group and
+    write them, without fsync."""
+
+    name = "journal_write"
+
+
+@operation(Kind.BACKGROUND)
+@attrs.frozen
+class JournalSync:
+    """The group commit's second phase: fsync the written group; its acks wait for
+    journal_ack."""
+
+    name = "journal_sync"
+
+
+@operation(Kind.BACKGROUND)
+@attrs.frozen
+class JournalAck:
+    """The group commit's last phase: complete the acks of the groups synced, and only
+    those."""
+
+    name = "journal_ack"
+
+
+@operation(Kind.BACKGROUND)
+@attrs.frozen
+class CheckpointFlush:
+    """The checkpoint's first phase: capture the journal's durable mark, fsync the entry
+    logs, flush the index."""
+
+    name = "checkpoint_flush"
+
+
+@operation(Kind.BACKGROUND)
+@attrs.frozen
+class CheckpointPersist:
+    """The checkpoint's second phase: persist the mark checkpoint_flush captured as lastMark."""
+
+    name = "checkpoint_persist"
+
+
 @operation(Kind.BACKGROUND)
 @attrs.frozen
 class Rotate:
@@ -263,7 +316,15 @@ class FailFsync:
 
 #: The static types, one union per kind; the import checks them against the registry.
 Request = Add | Read | Fence | Delete | Checkpoint
-Background = JournalForce | Rotate
+Background = (
+    JournalForce
+    | JournalWrite
+    | JournalSync
+    | JournalAck
+    | CheckpointFlush
+    | CheckpointPersist
+    | Rotate
+)
 Environment = Crash | Restart | Shutdown | DiskFull | DiskWritable | FailFsync
 Operation = Request | Background | Environment
 

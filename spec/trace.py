@@ -35,6 +35,7 @@ from spec.crash import (
     KeepAll,
     KeepPrefix,
     KeepSubset,
+    KillProcess,
     LoseUnsynced,
     TornSectors,
     TornWrite,
@@ -49,6 +50,8 @@ from spec.operations import (
     REGISTRY,
     Add,
     Checkpoint,
+    CheckpointFlush,
+    CheckpointPersist,
     Completion,
     Crash,
     Delete,
@@ -56,7 +59,10 @@ from spec.operations import (
     DiskWritable,
     FailFsync,
     Fence,
+    JournalAck,
     JournalForce,
+    JournalSync,
+    JournalWrite,
     Operation,
     Read,
     Restart,
@@ -93,6 +99,7 @@ PLAN_KINDS: dict[str, type[CrashPlan]] = {
     "torn_sectors": TornSectors,
     "keep_subset": KeepSubset,
     "keep_all": KeepAll,
+    "kill_process": KillProcess,
     "unknown": Unknown,
 }
 
@@ -259,6 +266,8 @@ def plan_to_json(plan: CrashPlan) -> dict[str, object]:
         }
     if isinstance(plan, KeepAll):
         return {"kind": "keep_all"}
+    if isinstance(plan, KillProcess):
+        return {"kind": "kill_process"}
     if isinstance(plan, Unknown):
         return {"kind": "unknown"}
     return {"kind": "keep_subset", "indices": sorted(plan.indices)}
@@ -275,9 +284,14 @@ def _plan_from_json(value: object, path: str) -> CrashPlan:
     if kind == "keep_prefix":
         _fields(obj, ("kind", "count"), (), f"{path} ({kind})")
         return KeepPrefix(count=_int(obj["count"], f"{path}.count"))
-    if kind in ("keep_all", "unknown"):
+    if kind in ("keep_all", "kill_process", "unknown"):
         _fields(obj, ("kind",), (), f"{path} ({kind})")
-        return KeepAll() if kind == "keep_all" else Unknown()
+        simple: dict[str, CrashPlan] = {
+            "keep_all": KeepAll(),
+            "kill_process": KillProcess(),
+            "unknown": Unknown(),
+        }
+        return simple[kind]
     if kind == "torn_write":
         _fields(obj, ("kind", "keep", "sectors"), (), f"{path} ({kind})")
         return TornWrite(_int(obj["keep"], f"{path}.keep"), _int(obj["sectors"], f"{path}.sectors"))
@@ -369,6 +383,11 @@ RESULT_SHAPES: Mapping[type[Operation], ResultShape] = require_complete(
         Delete: ResultShape(),
         Checkpoint: ResultShape(),
         JournalForce: ResultShape(),
+        JournalWrite: ResultShape(),
+        JournalSync: ResultShape(),
+        JournalAck: ResultShape(),
+        CheckpointFlush: ResultShape(),
+        CheckpointPersist: ResultShape(),
         Rotate: ResultShape(),
         Crash: ResultShape(),
         Restart: ResultShape(replayed=True),

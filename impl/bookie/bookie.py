@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from impl.bookie.ack import Ack, PendingAcks
 from impl.bookie.checkpoint import Checkpointer
@@ -159,6 +159,9 @@ class Bookie:
         self._track = self._pending.track
         self._closing = False
         self._closed = False
+        #: The mark ``checkpoint_flush`` captured, until ``checkpoint_persist`` persists it
+        #: (guarded by the checkpointer's lock; a whole checkpoint or a shutdown drops it).
+        self._captured: LogMark | None = None
 
     # --- opening ----------------------------------------------------------------------
 
@@ -460,11 +463,27 @@ class Bookie:
         ``defer_acks`` (the threaded driver): the group's Acks complete when the next force
         has written its own group, before that force's fsync, or at ``journal_release_acks``
         (Journal.flush's ``defer_callbacks`` says why). They complete only once durable."""
+        return self._journal_phase(lambda journal: journal.flush(defer_callbacks=defer_acks))
+
+    def journal_write(self) -> int:
+        """The group commit's first phase as a step of its own: take the queued records as a
+        group and write them, without syncing (Journal.write_group; the driver runs the
+        phases back to back in ``journal_force``, tests interleave other steps between them).
+        Returns the records written. Failures as in ``journal_force``."""
+        return self._journal_phase(Journal.write_group)
+
+    def journal_sync(self) -> int:
+        """The group commit's second phase: sync the group ``journal_write`` wrote; its Acks
+        complete at ``journal_release_acks`` (Journal.sync_group). Returns the records made
+        durable. Failures as in ``journal_force``."""
+        return self._journal_phase(Journal.sync_group)
+
+    def _journal_phase(self, phase: Callable[[Journal], int]) -> int:
         journal = self._journal
         if journal is None or self._closed:
             return 0
         try:
-            return journal.flush(defer_callbacks=defer_acks)
+            return phase(journal)
         except Exception as exc:
             self.fail(exc)
             if isinstance(exc, BookieError):
@@ -484,29 +503,84 @@ class Bookie:
 
     def checkpoint(self) -> LogMark:
         """Capture the journal's durable mark, then force the entry logs, flush the index,
-        persist lastMark and trim old journals in that order (checkpoint.py). Returns the
-        persisted mark."""
-        journal = self._journal
-        self._require_open()
-        assert journal is not None, "open() starts the journal"
-        with self._checkpointer.lock:
-            self._require_open()
-            if self._failure is not None:
-                # After a failed fsync the page cache may hold bytes that never reach the
-                # disk: flushing the index or lastMark now could make them point at data
-                # that is gone (found by the refinement test). Only a restart goes on.
-                raise BookieIOError(
-                    f"no checkpoint after a failure ({self._failure}); restart the bookie"
-                )
-            # Capture first: every record before the mark was applied to the entry logger
-            # and the index before it was appended (both under the state lock), so flushing
-            # them afterwards covers everything the mark will claim.
-            mark = journal.durable_mark()
+        persist lastMark and trim old journals in that order (checkpoint.py): the two phases
+        below back to back, under the checkpointer's lock throughout. Returns the persisted
+        mark."""
+        with self._checkpoint_lock():
+            self._captured = None  # this checkpoint overtakes a phased one
+            mark = self._capture_mark()
             try:
-                self._checkpointer.complete(mark, journal)
+                self._checkpointer.complete(mark, self._journal)
             except (FsError, NoWritableLedgerDir, EntryLogError) as exc:
                 raise self._step_failed("the checkpoint", exc) from exc
         return mark
+
+    # The checkpoint's phases as steps of their own: the capture of the mark and the two halves
+    # of Checkpointer.complete that ``checkpoint`` runs back to back; tests interleave adds,
+    # journal forces and rotations between them, as request and journal threads run while a
+    # checkpoint does.
+
+    def checkpoint_flush(self) -> LogMark:
+        """The checkpoint's first phase: capture the journal's durable mark, then force the
+        entry logs and flush the index (everything before the mark is durable in them now).
+        The mark waits for ``checkpoint_persist``. Returns it. Failures as in ``checkpoint``."""
+        with self._checkpoint_lock():
+            return self._checkpoint_flush_locked()
+
+    def checkpoint_persist(self) -> LogMark | None:
+        """The checkpoint's second phase: persist the mark ``checkpoint_flush`` captured as
+        lastMark and trim the journals before it. Returns it; None when there is none (no
+        first phase since the last persist, or a whole checkpoint overtook it)."""
+        with self._checkpoint_lock():
+            return self._checkpoint_persist_locked()
+
+    @contextlib.contextmanager
+    def _checkpoint_lock(self) -> Iterator[None]:
+        """The checkpointer's lock, held by an open bookie that has not failed."""
+        self._require_open()
+        with self._checkpointer.lock:
+            self._require_checkpointable()
+            yield
+
+    def _capture_mark(self) -> LogMark:
+        """A checkpoint's mark, captured before it flushes anything: every record before the
+        mark was applied to the entry logger and the index before it was appended (both
+        under the state lock), so flushing them afterwards covers everything the mark will
+        claim."""
+        journal = self._journal
+        assert journal is not None, "open() starts the journal"
+        return journal.durable_mark()
+
+    def _checkpoint_flush_locked(self) -> LogMark:
+        self._captured = None
+        mark = self._capture_mark()
+        try:
+            self._checkpointer.flush_storage()
+        except (FsError, NoWritableLedgerDir, EntryLogError) as exc:
+            raise self._step_failed("the checkpoint", exc) from exc
+        self._captured = mark
+        return mark
+
+    def _checkpoint_persist_locked(self) -> LogMark | None:
+        mark, self._captured = self._captured, None
+        if mark is None:
+            return None
+        try:
+            self._checkpointer.persist(mark, self._journal)
+        except (FsError, NoWritableLedgerDir, EntryLogError) as exc:
+            raise self._step_failed("the checkpoint", exc) from exc
+        return mark
+
+    def _require_checkpointable(self) -> None:
+        """Under the checkpointer's lock: open and not failed. After a failed fsync the page
+        cache may hold bytes that never reach the disk: flushing the index or lastMark now
+        could make them point at data that is gone (found by the refinement test). Only a
+        restart goes on."""
+        self._require_open()
+        if self._failure is not None:
+            raise BookieIOError(
+                f"no checkpoint after a failure ({self._failure}); restart the bookie"
+            )
 
     def _step_failed(self, step: str, exc: Exception) -> BookieError:
         """The typed error for a background step the disk failed. Out of space: nothing was
@@ -591,6 +665,7 @@ class Bookie:
             if self._failure is None:
                 self.journal_force()
                 with self._checkpointer.lock:
+                    self._captured = None
                     self._checkpointer.complete(journal.durable_mark(), journal)
         finally:
             try:
@@ -670,6 +745,8 @@ class Bookie:
             self._log_infos.check_invariants()
             last_mark = self._checkpointer.last_mark
             assert last_mark >= self._recovery.start_mark
+            if self._captured is not None:
+                assert self._captured >= last_mark, (self._captured, last_mark)
             assert self._recovery.end_mark >= self._recovery.start_mark
             if self._journal is not None and not self._closed:
                 assert self._journal.durable_mark() >= last_mark

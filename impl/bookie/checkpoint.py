@@ -69,8 +69,13 @@ class Checkpointer:
         checkpointComplete with compact=false), and lastMark is written even when it did not
         move, because a ledger directory may lack the file. Raises what the disk raises; the
         caller holds ``lock``."""
-        assert self.lock.locked(), "complete() runs under the checkpoint lock"
-        assert mark >= self._last_mark, f"lastMark would move back: {self._last_mark} -> {mark}"
+        self.flush_storage()
+        self.persist(mark, journal)
+
+    def flush_storage(self) -> None:
+        """The checkpoint's first half, after the capture of its mark: force the entry logs,
+        then flush the index. Raises what the disk raises; the caller holds ``lock``."""
+        assert self.lock.locked(), "a checkpoint runs under the checkpoint lock"
         with self._state_lock:
             # Entry logs first: the index must never name bytes that are not durable. flush
             # forces the active log and the rotated ones (SyncThread.flush in single-log mode).
@@ -78,6 +83,13 @@ class Checkpointer:
             # Then the index: crash-consistent on its own (spec/format/ledger_index.md); it
             # now holds every key, fence and location of the records before the mark.
             self._index.flush()
+
+    def persist(self, mark: LogMark, journal: Journal | None) -> None:
+        """The checkpoint's second half, once ``flush_storage`` has made durable everything
+        before ``mark``: persist it as lastMark, then trim ``journal`` (see ``complete``).
+        Raises what the disk raises; the caller holds ``lock``."""
+        assert self.lock.locked(), "a checkpoint runs under the checkpoint lock"
+        assert mark >= self._last_mark, f"lastMark would move back: {self._last_mark} -> {mark}"
         # Only now may the journal before the mark be forgotten: persist the mark in every
         # ledger directory (the largest wins at start, so it never moves back) ...
         if journal is None or mark != self._last_mark:

@@ -197,9 +197,12 @@ class Journal:
         #: Only the oldest record's age matters to the group wait, so the clock is read
         #: once per group, not once per record.
         self._oldest_ns: int | None = None
-        #: Callbacks of the last group flushed with ``defer_callbacks``: durable, not yet
-        #: called (guarded by the flush lock).
+        #: Callbacks of the last group flushed with ``defer_callbacks`` (or synced by
+        #: ``sync_group``): durable, not yet called (guarded by the flush lock).
         self._deferred: list[OnDurable | None] = []
+        #: A group ``write_group`` wrote and ``sync_group`` has not synced yet: its callbacks
+        #: and the bytes written (guarded by the flush lock; never set by ``flush`` alone).
+        self._written: tuple[list[OnDurable | None], int] | None = None
         #: Journal.run drops explicit-LAC records below V6 (and acknowledges them).
         self._drops_lac = settings.write_version < V6
         self._error: BookieIOError | None = None
@@ -333,6 +336,12 @@ class Journal:
         Callbacks run on the flushing thread under the flush lock: they may append, not flush.
         The queue lock is held only to take the queue: appends go on during the fsync.
 
+        ``flush`` is the group commit's phases back to back (below), so a test that runs
+        them one step at a time runs this code: a group ``write_group`` wrote and no
+        ``sync_group`` synced yet is synced first; then the queue is taken and written
+        (phase one), the callbacks of the groups synced before are called (phase three of
+        those), the new group is synced (phase two) and its callbacks are called (phase three).
+
         ``defer_callbacks`` is for the threaded driver (impl/bookie/driver.py): this group's
         callbacks are kept instead of called, and the next flush calls them once it has
         written its own group, just before its fsync; ``release_deferred`` calls them when
@@ -342,36 +351,94 @@ class Journal:
         flushing thread between its write and its fsync and holding up the fsync (CPython
         hands the GIL back only when they block or after the switch interval)."""
         with self._flush_lock:
-            with self._lock:
-                records, callbacks, size_bytes = self._take_queue()
-                error = self._error
-            deferred, self._deferred = self._deferred, []
-            if error is not None:
-                _raise_first(_call_all(deferred, None), _call_all(callbacks, error))
-                raise error
-            if not records:
-                _raise_first(_call_all(deferred, None))
-                return 0
-            written_bytes = self._write(records, size_bytes, deferred, callbacks)
-            raised = _call_all(deferred, None)  # durable since the last fsync
-            self._sync(written_bytes, callbacks)
-            if defer_callbacks:
-                self._deferred = callbacks
-            else:
-                raised_now = _call_all(callbacks, None)
+            earlier = self._sync_written_locked()
+            taken = self._write_group_locked()
+            raised = self._release_deferred_locked()  # durable since the last fsync
+            if not taken:
+                _raise_first(raised)
+                return earlier
+            self._sync_written_locked()
+            if not defer_callbacks:
+                raised_now = self._release_deferred_locked()
                 raised = raised if raised is not None else raised_now
+            _raise_first(raised)
+            return earlier + taken
+
+    # The group commit's phases as steps of their own. The journal thread runs them back to
+    # back inside ``flush``; the refinement machine (tests/refinement/machine.py) runs them
+    # one step at a time and interleaves adds, fences, reads, deletes and checkpoints between
+    # them, as the driver's request threads do while the journal thread writes and syncs
+    # (its locks are free then, on purpose). Phase one takes the queue and writes it
+    # (``write_group``), phase two syncs it (``sync_group``), phase three hands out its
+    # acks (``release_deferred``, as the driver's deferred acks do).
+
+    def write_group(self) -> int:
+        """Take the queued records as a group and write them with their padding, without
+        syncing: records appended from now on belong to the next group. Returns how many
+        records the group holds; 0 when nothing is queued, or when a group written before
+        still waits for its sync (one group is in flight at a time, as under ``flush``).
+        On a failure the group and the queue fail with BookieIOError, which is raised (the
+        groups synced before are durable: their callbacks get None)."""
+        with self._flush_lock:
+            if self._written is not None:
+                return 0
+            return self._write_group_locked()
+
+    def _write_group_locked(self) -> int:
+        assert self._written is None, "a group is written while another waits for its sync"
+        with self._lock:
+            records, callbacks, size_bytes = self._take_queue()
+            error = self._error
+        if error is not None:
+            deferred, self._deferred = self._deferred, []
+            _raise_first(_call_all(deferred, None), _call_all(callbacks, error))
+            raise error
+        if not records:
+            return 0
+        try:
+            written_bytes = self._write(records, size_bytes, self._deferred, callbacks)
+        except BaseException:
+            self._deferred = []  # _write called them (durable) before failing the group
+            raise
+        self._written = (callbacks, written_bytes)
+        return len(callbacks)
+
+    def sync_group(self) -> int:
+        """Sync the group ``write_group`` wrote and advance the durable mark; its callbacks
+        are then durable and wait for ``release_deferred``. Rolls over past max_size_bytes.
+        Returns how many records became durable (0: no group was written). On a failure the
+        group and the queue fail with BookieIOError, which is raised."""
+        with self._flush_lock:
+            return self._sync_written_locked()
+
+    def _sync_written_locked(self) -> int:
+        written, self._written = self._written, None
+        if written is None:
+            return 0
+        callbacks, written_bytes = written
+        try:
+            self._sync(written_bytes, callbacks)
+            self._deferred.extend(callbacks)
             if self._position > self._settings.max_size_bytes:
                 self._open_new_file_locked()
-            _raise_first(raised)
-            return len(callbacks)
+        except BaseException:
+            # The groups synced before (this one too, when the rollover failed) are durable.
+            _raise_first(self._release_deferred_locked())
+            raise
+        return len(callbacks)
 
     def release_deferred(self) -> int:
         """Call the callbacks kept by the last ``flush(defer_callbacks=True)`` (their
         records are durable) and return how many there were."""
         with self._flush_lock:
-            deferred, self._deferred = self._deferred, []
-            _raise_first(_call_all(deferred, None))
-        return len(deferred)
+            count = len(self._deferred)
+            _raise_first(self._release_deferred_locked())
+        return count
+
+    def _release_deferred_locked(self) -> Exception | None:
+        """Call the durable callbacks kept so far; what the first that raised raised."""
+        deferred, self._deferred = self._deferred, []
+        return _call_all(deferred, None)
 
     def _write(
         self,
@@ -530,9 +597,14 @@ class Journal:
             if self._settings.write_version >= V5:
                 aligned = self._position % self._settings.alignment_bytes == 0
                 assert self._position == HEADER_SIZE or aligned, self._position
+            in_flight = 0 if self._written is None else self._written[1]
+            if self._written is not None:
+                assert self._error is None, "a failed group is not kept for its sync"
             if self._error is None and self._handle is not None:
-                # A failed write may leave bytes past the position; only a healthy file ends there.
-                assert self._handle.size() == self._position, (self._handle.size(), self._position)
+                # A failed write may leave bytes past the position; only a healthy file ends
+                # there (or at the end of the group written and not synced yet).
+                end = self._position + in_flight
+                assert self._handle.size() == end, (self._handle.size(), end)
                 assert self._position <= max(self._settings.max_size_bytes, HEADER_SIZE)
 
 

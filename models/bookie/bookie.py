@@ -53,6 +53,8 @@ from models.journal.last_mark import LastMarkModel
 from spec.operations import (
     Add,
     Checkpoint,
+    CheckpointFlush,
+    CheckpointPersist,
     Completion,
     Crash,
     Delete,
@@ -60,7 +62,10 @@ from spec.operations import (
     DiskWritable,
     FailFsync,
     Fence,
+    JournalAck,
     JournalForce,
+    JournalSync,
+    JournalWrite,
     Operation,
     Read,
     Restart,
@@ -200,6 +205,13 @@ class BookieModel:
         self.logs = EntryLogManagerModel(config.log_size_limit_bytes)
         self.marks = LastMarkModel()
         self.pending: dict[int, _Pending] = {}
+        #: Of the pending steps: those in the group a group commit's write phase took (its
+        #: sync phase makes them durable), and those synced and not yet acknowledged (the
+        #: ack phase acknowledges exactly them). The rest are queued for the next group.
+        self.written: set[int] = set()
+        self.synced: set[int] = set()
+        #: A checkpoint's first phase ran and its second has not (nor a whole checkpoint).
+        self.checkpoint_open = False
         #: "up", "crashed" (or died mid-step), "stopped" (a shutdown, clean or not: a crash may
         #: still follow it, a power cut after the process ended).
         self.status = "up"
@@ -238,7 +250,7 @@ class BookieModel:
                 f"step {index}: {op.name} while the bookie is down: restart it first"
             )
         if result.crashed:
-            notes = self._completions(index, op, completed, forces=rule.forces, lenient=True)
+            notes = self._completions(index, op, completed, rule=rule, lenient=True)
             self.interrupted = op
             if rule.interrupted is not None:
                 rule.interrupted(self, op)
@@ -254,7 +266,7 @@ class BookieModel:
             if ack.step != index or index in self.pending
         ]
         lenient = self.faulted or self.async_acks
-        notes += self._completions(index, op, acks, forces=rule.forces, lenient=lenient)
+        notes += self._completions(index, op, acks, rule=rule, lenient=lenient)
         if rule.forces and self.async_acks and result.ok and not self.faulted and self.pending:
             raise Divergence(
                 index,
@@ -310,6 +322,70 @@ class BookieModel:
     def _journal_force(self, index: int, op: JournalForce, result: Result) -> list[str]:
         failed = self._background_failed(index, op, result, {"io_error"})
         return failed if failed is not None else []  # its completions say what it did
+
+    # The phases of the group commit and of the checkpoint, as steps of their own (requests
+    # run between them as they run between a bookie's threads).
+
+    def _journal_write(self, index: int, op: JournalWrite, result: Result) -> list[str]:
+        failed = self._background_failed(index, op, result, {"io_error"})
+        if failed is not None:
+            return failed
+        if self.written:
+            return ["a group is still waiting for its fsync: nothing more is written"]
+        self.written = {step for step in self.pending if step not in self.synced}
+        self.marks.taken()
+        if not self.written:
+            return []
+        return [
+            f"the journal wrote the group of steps {sorted(self.written)} (not fsynced): what "
+            "is added from now on belongs to the next group"
+        ]
+
+    def _journal_sync(self, index: int, op: JournalSync, result: Result) -> list[str]:
+        failed = self._background_failed(index, op, result, {"io_error"})
+        if failed is not None:
+            return failed
+        group, self.written = self.written, set()
+        self.synced |= group
+        if self.marks.synced():
+            self._forced = True
+        if not group:
+            return []
+        return [
+            f"the journal fsynced the group of steps {sorted(group)}: durable now, "
+            "acknowledged at the ack phase"
+        ]
+
+    def _journal_ack(self, index: int, op: JournalAck, result: Result) -> list[str]:
+        failed = self._background_failed(index, op, result, {"io_error"})
+        return failed if failed is not None else []  # its completions say what it did
+
+    def _checkpoint_flush(self, index: int, op: CheckpointFlush, result: Result) -> list[str]:
+        failed = self._background_failed(index, op, result, {"io_error", "no_space"})
+        self.checkpoint_open = failed is None
+        if failed is not None:
+            return failed
+        if not self.logs.relaxed:
+            self.logs.checkpoint()
+        self.marks.capture_mark()
+        return [
+            "checkpoint, first phase: the journal's durable mark captured, then the entry "
+            "logs fsynced and the index flushed; lastMark does not move until the second phase"
+        ]
+
+    def _checkpoint_persist(self, index: int, op: CheckpointPersist, result: Result) -> list[str]:
+        failed = self._background_failed(index, op, result, {"io_error", "no_space"})
+        was_open, self.checkpoint_open = self.checkpoint_open, False
+        if failed is not None:
+            return failed
+        if not was_open:
+            return ["checkpoint, second phase, with no first phase pending: nothing to persist"]
+        self._persisted = True
+        self.marks.persist_captured()
+        return [
+            "checkpoint, second phase: lastMark persisted at the mark the first phase "
+            "captured; journals before it may go"
+        ]
 
     # --- requests ------------------------------------------------------------------------
 
@@ -418,13 +494,29 @@ class BookieModel:
             allowed.add("io_error")
         observed = _answer(result)
         _check_answer(index, f"fence {op.ledger}", observed, allowed, result.describe())
+        # A fence of a ledger whose fence is still in flight shares that fence's record and
+        # ack (no new record): it joins its group.
+        joined = next(
+            (
+                step
+                for step, pending in self.pending.items()
+                if pending.kind == "fence" and pending.ledger == op.ledger
+            ),
+            None,
+        )
         if observed in ("pending", "ok") and not already:
             self._admitted(op.ledger, add=False)
             new_key = op.ledger not in self.ledgers.ledgers
             self.ledgers.fence(op.ledger, op.key)
-            self.marks.appended(2 if new_key else 1)
+            if joined is None or self.async_acks:
+                self.marks.appended(2 if new_key else 1)
         if observed == "pending" or (observed == "ok" and not already):
             self.pending[index] = _Pending("fence", op.ledger, -1)
+            if joined is not None and not self.async_acks:
+                if joined in self.written:
+                    self.written.add(index)
+                if joined in self.synced:
+                    self.synced.add(index)
             return [
                 f"fence {op.ledger} accepted: adds to it are refused from now on; the "
                 "fence record is queued for the journal (not durable yet)"
@@ -500,6 +592,7 @@ class BookieModel:
 
     def _checkpoint(self) -> list[str]:
         covered = self.marks.journal_only
+        self.checkpoint_open = False  # a whole checkpoint overtakes a phased one
         if not self.logs.relaxed:
             self.logs.checkpoint()
         self.marks.checkpointed()
@@ -517,13 +610,15 @@ class BookieModel:
         op: Operation,
         completed: Sequence[Completion],
         *,
-        forces: bool,
+        rule: StepRule,
         lenient: bool,
     ) -> list[str]:
         """Acks that completed during a step. Normally exactly the forcing steps (``forces``:
-        a journal force, a shutdown) complete every pending ack, all ok; after a fault, or in
-        a step a crash interrupted, any of them may complete (with io_error only after a
+        a journal force, a shutdown) complete every pending ack, and the ack phase of a
+        group commit run as steps exactly the synced ones, all ok; after a fault, or in a
+        step a crash interrupted, any of them may complete (with io_error only after a
         fault)."""
+        forces = rule.forces
         seen = [done.step for done in completed]
         if len(set(seen)) != len(seen):
             raise Divergence(index, f"an ack completed twice: {seen}")
@@ -539,19 +634,22 @@ class BookieModel:
             done.error for done in completed if done.error is not None and done not in refused
         ]
         if not lenient:
-            expected = sorted(self.pending) if forces else []
+            due = set(self.pending) if forces else self.synced if rule.acks_synced else set()
+            expected = sorted(due)
             if sorted(seen) != expected or errors:
                 raise Divergence(
                     index,
                     f"{op.name} completed acks {sorted(seen)} (errors: "
                     f"{errors}); expected exactly {expected}, all ok",
                 )
-            self._forced = self._forced or (forces and self.marks.queued > 0)
+            self._forced = self._forced or (forces and self.marks.unforced() > 0)
         elif errors and not self.faulted:
             raise Divergence(index, f"acks failed ({errors}) though no fault was injected")
         acked = 0
         for done in completed:
             pending = self.pending.pop(done.step)
+            self.written.discard(done.step)
+            self.synced.discard(done.step)
             if pending.deferred is not None:
                 self._answered_later(index, done, pending)
                 if done.error is not None:
@@ -569,8 +667,10 @@ class BookieModel:
                 self.ledgers.fail_add(pending.ledger, pending.entry)
             else:
                 self.ledgers.fail_fence(pending.ledger)
-        if forces or completed:
+        if forces or (completed and not rule.acks_synced):
             self.marks.forced(acked)
+        else:
+            self.marks.acknowledged(acked)
         if acked:
             return [
                 f"the journal fsync made {acked} add(s)/fence(s) durable and they are "
@@ -630,6 +730,7 @@ class BookieModel:
         return self._stop(clean=result.error is None and not self.faulted)
 
     def _stop(self, *, clean: bool) -> list[str]:
+        self.checkpoint_open = False
         if clean:
             self.logs.checkpoint()
             self.marks.checkpointed()
@@ -712,6 +813,9 @@ class BookieModel:
         may not survive, and the outcomes a restart is checked against are taken now."""
         self.ledgers.crash()
         self.pending.clear()
+        self.written.clear()
+        self.synced.clear()
+        self.checkpoint_open = False
         self.outcomes = self.crash_outcomes()
         self.marks.stopped(clean=clean)
         self.status = "stopped" if clean else "crashed"
@@ -1086,7 +1190,10 @@ class BookieModel:
         self.marks.check_invariants()
         assert self.status in ("up", "crashed", "stopped"), self.status
         if not self.up:
-            assert not self.pending
+            assert not self.pending and not self.checkpoint_open
+        assert self.written <= set(self.pending), (self.written, sorted(self.pending))
+        assert self.synced <= set(self.pending), (self.synced, sorted(self.pending))
+        assert not self.written & self.synced, (self.written, self.synced)
         for pending in self.pending.values():
             ledger = self.ledgers.ledgers.get(pending.ledger)
             if pending.kind == "add" and ledger is not None and pending.deferred is None:
@@ -1106,6 +1213,8 @@ class StepRule:
       ``handle`` runs whatever the bookie's status, and nothing else runs;
     - ``forces``: the step forces the journal, so it completes every pending ack, all ok,
       unless a fault is active (a journal force, a clean shutdown);
+    - ``acks_synced``: the step completes exactly the acks of the groups synced (the ack
+      phase of a group commit run as steps);
     - ``interrupted(model, op)``: what the step may have done when a crash cut it short
       (None: nothing that outlives the crash);
     - ``then(model, index, op, result)``: applied after the step's completions (a shutdown
@@ -1115,6 +1224,7 @@ class StepRule:
     handle: _Handle
     lifecycle: bool = False
     forces: bool = False
+    acks_synced: bool = False
     interrupted: Callable[[BookieModel, Any], None] | None = None
     then: _Handle | None = None
 
@@ -1128,6 +1238,11 @@ STEP_RULES: Mapping[type[Any], StepRule] = require_complete(
         Delete: StepRule(BookieModel._delete_ledger, interrupted=BookieModel._interrupted_delete),
         Checkpoint: StepRule(BookieModel._checkpoint_step),
         JournalForce: StepRule(BookieModel._journal_force, forces=True),
+        JournalWrite: StepRule(BookieModel._journal_write),
+        JournalSync: StepRule(BookieModel._journal_sync),
+        JournalAck: StepRule(BookieModel._journal_ack, acks_synced=True),
+        CheckpointFlush: StepRule(BookieModel._checkpoint_flush),
+        CheckpointPersist: StepRule(BookieModel._checkpoint_persist),
         Rotate: StepRule(BookieModel._rotate),
         Crash: StepRule(BookieModel._crash, lifecycle=True),
         Restart: StepRule(BookieModel._restart, lifecycle=True),

@@ -99,6 +99,7 @@ from spec.crash import (
     KeepAll,
     KeepPrefix,
     KeepSubset,
+    KillProcess,
     LoseUnsynced,
     TornSectors,
     TornWrite,
@@ -352,6 +353,8 @@ def _survivors(ops: list[_Op], plan: CrashPlan) -> list[_Op]:
         return [op for index, op in enumerate(ops) if index in plan.indices]
     if isinstance(plan, KeepAll):
         return ops
+    if isinstance(plan, KillProcess):
+        raise ValueError("a process kill keeps the page cache: SimDisk.crash handles it")
     if isinstance(plan, Unknown):
         raise ValueError(
             "the Unknown crash plan (what survived is not known) is a recorder's; a simulated "
@@ -1003,7 +1006,12 @@ class SimDisk:
 
     def crash(self, plan: CrashPlan) -> None:
         """Die: keep the durable state plus what ``plan`` keeps of the pending list, then
-        come back up with no pending operation and every old handle invalid."""
+        come back up with no pending operation and every old handle invalid. Under
+        KillProcess only the handles die: the page cache (every pending operation) is kept,
+        for a later crash to keep or lose."""
+        if isinstance(plan, KillProcess):
+            self.kill_process()
+            return
         for op in _survivors(list(self._pending.values()), plan):
             _apply(self._dur, op)
         self._dur = _reachable_copy(self._dur)
@@ -1018,6 +1026,16 @@ class SimDisk:
         for parts, capacity_bytes in self._capacity.items():
             self._allowance[parts] = capacity_bytes
         self._refresh_allowances()
+
+    def kill_process(self) -> None:
+        """The process using the disk died and the machine did not: every handle is invalid,
+        files kept alive only by a handle are gone, and the rest stays as it is (what reads
+        see, what is durable, what is pending)."""
+        held = list(self._open)
+        self._open.clear()
+        self._generation += 1
+        for ino in held:
+            self._collect(ino)
 
     # --- helpers for tests -----------------------------------------------------------------
 

@@ -2,9 +2,12 @@
 let the model judge every crash state as a trace.
 
 The workload is a list of spec/operations.py steps: adds across three ledgers with tiny entry
-logs so they rotate, journal forces every few adds, a fence of ledger 3 halfway with a
-wrong-key add and fence right after it, explicit rotations, a checkpoint every eight adds, a
-final force and a clean shutdown. It runs once through the refinement harness
+logs so they rotate, journal forces every few adds (every other one as its phases: write,
+an add, sync, an add, acks), a fence of ledger 3 halfway with a wrong-key add and fence right
+after it, explicit rotations, a checkpoint every eight adds (every other one as its phases,
+with adds and a force between its flush and its persist of lastMark), a final force and a
+clean shutdown. So the machine also dies inside each phase while requests interleave with
+them. It runs once through the refinement harness
 (proofs/harness/refinement.py: ``Refinement`` over ``InProcessBookie``), so the model and the
 PropertyMonitor of spec/properties.py judge every step of it, and the harness counts the
 file-system operations of each step.
@@ -71,9 +74,14 @@ from spec.crash import CrashPlan
 from spec.operations import (
     Add,
     Checkpoint,
+    CheckpointFlush,
+    CheckpointPersist,
     Crash,
     Fence,
+    JournalAck,
     JournalForce,
+    JournalSync,
+    JournalWrite,
     Operation,
     Restart,
     Rotate,
@@ -122,20 +130,33 @@ def workload(seed: int, adds: int) -> list[Operation]:
     rng = random.Random(seed)
     next_entry = {1: 0, 2: 0, 3: 0}
     ops: list[Operation] = []
+    #: Phases of a group commit or a checkpoint still to run, one after each of the next adds.
+    phases: list[Operation] = []
     for number in range(1, adds + 1):
         ledger = 1 + number % 3 if number < adds // 2 else 1 + number % 2
         ops.append(Add(ledger, next_entry[ledger], KEY, rng.randbytes(rng.randrange(0, 200))))
         next_entry[ledger] += 1
+        if phases:
+            ops.append(phases.pop(0))
         if number % 3 == 0:
-            ops.append(JournalForce())
+            if number % 6 == 3 and not phases:
+                # A group commit phase by phase, an add between each phase and the next.
+                ops.append(JournalWrite())
+                phases = [JournalSync(), JournalAck()]
+            else:
+                ops.append(JournalForce())
         if number == adds // 2:
             ops += [Fence(3, KEY), JournalForce()]
             ops += [Add(1, WORKLOAD_WRONG_KEY_ENTRY, WRONG_KEY, b"x"), Fence(1, WRONG_KEY)]
         if number % 7 == 0:
             ops.append(Rotate())
-        if number % 8 == 0:
+        if number % 16 == 8 and not phases:
+            # A checkpoint phase by phase, with adds and a group commit between its phases.
+            ops += [JournalForce(), CheckpointFlush()]
+            phases = [JournalForce(), CheckpointPersist()]
+        elif number % 8 == 0:
             ops += [JournalForce(), Checkpoint()]
-    ops += [JournalForce(), Shutdown()]
+    ops += [*phases, JournalForce(), Shutdown()]
     return ops
 
 

@@ -63,6 +63,8 @@ from spec.operations import (
     PENDING,
     Add,
     Checkpoint,
+    CheckpointFlush,
+    CheckpointPersist,
     Completion,
     Crash,
     Delete,
@@ -70,7 +72,10 @@ from spec.operations import (
     DiskWritable,
     FailFsync,
     Fence,
+    JournalAck,
     JournalForce,
+    JournalSync,
+    JournalWrite,
     Operation,
     Read,
     Restart,
@@ -387,6 +392,26 @@ class InProcessBookie:
         self._bookie().journal_force()
         return OK
 
+    def _journal_write(self, _index: int, _op: JournalWrite) -> Result:
+        self._bookie().journal_write()
+        return OK
+
+    def _journal_sync(self, _index: int, _op: JournalSync) -> Result:
+        self._bookie().journal_sync()
+        return OK
+
+    def _journal_ack(self, _index: int, _op: JournalAck) -> Result:
+        self._bookie().journal_release_acks()
+        return OK
+
+    def _checkpoint_flush(self, _index: int, _op: CheckpointFlush) -> Result:
+        self._bookie().checkpoint_flush()
+        return OK
+
+    def _checkpoint_persist(self, _index: int, _op: CheckpointPersist) -> Result:
+        self._bookie().checkpoint_persist()
+        return OK
+
     def _rotate(self, _index: int, _op: Rotate) -> Result:
         self._bookie().rotate_log()
         return OK
@@ -452,6 +477,11 @@ IN_PROCESS: Mapping[type[Any], InProcessRun] = require_complete(
         Delete: InProcessRun(InProcessBookie._delete),
         Checkpoint: InProcessRun(InProcessBookie._checkpoint),
         JournalForce: InProcessRun(InProcessBookie._journal_force),
+        JournalWrite: InProcessRun(InProcessBookie._journal_write),
+        JournalSync: InProcessRun(InProcessBookie._journal_sync),
+        JournalAck: InProcessRun(InProcessBookie._journal_ack),
+        CheckpointFlush: InProcessRun(InProcessBookie._checkpoint_flush),
+        CheckpointPersist: InProcessRun(InProcessBookie._checkpoint_persist),
         Rotate: InProcessRun(InProcessBookie._rotate),
         Crash: InProcessRun(InProcessBookie._crash, needs_bookie=False),
         Restart: InProcessRun(InProcessBookie._restart, needs_bookie=False),

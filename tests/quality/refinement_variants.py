@@ -418,3 +418,52 @@ class CarryOnAfterAddFlushFailureBookie(Bookie):
         except BookieIOError:
             self._failure = before  # forget the failure this add recorded
             raise
+
+
+# --- 15. races with the group commit and the checkpoint (the phases as steps) -----------------
+
+
+class _JournalAckingWhatArrivedDuringItsFsync(Journal):
+    """A journal whose sync hands out, beside its group's callbacks, those of the records
+    appended while it was syncing (as if everything appended before its fsync returned were
+    covered by it). Their records stay queued for the next group: the callbacks are
+    replaced by None there, so the queue keeps one per record."""
+
+    def _sync(self, written_bytes: int, callbacks: list[OnDurable | None]) -> None:
+        super()._sync(written_bytes, callbacks)
+        with self._lock:
+            late, self._callbacks = self._callbacks, [None] * len(self._callbacks)
+        callbacks.extend(late)
+
+
+class AckAppendsDuringTheFsyncBookie(Bookie):
+    """Acknowledges, with a group, the adds and fences appended while the group was being
+    fsynced. The journal thread syncs with its locks free, so request threads append then;
+    a group commit that takes "what is queued now" at the end of its fsync (rather than what
+    it took before its write) acknowledges records no fsync covered. How it loses data: a
+    crash before the next group's fsync drops them, and their client has the ack (property 1).
+    Invisible to a harness that runs the group commit as one step: only with the phases as
+    steps does an add land between the write and the sync."""
+
+    def _start_journal(self, clock: Clock) -> None:
+        settings = journal_settings_from_config(self._config)
+        journal = _JournalAckingWhatArrivedDuringItsFsync(
+            self._fs, self._layout.journal_dir, settings, clock
+        )
+        journal.open_new_file()
+        self._journal = journal
+
+
+class CheckpointCapturingItsMarkLateBookie(Bookie):
+    """A checkpoint that reads the journal's durable mark when it persists lastMark, after it
+    flushed the entry logs and the index, instead of before that flush. How it loses data:
+    records made durable in the journal between the flush and the persist are covered by the
+    mark, but their entries were added after the flush (unsynced in the entry log, absent
+    from the flushed index); a crash then replays from past them, and acknowledged entries are
+    gone (property 1). A checkpoint run as one step never shows it (nothing runs between its
+    flush and its persist); the maintenance thread's does, while the journal thread forces."""
+
+    def _checkpoint_persist_locked(self) -> LogMark | None:
+        if self._captured is not None:
+            self._captured = self._capture_mark()
+        return super()._checkpoint_persist_locked()

@@ -167,8 +167,13 @@ def test_the_unchanged_bookie_passes_the_profile() -> None:
 # --- 1. acknowledging before the journal fsync -----------------------------------------------
 
 
+#: The phases of a group commit as steps show an ack before the fsync at once: the acks come
+#: at the sync phase, where the in-process schedule completes none.
+EARLY_ACK = "journal_sync completed acks"
+
+
 def test_catches_acknowledging_between_journal_write_and_fsync() -> None:
-    _assert_caught(rv.AckBeforeJournalFsyncBookie.open, *LOSS)
+    _assert_caught(rv.AckBeforeJournalFsyncBookie.open, EARLY_ACK, *LOSS)
 
 
 def test_catches_acknowledging_at_journal_append(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -313,7 +318,7 @@ def test_catches_reads_that_miss_the_write_buffer(monkeypatch: pytest.MonkeyPatc
 
 
 def test_catches_acknowledging_part_of_a_group_before_its_fsync() -> None:
-    _assert_caught(rv.AckPartOfAGroupBeforeFsyncBookie.open, *LOSS)
+    _assert_caught(rv.AckPartOfAGroupBeforeFsyncBookie.open, EARLY_ACK, *LOSS)
 
 
 # --- 7. bytes below the counters: the disk check ---------------------------------------------
@@ -377,3 +382,14 @@ def test_catches_carrying_on_after_an_add_flush_failure() -> None:
     with pytest.raises(RefinementFailure, match=r"disk: entry log 0 .* is sealed, but its"):
         for op in ops:
             bad.run(op)
+
+
+# --- 15. races with the group commit and the checkpoint ----------------------------------------
+
+
+def test_catches_acknowledging_appends_made_during_the_group_s_fsync() -> None:
+    _assert_caught(rv.AckAppendsDuringTheFsyncBookie.open, "journal_ack completed acks", *LOSS)
+
+
+def test_catches_a_checkpoint_capturing_its_mark_after_its_flush() -> None:
+    _assert_caught(rv.CheckpointCapturingItsMarkLateBookie.open, "its first phase captured", *LOSS)

@@ -3,8 +3,10 @@ every operation, background step and fault, and the harness compares bkref's Boo
 model after each step.
 
 Biases, because they pay: a handful of ledgers reused across the run (bundles of adds to the
-same ledgers), entry logs of 1400 bytes and payloads half of them large, so that a few adds
-rotate them, a crash right after a whole checkpoint, crash plans drawn as
+same ledgers), the group commit's and the checkpoint's phases as steps with adds between them
+(races with the journal and maintenance threads), a process kill that keeps the page cache
+followed by a power cut, entry logs of 1400 bytes and payloads half of them large, so that a
+few adds rotate them, a crash right after a whole checkpoint, crash plans drawn as
 data (so a failure shrinks to a small plan), crashes in the middle of a step (after a drawn
 number of file-system operations: a crash during a checkpoint, a rotation, a journal force, a
 recovery), and long runs in the deep profile.
@@ -35,17 +37,30 @@ from hypothesis.stateful import (
 from impl.bookie.bookie import Bookie
 from models.entrylog.manager import RECORD_OVERHEAD_BYTES
 from proofs.harness.refinement import SMALL_SETTINGS, InProcessBookie, Refinement
-from spec.crash import CrashPlan, KeepAll, KeepPrefix, KeepSubset, LoseUnsynced, TornWrite
+from spec.crash import (
+    CrashPlan,
+    KeepAll,
+    KeepPrefix,
+    KeepSubset,
+    KillProcess,
+    LoseUnsynced,
+    TornWrite,
+)
 from spec.operations import (
     Add,
     Checkpoint,
+    CheckpointFlush,
+    CheckpointPersist,
     Crash,
     Delete,
     DiskFull,
     DiskWritable,
     FailFsync,
     Fence,
+    JournalAck,
     JournalForce,
+    JournalSync,
+    JournalWrite,
     Operation,
     Read,
     Restart,
@@ -71,6 +86,7 @@ def key_of(ledger: int) -> bytes:
 crash_plans: st.SearchStrategy[CrashPlan] = st.one_of(
     st.just(LoseUnsynced()),
     st.just(KeepAll()),  # kill -9: the process dies, the page cache reaches the disk
+    st.just(KillProcess()),  # kill -9, the page cache kept but not on the disk yet
     st.builds(KeepPrefix, st.integers(0, 40)),
     st.builds(TornWrite, st.integers(0, 40), st.integers(0, 3)),
     st.builds(KeepSubset, st.frozensets(st.integers(0, 40), max_size=12)),
@@ -303,12 +319,139 @@ def machine_for(opener: Callable[..., Bookie] = Bookie.open) -> type[RuleBasedSt
             self._run(Rotate(), at)
             self._maybe_crashed(plan)
 
+        # --- the phases of the group commit and the checkpoint ----------------------------
+        # A bookie's request threads add, fence, read and delete while its journal thread
+        # writes and fsyncs a group and while its maintenance thread checkpoints (the locks
+        # are free then, on purpose). Each phase is a step of its own, so Hypothesis
+        # interleaves every other rule between them and a race shrinks like any failure.
+
+        @precondition(lambda self: self.up)
+        @rule()
+        def journal_write(self) -> None:
+            self._run(JournalWrite())
+
+        @precondition(lambda self: self.up)
+        @rule()
+        def journal_sync(self) -> None:
+            self._run(JournalSync())
+
+        @precondition(lambda self: self.up)
+        @rule()
+        def journal_ack(self) -> None:
+            self._run(JournalAck())
+
+        @precondition(lambda self: self.up)
+        @rule()
+        def checkpoint_flush(self) -> None:
+            self._run(CheckpointFlush())
+
+        @precondition(lambda self: self.up)
+        @rule()
+        def checkpoint_persist(self) -> None:
+            self._run(CheckpointPersist())
+
+        @precondition(lambda self: self.up)
+        @rule(
+            ledger=ledgers,
+            data=payloads,
+            before=st.integers(0, 4),
+            during=st.integers(0, 4),
+            at=crash_points,
+            plan=crash_plans,
+            crash_after=st.booleans(),
+        )
+        def group_commit_with_adds_between_its_phases(
+            self,
+            ledger: int,
+            data: bytes,
+            before: int,
+            during: int,
+            at: int | None,
+            plan: CrashPlan,
+            crash_after: bool,
+        ) -> None:
+            """A group commit phase by phase, with adds between its write and its fsync and
+            between its fsync and its acks: those adds belong to the next group, and an ack
+            for one of them now would be an ack before its fsync. Maybe a crash in the fsync,
+            or right after the acks."""
+            self._run(JournalWrite())
+            for number in range(before):
+                self._add(self._ledger(ledger + number % 2), data)
+            self._run(JournalSync(), at)
+            if self.harness.model.interrupted is not None:
+                event("crash inside a group commit's fsync, adds appended during it")
+                self._maybe_crashed(plan)
+                return
+            for number in range(during):
+                self._add(self._ledger(ledger + number % 2), data)
+            self._run(JournalAck())
+            if crash_after and self.up:
+                event("crash after a group commit with adds between its phases")
+                self._crash_and_restart(plan, None)
+
+        @precondition(lambda self: self.up)
+        @rule(
+            ledger=ledgers,
+            data=payloads,
+            count=st.integers(0, 4),
+            force=st.booleans(),
+            rotate=st.booleans(),
+            at=crash_points,
+            plan=crash_plans,
+            crash_after=st.booleans(),
+        )
+        def checkpoint_with_adds_between_its_phases(
+            self,
+            ledger: int,
+            data: bytes,
+            count: int,
+            force: bool,
+            rotate: bool,
+            at: int | None,
+            plan: CrashPlan,
+            crash_after: bool,
+        ) -> None:
+            """A checkpoint phase by phase, with adds, a group commit and a rotation between
+            its flush and its persist of lastMark: the mark it persists must be the one it
+            captured before the flush, or replay skips records whose entries were never
+            flushed. Maybe a crash in the persist, or right after it."""
+            self._run(CheckpointFlush())
+            for number in range(count):
+                self._add(self._ledger(ledger + number % 2), data)
+            if force and self.up:
+                self._run(JournalForce())
+            if rotate and self.up:
+                self._run(Rotate())
+            if not self.up:
+                return
+            self._run(CheckpointPersist(), at)
+            if self.harness.model.interrupted is not None:
+                event("crash inside a checkpoint's persist, adds made durable after its flush")
+                self._maybe_crashed(plan)
+            elif crash_after and self.up:
+                event("crash after a checkpoint with adds between its phases")
+                self._crash_and_restart(plan, None)
+
         # --- the environment ------------------------------------------------------------
 
         @precondition(lambda self: self.up)
         @rule(plan=crash_plans, restart_crash=st.none() | st.integers(0, 30))
         def crash(self, plan: CrashPlan, restart_crash: int | None) -> None:
             self._crash_and_restart(plan, restart_crash)
+
+        @precondition(lambda self: self.up)
+        @rule(plan=crash_plans)
+        def process_killed_then_power_cut(self, plan: CrashPlan) -> None:
+            """The process is killed (the machine keeps its page cache), restarts, and then
+            the power goes: whatever the restarted bookie relied on from the dead process's
+            unsynced writes (an entry that read back, so replay skipped its record) must
+            have been made durable by its recovery."""
+            event("a power cut after a process kill and a restart")
+            self._run(Crash(KillProcess()))
+            self._run(Restart())
+            if self.up:
+                self._run(Crash(plan))
+                self._run(Restart())
 
         @precondition(lambda self: self.up)
         @rule(at=crash_points, plan=crash_plans, power_cut=st.booleans())
@@ -379,15 +522,29 @@ PRODUCERS: Mapping[type[Operation], tuple[str, ...]] = require_complete(
             "new_ledger",
             "add_then_crash",
             "add_with_wrong_key",
+            "group_commit_with_adds_between_its_phases",
+            "checkpoint_with_adds_between_its_phases",
         ),
         Read: ("read", "healthy_stretch"),
         Fence: ("fence",),
         Delete: ("delete",),
         Checkpoint: ("checkpoint", "checkpoint_then_crash", "fsync_failure_in_checkpoint"),
-        JournalForce: ("journal_force", "healthy_stretch"),
-        Rotate: ("rotate",),
+        JournalForce: (
+            "journal_force",
+            "healthy_stretch",
+            "checkpoint_with_adds_between_its_phases",
+        ),
+        JournalWrite: ("journal_write", "group_commit_with_adds_between_its_phases"),
+        JournalSync: ("journal_sync", "group_commit_with_adds_between_its_phases"),
+        JournalAck: ("journal_ack", "group_commit_with_adds_between_its_phases"),
+        CheckpointFlush: ("checkpoint_flush", "checkpoint_with_adds_between_its_phases"),
+        CheckpointPersist: ("checkpoint_persist", "checkpoint_with_adds_between_its_phases"),
+        Rotate: ("rotate", "checkpoint_with_adds_between_its_phases"),
         Crash: (
             "crash",
+            "process_killed_then_power_cut",
+            "group_commit_with_adds_between_its_phases",
+            "checkpoint_with_adds_between_its_phases",
             "checkpoint_then_crash",
             "fsync_failure_in_checkpoint",
             "add_then_crash",
@@ -397,7 +554,14 @@ PRODUCERS: Mapping[type[Operation], tuple[str, ...]] = require_complete(
             "rotate",
             "shutdown_and_restart",
         ),
-        Restart: ("crash", "checkpoint_then_crash", "shutdown_and_restart"),
+        Restart: (
+            "crash",
+            "process_killed_then_power_cut",
+            "checkpoint_then_crash",
+            "shutdown_and_restart",
+            "group_commit_with_adds_between_its_phases",
+            "checkpoint_with_adds_between_its_phases",
+        ),
         Shutdown: ("shutdown_and_restart",),
         DiskFull: ("disk_full",),
         DiskWritable: ("disk_writable",),

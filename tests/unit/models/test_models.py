@@ -17,7 +17,11 @@ from spec.operations import (
     Add,
     Completion,
     Crash,
+    Fence,
+    JournalAck,
     JournalForce,
+    JournalSync,
+    JournalWrite,
     Read,
     Restart,
     Result,
@@ -138,6 +142,28 @@ def test_the_mark_rules_flag_each_way_of_moving_wrongly() -> None:
     assert any("#2087" in problem for problem in not_advanced)
 
 
+def test_a_phased_checkpoint_persists_the_mark_its_first_phase_captured() -> None:
+    marks = LastMarkModel()
+    look = {"strict": True, "forced": False, "persisted": False}
+    assert marks.check("restart", last_mark=(1, 0), journal_mark=(1, 512), **look) == []
+    marks.capture_mark()
+    assert marks.check("checkpoint_flush", last_mark=(1, 0), journal_mark=(1, 512), **look) == []
+    marks.appended(1)
+    marks.taken()
+    assert marks.synced()
+    marks.persist_captured()
+    moved = {"strict": True, "forced": True, "persisted": True}
+    late = marks.check("checkpoint_persist", last_mark=(1, 1024), journal_mark=(1, 1024), **moved)
+    assert any("its first phase captured" in problem for problem in late)
+    # A force between the capture and the look hides the captured mark: no judgement then.
+    marks.capture_mark()
+    marks.appended(1)
+    marks.forced(1)
+    marks.persist_captured()
+    assert marks.persisting is None
+    marks.check_invariants()
+
+
 # --- the bookie model ----------------------------------------------------------------------
 
 
@@ -183,3 +209,38 @@ def test_a_request_while_the_bookie_is_down_is_a_usage_error() -> None:
     model.step(0, Crash(LoseUnsynced()), OK, ())
     with pytest.raises(ModelUsageError, match="restart it first"):
         model.step(1, Read(1, 0), failed("no_ledger"), ())
+
+
+def test_the_ack_phase_acknowledges_exactly_the_synced_group() -> None:
+    """In process, adds appended after a group commit's write belong to the next group: an
+    ack for one of them at the ack phase is an ack before its fsync."""
+    model = _model()
+    model.step(0, Add(1, 0, b"k", b"x"), PENDING, ())
+    model.step(1, JournalWrite(), OK, ())
+    model.step(2, Add(1, 1, b"k", b"y"), PENDING, ())
+    model.step(3, Fence(1, b"k"), PENDING, ())
+    with pytest.raises(Divergence, match="expected exactly"):
+        model.step(4, JournalSync(), OK, (Completion(0),))  # acks wait for their phase
+    model = _model()
+    model.step(0, Add(1, 0, b"k", b"x"), PENDING, ())
+    model.step(1, JournalWrite(), OK, ())
+    model.step(2, Add(1, 1, b"k", b"y"), PENDING, ())
+    model.step(3, JournalSync(), OK, ())
+    assert model.synced == {0} and model.written == set()
+    with pytest.raises(Divergence, match=r"completed acks \[0, 2\].*expected exactly \[0\]"):
+        model.step(4, JournalAck(), OK, (Completion(0), Completion(2)))
+    model.step(4, JournalAck(), OK, (Completion(0),))
+    assert model.crash_outcomes().must_entries == ((1, 0, b"x"),)
+    model.check_invariants()
+
+
+def test_a_fence_while_the_same_fence_is_in_flight_joins_its_group() -> None:
+    model = _model()
+    model.step(0, Fence(1, b"k"), PENDING, ())
+    model.step(1, JournalWrite(), OK, ())
+    model.step(2, Fence(1, b"k"), PENDING, ())  # the same record and ack as step 0's
+    assert model.written == {0, 2}
+    model.step(3, JournalSync(), OK, ())
+    model.step(4, JournalAck(), OK, (Completion(0), Completion(2)))
+    assert model.marks.unforced() == 0
+    model.check_invariants()

@@ -393,6 +393,57 @@ def test_last_mark_never_moves_back_across_restarts() -> None:
     assert marks[-1] > marks[0]
 
 
+# --- the phases as steps ---------------------------------------------------------------------
+
+
+def test_a_phased_checkpoint_persists_the_mark_it_captured_before_its_flush() -> None:
+    """Adds forced between the checkpoint's flush and its persist are after the mark it
+    persists: a crash then replays them (their entries were not flushed)."""
+    disk = SimDisk()
+    bookie = open_bookie(disk)
+    add_and_ack(bookie, 1, 0, body(1, 0))
+    captured = bookie.checkpoint_flush()
+    assert bookie.last_mark < captured
+    add_and_ack(bookie, 1, 1, body(1, 1))  # forced after the flush
+    assert bookie.journal_release_acks() == 0
+    bookie.check_invariants()
+    assert bookie.checkpoint_persist() == captured
+    assert bookie.last_mark == captured
+    assert bookie.inspect().journal_mark > captured
+    assert bookie.checkpoint_persist() is None, "one persist per flush"
+    bookie = restart(disk)
+    assert bookie.recovery.records_replayed == 1
+    assert bookie.read_entry(LedgerId(1), EntryId(1)) == body(1, 1)
+
+
+def test_a_whole_checkpoint_overtakes_a_phased_one() -> None:
+    disk = SimDisk()
+    bookie = open_bookie(disk)
+    add_and_ack(bookie, 1, 0, body(1, 0))
+    bookie.checkpoint_flush()
+    add_and_ack(bookie, 1, 1, body(1, 1))
+    whole = bookie.checkpoint()
+    assert bookie.checkpoint_persist() is None
+    assert bookie.last_mark == whole
+
+
+def test_the_group_commit_phases_acknowledge_only_their_group() -> None:
+    disk = SimDisk()
+    bookie = open_bookie(disk)
+    first = bookie.add_entry(LedgerId(1), EntryId(0), KEY, body(1, 0))
+    assert bookie.journal_write() == 2  # the key record and the entry
+    second = bookie.add_entry(LedgerId(1), EntryId(1), KEY, body(1, 1))
+    fence = bookie.fence(LedgerId(2), KEY)
+    assert bookie.journal_sync() == 2
+    assert not first.done, "acks come at their own phase"
+    assert bookie.journal_release_acks() == 2
+    assert first.done and first.error is None
+    assert not second.done and not fence.done
+    bookie.check_invariants()
+    bookie.journal_force()
+    assert second.done and fence.done
+
+
 def test_checkpoint_trims_old_journals() -> None:
     disk = SimDisk()
     clock = ManualClock()

@@ -633,6 +633,95 @@ def test_a_failed_write_still_acknowledges_the_durable_deferred_group() -> None:
     assert isinstance(acks.got[1][1], BookieIOError)
 
 
+# --- the group commit's phases as steps -------------------------------------------------------
+
+
+def test_the_phases_commit_the_group_taken_and_only_it() -> None:
+    """Records appended after write_group belong to the next group: sync_group makes only the
+    group durable, release_deferred acknowledges only it, and the durable mark moves only at
+    the sync."""
+    disk = new_disk()
+    journal, _ = _journal(disk)
+    journal.open_new_file()
+    acks = Acks()
+    start = journal.durable_mark()
+    journal.append(_data(1, 0), acks.cb(0))
+    journal.append(_data(1, 1), acks.cb(1))
+    assert journal.write_group() == 2
+    journal.append(_data(1, 2), acks.cb(2))  # during the group's write and fsync
+    journal.check_invariants()
+    assert journal.durable_mark() == start
+    assert journal.write_group() == 0, "one group in flight at a time"
+    assert acks.got == []
+    assert journal.sync_group() == 2
+    assert journal.durable_mark() > start
+    assert acks.got == [], "the acks wait for their phase"
+    assert [r.entry_id for r in replayed(_copy_crashed(disk))] == [0, 1]
+    journal.append(_data(1, 3), acks.cb(3))  # between the fsync and the acks
+    assert journal.release_deferred() == 2
+    assert acks.tags() == [0, 1]
+    assert journal.sync_group() == 0, "nothing written"
+    journal.check_invariants()
+    assert journal.flush() == 2
+    assert acks.tags() == [0, 1, 2, 3]
+    assert [r.entry_id for r in replayed(_copy_crashed(disk))] == [0, 1, 2, 3]
+
+
+def test_flush_syncs_a_group_written_by_the_phases_first() -> None:
+    disk = new_disk()
+    journal, _ = _journal(disk)
+    journal.open_new_file()
+    acks = Acks()
+    journal.append(_data(1, 0), acks.cb(0))
+    journal.write_group()
+    journal.append(_data(1, 1), acks.cb(1))
+    assert journal.flush() == 2
+    assert acks.tags() == [0, 1]
+    journal.check_invariants()
+    assert [r.entry_id for r in replayed(_copy_crashed(disk))] == [0, 1]
+
+
+def test_a_crash_between_the_write_and_the_sync_keeps_what_was_acknowledged() -> None:
+    disk = new_disk()
+    journal, _ = _journal(disk)
+    journal.open_new_file()
+    acks = Acks()
+    journal.append(_data(1, 0), acks.cb(0))
+    journal.flush()
+    journal.append(_data(1, 1), acks.cb(1))
+    journal.write_group()
+    disk.crash(LoseUnsynced())
+    assert acks.tags() == [0]
+    assert [r.entry_id for r in replayed(disk)] == [0]
+
+
+@pytest.mark.parametrize("phase", ["write", "fsync"])
+def test_a_failed_phase_fails_its_group_and_the_queue_and_keeps_the_durable_acks(
+    phase: str,
+) -> None:
+    disk = new_disk()
+    journal, _ = _journal(disk)
+    journal.open_new_file()
+    acks = Acks()
+    journal.append(_data(1, 0), acks.cb(0))
+    journal.write_group()
+    journal.sync_group()  # durable, its ack waits
+    journal.append(_data(1, 1), acks.cb(1))
+    if phase == "fsync":
+        journal.write_group()
+    journal.append(_data(1, 2), acks.cb(2))
+    disk.fail_next(phase, JDIR)
+    with pytest.raises(BookieIOError, match="journal failed"):
+        journal.sync_group() if phase == "fsync" else journal.write_group()
+    got = dict(acks.got)
+    assert sorted(got) == [0, 1, 2] and len(acks.got) == 3
+    assert got[0] is None, "the synced group is durable: acknowledged"
+    assert isinstance(got[1], BookieIOError) and isinstance(got[2], BookieIOError)
+    journal.check_invariants()
+    with pytest.raises(BookieIOError):
+        journal.write_group()
+
+
 def test_the_entry_log_record_is_the_journal_data_record() -> None:
     from impl.format.entry_log import encode_entry_record
 

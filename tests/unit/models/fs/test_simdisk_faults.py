@@ -15,6 +15,7 @@ from spec.crash import (
     KeepAll,
     KeepPrefix,
     KeepSubset,
+    KillProcess,
     LoseUnsynced,
     TornSectors,
     TornWrite,
@@ -300,3 +301,35 @@ def test_a_failed_read_hits_every_handle_of_the_path() -> None:
 def test_names_of_the_shared_test_module_are_as_expected() -> None:
     # The property test above builds on these: a change there must not silently weaken it.
     assert len(NAMES) == SLOTS and len(WORK_DIRS) == 2
+
+
+# --- a process kill that keeps the page cache ---------------------------------------------------
+
+
+def test_a_process_kill_keeps_the_page_cache_for_a_later_crash_to_keep_or_lose() -> None:
+    disk = SimDisk()
+    disk.mkdir("/d")
+    disk.fsync_dir("/")
+    handle = durable_file(disk, "/d/f", b"abc")
+    handle.append(b"def")  # not fsynced
+    created = disk.open("/d/new", create=True)  # neither the file nor its name durable
+    created.pwrite(0, b"new")
+    unlinked = disk.open("/d/gone", create=True)
+    disk.unlink("/d/gone")  # alive only through its handle
+    disk.crash(KillProcess())
+    disk.check_invariants()
+    with pytest.raises(FsError):
+        handle.pread(0, 10)  # every old handle died with the process
+    with pytest.raises(FsError):
+        unlinked.pread(0, 1)
+    assert not disk.exists("/d/gone")
+    # The restarted process reads what the dead one wrote ...
+    assert disk.read_file("/d/f") == b"abcdef" and disk.read_file("/d/new") == b"new"
+    # ... which a power cut now would still lose,
+    assert crashed(disk, LoseUnsynced()).read_file("/d/f") == b"abc"
+    assert not crashed(disk, LoseUnsynced()).exists("/d/new")
+    # until the new process fsyncs it.
+    again = disk.open("/d/f")
+    again.fsync()
+    assert crashed(disk, LoseUnsynced()).read_file("/d/f") == b"abcdef"
+    disk.check_invariants()

@@ -26,9 +26,13 @@ from spec.crash import LoseUnsynced
 from spec.operations import (
     Add,
     Checkpoint,
+    CheckpointFlush,
+    CheckpointPersist,
     Crash,
     Fence,
     JournalForce,
+    JournalSync,
+    JournalWrite,
     Restart,
     Rotate,
     Shutdown,
@@ -50,13 +54,23 @@ def test_every_crash_state_of_the_ci_slice_keeps_the_properties() -> None:
 def test_the_workload_has_every_kind_of_step() -> None:
     ops = workload(seed=1, adds=24)
     names = {op.name for op in ops}
-    assert names == {"add", "fence", "journal_force", "checkpoint", "rotate", "shutdown"}
+    phases = {"journal_write", "journal_sync", "journal_ack"}
+    phases |= {"checkpoint_flush", "checkpoint_persist"}
+    assert names == {"add", "fence", "journal_force", "checkpoint", "rotate", "shutdown", *phases}
     assert Fence(3, KEY) in ops
     assert Fence(1, WRONG_KEY) in ops
     assert any(isinstance(op, Add) and op.key == WRONG_KEY for op in ops)
     assert ops[-2:] == [JournalForce(), Shutdown()]
     assert sum(isinstance(op, Rotate) for op in ops) == 3
-    assert sum(isinstance(op, Checkpoint) for op in ops) == 3
+    assert sum(isinstance(op, Checkpoint) for op in ops) == 1
+    assert sum(isinstance(op, CheckpointFlush) for op in ops) == 2
+    assert sum(isinstance(op, CheckpointPersist) for op in ops) == 2
+    # Requests run between the phases: an add between a group's write and its sync, and
+    # between a checkpoint's flush and its persist.
+    write = ops.index(JournalWrite())
+    assert isinstance(ops[write + 1], Add) and ops[write + 2] == JournalSync()
+    flush = ops.index(CheckpointFlush())
+    assert any(isinstance(op, Add) for op in ops[flush : ops.index(CheckpointPersist())])
 
 
 def test_the_workload_acknowledges_fences_and_checkpoints() -> None:
@@ -69,7 +83,7 @@ def test_the_workload_acknowledges_fences_and_checkpoints() -> None:
     assert sum(isinstance(op, Add) for op in acked) == 24
     refused = [step.result.error for step in steps if step.op in (Fence(1, WRONG_KEY),)]
     assert refused == ["unauthorized"]
-    checkpoints = [step for step in steps if isinstance(step.op, Checkpoint)]
+    checkpoints = [step for step in steps if isinstance(step.op, Checkpoint | CheckpointPersist)]
     assert all(step.state is not None and step.state.last_mark[0] > 0 for step in checkpoints)
 
 

@@ -169,6 +169,31 @@ RULE_ARGS: Mapping[str, dict[str, object]] = {
     "disk_writable": {},
     "fail_fsync": {},
     "fsync_failure_in_checkpoint": {"plan": PLAN, "retry": False},
+    "process_killed_then_power_cut": {"plan": PLAN},
+    "journal_write": {},
+    "journal_sync": {},
+    "journal_ack": {},
+    "checkpoint_flush": {},
+    "checkpoint_persist": {},
+    "group_commit_with_adds_between_its_phases": {
+        "ledger": 1,
+        "data": b"x",
+        "before": 1,
+        "during": 1,
+        "at": None,
+        "plan": PLAN,
+        "crash_after": True,
+    },
+    "checkpoint_with_adds_between_its_phases": {
+        "ledger": 1,
+        "data": b"x",
+        "count": 1,
+        "force": True,
+        "rotate": True,
+        "at": None,
+        "plan": PLAN,
+        "crash_after": True,
+    },
 }
 
 
