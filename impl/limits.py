@@ -89,6 +89,13 @@ class Limits:
     #: itself below it). Bounds the time an operator waits without news.
     rebuild_progress_every_logs: int = attrs.field(default=16, validator=_positive)
 
+    # --- the journal (impl/journal/journal.py) ------------------------------------------
+    #: A journal file rolls over past the smaller of this and journalMaxSizeMB (read by
+    #: Bookie._journal_settings). BookKeeper's key counts MiB, so without this cap no test run
+    #: ever rolls a journal over, replays across several journal files or trims one; the
+    #: checks set a few sectors. Default: no cap below any journalMaxSizeMB.
+    journal_file_max_bytes: int = attrs.field(default=1 << 62, validator=_positive)
+
     # --- the bookie (impl/bookie/) ------------------------------------------------------
     #: Master keys longer than this are refused by add and fence (impl/bookie/bookie.py) and
     #: by the adapter's request parser (impl/server/protocol.py, RequestBounds). At most what
@@ -160,6 +167,8 @@ TEST_LIMITS = Limits(
     index_merge_min_bytes=256,
     # A rebuild of three logs already reports progress.
     rebuild_progress_every_logs=2,
+    # A journal rolls over after a few groups: replay crosses files, checkpoints trim them.
+    journal_file_max_bytes=2048,
     # Completed acks are pruned at nearly every add.
     pending_acks_prune_min=2,
     # An adapter under test stops reading after a handful of unanswered requests.

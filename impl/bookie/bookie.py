@@ -56,6 +56,8 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterator
 
+import attrs
+
 from impl.bookie.ack import Ack, PendingAcks
 from impl.bookie.checkpoint import Checkpointer
 from impl.bookie.layout import BookieLayout, ensure_durable_dir, layout_from_config
@@ -69,7 +71,7 @@ from impl.format.entry_log import MIN_SANE_ENTRY_SIZE, encode_entry_record
 from impl.format.journal import encode_fence_record, encode_key_record
 from impl.fs.api import FileSystem
 from impl.index.ledger_index import LedgerIndex
-from impl.journal.journal import Journal, journal_settings_from_config
+from impl.journal.journal import Journal, JournalSettings, journal_settings_from_config
 from impl.journal.last_mark import LogMark
 from impl.limits import LIMITS, Limits
 from spec.errors import (
@@ -214,12 +216,20 @@ class Bookie:
 
     def _start_journal(self, clock: Clock) -> None:
         """Recovery step 5: a new journal file at every start (Journal.java)."""
-        settings = journal_settings_from_config(self._config)
-        journal = Journal(self._fs, self._layout.journal_dir, settings, clock)
+        journal = Journal(self._fs, self._layout.journal_dir, self._journal_settings(), clock)
         journal.open_new_file()
         last_mark = self._checkpointer.last_mark
         assert journal.durable_mark() >= last_mark, (journal.durable_mark(), last_mark)
         self._journal = journal
+
+    def _journal_settings(self) -> JournalSettings:
+        """The journal's settings: the configuration's, with the journal file size capped at
+        ``Limits.journal_file_max_bytes``."""
+        settings = journal_settings_from_config(self._config)
+        cap = self._limits.journal_file_max_bytes
+        if settings.max_size_bytes <= cap:
+            return settings
+        return attrs.evolve(settings, max_size_bytes=cap)
 
     def _abandon(self) -> None:
         """Release what an open that failed half-way holds (its errors are swallowed: the

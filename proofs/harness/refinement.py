@@ -115,6 +115,9 @@ SMALL_SETTINGS: Mapping[str, str] = {
 }
 
 
+#: The wall clock an InProcessBookie's runs read unless told otherwise (ManualClock's).
+DEFAULT_WALL_MS = 1_700_000_000_000
+
 #: Refinement crashes a copy of the disk every this many steps (Refinement.shadow_crash).
 SHADOW_CRASH_EVERY = 25
 
@@ -225,10 +228,13 @@ class InProcessBookie:
         limits: Limits = TEST_LIMITS,
         fsync_failure: FsyncFailure | str = FsyncFailure.REVERT,
         disk: SimDisk | None = None,
+        wall_ms: int = DEFAULT_WALL_MS,
     ) -> None:
         """``disk``: start down on that disk (a machine that just died: its next step is a
         crash) instead of opening a bookie on a fresh disk (whose ``fsync_failure`` mode is
-        the one given)."""
+        the one given). ``wall_ms``: the wall clock every run of the bookie reads (journal
+        ids start from it)."""
+        self.wall_ms = wall_ms
         self.disk = fresh_disk(fsync_failure) if disk is None else disk
         self.settings = dict(settings)
         self.config: ServerConfig = load_config(
@@ -257,6 +263,7 @@ class InProcessBookie:
             opener=self._opener,
             limits=self.limits,
             disk=copy_disk(self.disk),
+            wall_ms=self.wall_ms,
         )
 
     def disk_view(self) -> DiskView:
@@ -269,7 +276,7 @@ class InProcessBookie:
         return self._opener(
             self.disk,
             self.config,
-            clock=ManualClock(),
+            clock=ManualClock(wall_ms=self.wall_ms),
             rng=random.Random(self._seed),
             limits=self.limits,
         )

@@ -33,7 +33,7 @@ from impl.format.entry_log import encode_ledgers_map
 from impl.format.journal import encode_key_record
 from impl.format.names import LAST_MARK_FILE_NAME
 from impl.fs.api import FileSystem, join
-from impl.journal.journal import Journal, OnDurable, journal_settings_from_config
+from impl.journal.journal import Journal, OnDurable
 from impl.journal.last_mark import LogMark, encode_last_mark
 from spec.errors import BookieIOError
 from spec.ids import EntryId, LedgerId
@@ -64,7 +64,7 @@ class AckBeforeJournalFsyncBookie(Bookie):
     window shows it: the ack comes at the step where a correct bookie acknowledges too."""
 
     def _start_journal(self, clock: Clock) -> None:
-        settings = journal_settings_from_config(self._config)
+        settings = self._journal_settings()
         journal = _JournalAckingBeforeFsync(self._fs, self._layout.journal_dir, settings, clock)
         journal.open_new_file()
         self._journal = journal
@@ -345,7 +345,7 @@ class AckPartOfAGroupBeforeFsyncBookie(Bookie):
     group, would miss it."""
 
     def _start_journal(self, clock: Clock) -> None:
-        settings = journal_settings_from_config(self._config)
+        settings = self._journal_settings()
         journal = _JournalAckingPartOfAGroupEarly(
             self._fs, self._layout.journal_dir, settings, clock
         )
@@ -446,7 +446,7 @@ class AckAppendsDuringTheFsyncBookie(Bookie):
     steps does an add land between the write and the sync."""
 
     def _start_journal(self, clock: Clock) -> None:
-        settings = journal_settings_from_config(self._config)
+        settings = self._journal_settings()
         journal = _JournalAckingWhatArrivedDuringItsFsync(
             self._fs, self._layout.journal_dir, settings, clock
         )

@@ -36,7 +36,12 @@ from hypothesis.stateful import (
 
 from impl.bookie.bookie import Bookie
 from models.entrylog.manager import RECORD_OVERHEAD_BYTES
-from proofs.harness.refinement import SMALL_SETTINGS, InProcessBookie, Refinement
+from proofs.harness.refinement import (
+    DEFAULT_WALL_MS,
+    SMALL_SETTINGS,
+    InProcessBookie,
+    Refinement,
+)
 from spec.crash import (
     CrashPlan,
     KeepAll,
@@ -103,14 +108,22 @@ payloads = st.binary(max_size=160) | st.binary(min_size=120, max_size=160)
 ledgers = st.integers(0, 63)
 #: The knobs drawn per example, as FoundationDB's simulator draws its configuration: the
 #: entry log's size limit (rotation every few adds), the write buffer (records cross it, or
-#: it holds several) and flushEntrylogBytes (0: off).
+#: it holds several), flushEntrylogBytes (0: off) and how many journals before lastMark a
+#: checkpoint keeps.
 knobs = st.fixed_dictionaries(
     {
         "logSizeLimit": st.sampled_from(("1100", "1400", "2048")),
         "writeBufferSizeBytes": st.sampled_from(("64", "256", "1024")),
         "flushEntrylogBytes": st.sampled_from(("0", "0", "300")),
+        # With TEST_LIMITS a journal rolls over every few groups: 0 keeps no journal before
+        # lastMark, 5 is BookKeeper's default.
+        "journalMaxBackups": st.sampled_from(("0", "1", "5")),
     }
 )
+#: The wall clock the bookie reads, which new journal ids start from: mostly today's, and
+#: sometimes a few milliseconds below 0x100000000000, so that the journals of a run cross a
+#: hex width (fffffffffff.txn, then 100000000000.txn: name order is not id order).
+wall_clocks = st.sampled_from((DEFAULT_WALL_MS, DEFAULT_WALL_MS, 0xFFFFFFFFFFF - 2))
 #: How far past the previous entry id an add's id is: mostly the next one; sometimes a
 #: stripe (an ensemble of 3 writes every third id), sometimes far ahead.
 entry_gaps = st.sampled_from((1, 1, 1, 1, 3, 17))
@@ -132,12 +145,13 @@ def machine_for(opener: Callable[..., Bookie] = Bookie.open) -> type[RuleBasedSt
             #: Entries added, with their data, so an add can be sent again (a retry).
             self.sent: dict[tuple[int, int], bytes] = {}
             self.logs_seen = 0
+            self.journal_seen = 0
 
-        @initialize(drawn=knobs)
-        def configure(self, drawn: dict[str, str]) -> None:
+        @initialize(drawn=knobs, wall_ms=wall_clocks)
+        def configure(self, drawn: dict[str, str], wall_ms: int) -> None:
             """Draw this example's knobs and start its bookie with them."""
             self.settings = {**SMALL_SETTINGS, **drawn}
-            self.sut = InProcessBookie(self.settings, opener=opener)
+            self.sut = InProcessBookie(self.settings, opener=opener, wall_ms=wall_ms)
             self.harness = Refinement(self.sut, self.settings)
             event(f"logSizeLimit {drawn['logSizeLimit']}")
 
@@ -155,6 +169,13 @@ def machine_for(opener: Callable[..., Bookie] = Bookie.open) -> type[RuleBasedSt
                 if self.logs_seen:
                     event("entry log rotated")
                 self.logs_seen = len(step.state.entry_logs)
+            if step.state is not None:
+                journal = step.state.journal_mark[0]
+                if not isinstance(op, Restart) and journal != self.journal_seen:
+                    event("journal rolled over")
+                self.journal_seen = journal
+            if step.state is not None and step.state.journal_mark[0] > 0xFFFFFFFFFFF:
+                event("a journal id with one more hex digit")
             if isinstance(op, Restart) and step.result.replayed:
                 event("restart replayed journal records")
                 recovery = self.sut.bookie.recovery if self.sut.bookie else None

@@ -444,6 +444,28 @@ def test_the_group_commit_phases_acknowledge_only_their_group() -> None:
     assert second.done and fence.done
 
 
+def test_journals_roll_over_at_the_limits_cap_and_replay_crosses_them() -> None:
+    """Limits.journal_file_max_bytes caps journalMaxSizeMB (MiB: no test run would roll a
+    journal over): every group here fills a sector, so each rolls over; replay reads every
+    file from lastMark, and a checkpoint trims those before it but the newest backup."""
+    disk = SimDisk()
+    limits = attrs.evolve(LIMITS, journal_file_max_bytes=1024)
+    config = make_config("journalMaxBackups=1")
+    bookie = open_bookie(disk, config, limits=limits)
+    for entry in range(6):
+        add_and_ack(bookie, 1, entry, body(1, entry, size=400))
+    assert len(journal_files(disk)) >= 4
+    bookie = restart(disk, config=config, limits=limits)
+    assert bookie.recovery.records_replayed == 7  # the key record and six entries
+    for entry in range(6):
+        assert bookie.read_entry(LedgerId(1), EntryId(entry)) == body(1, entry, size=400)
+    add_and_ack(bookie, 1, 6, body(1, 6, size=400))
+    mark = bookie.checkpoint()
+    ids = sorted(int(name.removesuffix(".txn"), 16) for name in journal_files(disk))
+    assert len([journal_id for journal_id in ids if journal_id < mark.journal_id]) == 1
+    bookie.check_invariants()
+
+
 def test_checkpoint_trims_old_journals() -> None:
     disk = SimDisk()
     clock = ManualClock()
