@@ -1,0 +1,76 @@
+"""The refinement machine reaches the rare situations it exists for, measured: a fixed,
+derandomized run of the machine (in every test run) and a longer one (``slow``) must each
+see every situation below at least so many times. A change to the rules, the biases or the
+engine that silently stops a crash inside a group commit's fsync, a replay over a fence, a
+journal rollover or a power cut after a process kill from happening fails here, instead of
+leaving the checks weaker than their names.
+
+The counts are of occurrences (tests/refinement/machine.py COVERAGE), not of examples.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from tests.refinement import machine as refinement_machine
+
+#: The situations, each with its minimum count in the fast run and in the slow one.
+MINIMUMS: dict[str, tuple[int, int]] = {
+    "crash during add": (3, 30),
+    "crash during journal_force": (3, 30),
+    "crash during checkpoint": (2, 20),
+    "crash during restart": (2, 20),
+    "crash during journal_sync": (1, 10),
+    "crash during checkpoint_persist": (1, 10),
+    "crash between a fence and its ack": (1, 10),
+    "crash with adds waiting for the journal": (10, 100),
+    "crash right after a checkpoint": (3, 30),
+    "crash after a failed fsync in a checkpoint": (3, 30),
+    "crash after a group commit with adds between its phases": (3, 30),
+    "crash after a checkpoint with adds between its phases": (3, 30),
+    "a power cut after a process kill and a restart": (3, 30),
+    "a power cut right after a shutdown": (1, 10),
+    "restart replayed journal records": (10, 100),
+    "replay with fence records": (2, 20),
+    "entry log rotated": (10, 100),
+    "journal rolled over": (10, 100),
+    "a journal id with one more hex digit": (3, 30),
+    "an add at the rotation boundary": (3, 30),
+    "an add sent again": (3, 30),
+}
+
+
+def _run(examples: int, steps: int) -> dict[str, int]:
+    refinement_machine.COVERAGE.clear()
+    profile = settings(
+        max_examples=examples,
+        stateful_step_count=steps,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        phases=(Phase.explicit, Phase.generate),
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    )
+    run_state_machine_as_test(refinement_machine.machine_for(), settings=profile)  # type: ignore[no-untyped-call, unused-ignore]
+    return dict(refinement_machine.COVERAGE)
+
+
+def _short(seen: dict[str, int], column: int) -> list[str]:
+    return [
+        f"{name}: {seen.get(name, 0)} < {minimums[column]}"
+        for name, minimums in MINIMUMS.items()
+        if seen.get(name, 0) < minimums[column]
+    ]
+
+
+def test_the_fast_run_reaches_every_rare_situation() -> None:
+    seen = _run(examples=60, steps=50)
+    assert _short(seen, 0) == [], seen
+
+
+@pytest.mark.slow
+def test_the_deep_run_reaches_every_rare_situation_often() -> None:
+    seen = _run(examples=600, steps=100)
+    assert _short(seen, 1) == [], seen
