@@ -213,6 +213,9 @@ def test_catches_a_fence_acknowledged_at_the_next_force_without_a_record() -> No
         "should be fenced",  # the fence lost in a crash
         "property fence",  # an add acknowledged after an acknowledged fence
         "the journal mark stayed",  # a force with only the fence queued wrote nothing
+        # A group commit run as phases: the fence has no record in the group, so the ack
+        # phase does not complete it where bkref's schedule does.
+        "journal_ack completed acks",
     )
 
 

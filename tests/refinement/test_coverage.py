@@ -10,10 +10,16 @@ The counts are of occurrences (tests/refinement/machine.py COVERAGE), not of exa
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
+from tests.paths import ROOT
 from tests.refinement import machine as refinement_machine
 
 #: The situations, each with its minimum count in the fast run and in the slow one.
@@ -42,7 +48,8 @@ MINIMUMS: dict[str, tuple[int, int]] = {
 }
 
 
-def _run(examples: int, steps: int) -> dict[str, int]:
+def run(examples: int, steps: int) -> dict[str, int]:
+    """The counts of one derandomized run of the machine in this process."""
     refinement_machine.COVERAGE.clear()
     profile = settings(
         max_examples=examples,
@@ -55,6 +62,30 @@ def _run(examples: int, steps: int) -> dict[str, int]:
     )
     run_state_machine_as_test(refinement_machine.machine_for(), settings=profile)  # type: ignore[no-untyped-call, unused-ignore]
     return dict(refinement_machine.COVERAGE)
+
+
+_IN_A_FRESH_INTERPRETER = """
+import json, sys
+from tests.refinement.test_coverage import run
+print(json.dumps(run(int(sys.argv[1]), int(sys.argv[2]))))
+"""
+
+
+def _run(examples: int, steps: int) -> dict[str, int]:
+    """The counts of one derandomized run in a fresh interpreter: in a process that ran other
+    Hypothesis tests first, the same derandomized profile draws other examples (the order
+    dependence docs/model.md mentions), and the counts would depend on which tests ran."""
+    done = subprocess.run(
+        [sys.executable, "-c", _IN_A_FRESH_INTERPRETER, str(examples), str(steps)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+        check=True,
+        timeout=1800,
+    )
+    counts: dict[str, int] = json.loads(done.stdout.strip().splitlines()[-1])
+    return counts
 
 
 def _short(seen: dict[str, int], column: int) -> list[str]:
