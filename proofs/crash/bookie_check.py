@@ -411,7 +411,8 @@ class BookieRun:
     def describe(self) -> str:
         return (
             f"seed {self.seed}, {self.adds} adds over 3 ledgers, a fence, a wrong-key add and "
-            f"fence, journal forces, rotations, checkpoints, a clean shutdown; logSizeLimit "
+            f"fence, journal forces and checkpoints (some phase by phase, with adds between "
+            f"the phases), rotations, a clean shutdown; logSizeLimit "
             f"{self.settings['logSizeLimit']}"
         )
 

@@ -25,7 +25,7 @@ from tests.refinement import machine as refinement_machine
 #: The situations, each with its minimum count in the fast run and in the slow one.
 MINIMUMS: dict[str, tuple[int, int]] = {
     "crash during add": (3, 30),
-    "crash during journal_force": (3, 30),
+    "crash during journal_force": (1, 10),
     "crash during checkpoint": (2, 20),
     "crash during restart": (2, 20),
     "crash during journal_sync": (1, 10),
