@@ -636,14 +636,19 @@ def test_a_failed_write_still_acknowledges_the_durable_deferred_group() -> None:
 # --- the group commit's phases as steps -------------------------------------------------------
 
 
+def _opened() -> tuple[SimDisk, Journal, Acks]:
+    """A journal with its first file open, on a new disk, and a collector of its acks."""
+    disk = new_disk()
+    journal, _ = _journal(disk)
+    journal.open_new_file()
+    return disk, journal, Acks()
+
+
 def test_the_phases_commit_the_group_taken_and_only_it() -> None:
     """Records appended after write_group belong to the next group: sync_group makes only the
     group durable, release_deferred acknowledges only it, and the durable mark moves only at
     the sync."""
-    disk = new_disk()
-    journal, _ = _journal(disk)
-    journal.open_new_file()
-    acks = Acks()
+    disk, journal, acks = _opened()
     start = journal.durable_mark()
     journal.append(_data(1, 0), acks.cb(0))
     journal.append(_data(1, 1), acks.cb(1))
@@ -668,10 +673,7 @@ def test_the_phases_commit_the_group_taken_and_only_it() -> None:
 
 
 def test_flush_syncs_a_group_written_by_the_phases_first() -> None:
-    disk = new_disk()
-    journal, _ = _journal(disk)
-    journal.open_new_file()
-    acks = Acks()
+    disk, journal, acks = _opened()
     journal.append(_data(1, 0), acks.cb(0))
     journal.write_group()
     journal.append(_data(1, 1), acks.cb(1))
@@ -682,10 +684,7 @@ def test_flush_syncs_a_group_written_by_the_phases_first() -> None:
 
 
 def test_a_crash_between_the_write_and_the_sync_keeps_what_was_acknowledged() -> None:
-    disk = new_disk()
-    journal, _ = _journal(disk)
-    journal.open_new_file()
-    acks = Acks()
+    disk, journal, acks = _opened()
     journal.append(_data(1, 0), acks.cb(0))
     journal.flush()
     journal.append(_data(1, 1), acks.cb(1))
@@ -699,10 +698,7 @@ def test_a_crash_between_the_write_and_the_sync_keeps_what_was_acknowledged() ->
 def test_a_failed_phase_fails_its_group_and_the_queue_and_keeps_the_durable_acks(
     phase: str,
 ) -> None:
-    disk = new_disk()
-    journal, _ = _journal(disk)
-    journal.open_new_file()
-    acks = Acks()
+    disk, journal, acks = _opened()
     journal.append(_data(1, 0), acks.cb(0))
     journal.write_group()
     journal.sync_group()  # durable, its ack waits
