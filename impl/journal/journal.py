@@ -428,8 +428,9 @@ class Journal:
         return len(callbacks)
 
     def release_deferred(self) -> int:
-        """Call the callbacks kept by the last ``flush(defer_callbacks=True)`` (their
-        records are durable) and return how many there were."""
+        """Call the callbacks of the groups synced and not yet acknowledged (kept by
+        ``flush(defer_callbacks=True)`` or by ``sync_group``: their records are durable)
+        and return how many there were."""
         with self._flush_lock:
             count = len(self._deferred)
             _raise_first(self._release_deferred_locked())
