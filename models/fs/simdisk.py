@@ -429,6 +429,19 @@ def _abs(parts: Parts) -> str:
     return "/" + "/".join(parts)
 
 
+def _walk(tree: _Tree, path: str) -> int | None:
+    """The inode ``path`` names in ``tree``, or None when a component is missing (or is
+    not a directory)."""
+    ino = ROOT_INODE
+    for name in _parts(path):
+        entries = tree.dirs.get(ino)
+        child = None if entries is None else entries.get(name)
+        if child is None:
+            return None
+        ino = child
+    return ino
+
+
 class SimHandle:
     """An open file on a SimDisk: an inode, the name it was opened by, and a generation."""
 
@@ -1052,15 +1065,9 @@ class SimDisk:
         whenever its entries change or the bytes of a file in it do; None when ``path`` is
         not a directory there. Cheaper than ``directory_files``: a walk of the path."""
         tree = self._dur if durable else self._cur
-        ino = ROOT_INODE
-        for name in _parts(path):
-            entries = tree.dirs.get(ino)
-            child = None if entries is None else entries.get(name)
-            if child is None:
-                return None
-            ino = child
-        count = tree.dir_changes.get(ino)
-        return None if count is None else (tree.serial, ino, count)
+        ino = _walk(tree, path)
+        count = None if ino is None else tree.dir_changes.get(ino)
+        return None if ino is None or count is None else (tree.serial, ino, count)
 
     def directory_files(self, path: str, *, durable: bool = False) -> dict[str, FileVersion]:
         """The files directly in directory ``path`` of the current tree (or of the durable
@@ -1068,14 +1075,8 @@ class SimDisk:
         changes whenever the file's bytes change in that tree and never comes back after a
         crash; {} when ``path`` is not a directory there. Cheap: one directory's entries."""
         tree = self._dur if durable else self._cur
-        ino = ROOT_INODE
-        for name in _parts(path):
-            entries = tree.dirs.get(ino)
-            child = None if entries is None else entries.get(name)
-            if child is None:
-                return {}
-            ino = child
-        entries = tree.dirs.get(ino)
+        ino = _walk(tree, path)
+        entries = None if ino is None else tree.dirs.get(ino)
         if entries is None:
             return {}
         return {

@@ -14,80 +14,53 @@ code.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
-from tests.paths import ROOT
+from tests.quality.test_refinement_catches import run_profile_in_a_fresh_interpreter
 
-#: name -> (opener expression, monkeypatching function of refinement_variants or None).
-VARIANTS: dict[str, tuple[str, str | None]] = {
-    "ack after the journal write, before its fsync": ("rv.AckBeforeJournalFsyncBookie.open", None),
-    "ack when the record is queued": ("Bookie.open", "apply_ack_at_append"),
-    "lastMark persisted before the logs are fsynced": ("rv.LastMarkBeforeLogsBookie.open", None),
+#: name -> (Bookie subclass of refinement_variants or None for bkref's, its apply_* or None).
+VARIANTS: dict[str, tuple[str | None, str | None]] = {
+    "ack after the journal write, before its fsync": ("AckBeforeJournalFsyncBookie", None),
+    "ack when the record is queued": (None, "apply_ack_at_append"),
+    "lastMark persisted before the logs are fsynced": ("LastMarkBeforeLogsBookie", None),
     "rotated logs marked flushed, never fsynced": (
-        "Bookie.open",
+        None,
         "apply_rotated_logs_marked_flushed_unsynced",
     ),
-    "fence acked at once, no record": ("rv.FenceAckedAtOnceBookie.open", None),
-    "fence acked at the next force, no record": ("rv.FenceAckedAtNextForceBookie.open", None),
+    "fence acked at once, no record": ("FenceAckedAtOnceBookie", None),
+    "fence acked at the next force, no record": ("FenceAckedAtNextForceBookie", None),
     "stale checkpoint overwriting lastMark (#4740)": (
-        "rv.StaleCheckpointOverwritesLastMarkBookie.open",
+        "StaleCheckpointOverwritesLastMarkBookie",
         None,
     ),
-    "replay not advancing the mark (#2087)": ("rv.ReplayNotAdvancingMarkBookie.open", None),
+    "replay not advancing the mark (#2087)": ("ReplayNotAdvancingMarkBookie", None),
     "leastUnflushedLogId past an unflushed log": (
-        "Bookie.open",
+        None,
         "apply_least_unflushed_past_unflushed",
     ),
-    "recovery trusting unsynced bytes": ("Bookie.open", "apply_recovery_trusting_unsynced_bytes"),
-    "checkpoint after a failed fsync": ("rv.CheckpointAfterFailureBookie.open", None),
-    "reads missing the write buffer": ("Bookie.open", "apply_reads_missing_the_write_buffer"),
-    "part of a group acked before its fsync": ("rv.AckPartOfAGroupBeforeFsyncBookie.open", None),
-    "records echoed past a log's end": ("Bookie.open", "apply_flush_echoing_the_buffer"),
-    "rotated logs left unsealed": ("Bookie.open", "apply_seal_without_header"),
-    "acks for appends made during the fsync": ("rv.AckAppendsDuringTheFsyncBookie.open", None),
+    "recovery trusting unsynced bytes": (None, "apply_recovery_trusting_unsynced_bytes"),
+    "checkpoint after a failed fsync": ("CheckpointAfterFailureBookie", None),
+    "reads missing the write buffer": (None, "apply_reads_missing_the_write_buffer"),
+    "part of a group acked before its fsync": ("AckPartOfAGroupBeforeFsyncBookie", None),
+    "records echoed past a log's end": (None, "apply_flush_echoing_the_buffer"),
+    "rotated logs left unsealed": (None, "apply_seal_without_header"),
+    "acks for appends made during the fsync": ("AckAppendsDuringTheFsyncBookie", None),
     "checkpoint reading its mark after its flush": (
-        "rv.CheckpointCapturingItsMarkLateBookie.open",
+        "CheckpointCapturingItsMarkLateBookie",
         None,
     ),
 }
 
-_RUN = """
-import pytest
-from impl.bookie.bookie import Bookie
-from tests.quality import refinement_variants as rv
-from tests.quality.test_refinement_catches import run_profile
-patch = pytest.MonkeyPatch()
-apply = {apply!r}
-if apply:
-    getattr(rv, apply)(patch)
-caught = run_profile({opener})
-if caught is None:
-    print("slipped")
-else:
-    print(caught.examples, caught.steps, round(caught.seconds, 1), caught.message, sep="\\t")
-"""
-
 
 def measure(name: str) -> str:
-    opener, apply = VARIANTS[name]
+    variant, apply = VARIANTS[name]
     with tempfile.TemporaryDirectory() as traces:
-        env = {**os.environ, "BKREF_TRACE_DIR": traces, "PYTHONPATH": str(ROOT)}
-        done = subprocess.run(
-            [sys.executable, "-c", _RUN.format(opener=opener, apply=apply)],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=ROOT,
-            check=False,
-            timeout=1800,
-        )
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        return f"error\t{done.stderr.strip().splitlines()[-1:]}"
-    return lines[-1]
+        caught = run_profile_in_a_fresh_interpreter(variant, apply, Path(traces))
+    if caught is None:
+        return "slipped"
+    return f"{caught.examples}\t{caught.steps}\t{round(caught.seconds, 1)}\t{caught.message}"
 
 
 def main(argv: list[str]) -> None:

@@ -39,6 +39,19 @@ from spec.errors import BookieIOError
 from spec.ids import EntryId, LedgerId
 from tests.quality import bookie_variants, variants
 
+
+class _BookieWithItsJournal(Bookie):
+    """A bookie whose journal is a variant's subclass of Journal (``JOURNAL``), opened as
+    Bookie._start_journal opens bkref's."""
+
+    JOURNAL: type[Journal] = Journal
+
+    def _start_journal(self, clock: Clock) -> None:
+        journal = self.JOURNAL(self._fs, self._layout.journal_dir, self._journal_settings(), clock)
+        journal.open_new_file()
+        self._journal = journal
+
+
 # --- 1. acknowledging before the journal fsync ------------------------------------------------
 
 
@@ -54,7 +67,7 @@ class _JournalAckingBeforeFsync(Journal):
         super()._sync(written_bytes, callbacks)
 
 
-class AckBeforeJournalFsyncBookie(Bookie):
+class AckBeforeJournalFsyncBookie(_BookieWithItsJournal):
     """Acknowledges adds and fences after the journal's write, before its fsync.
 
     How it loses data: a crash (or a failed fsync) between the write and the fsync drops the
@@ -63,11 +76,7 @@ class AckBeforeJournalFsyncBookie(Bookie):
     (durability) and, for a fence, property 2. Only a crash or a failed fsync inside that
     window shows it: the ack comes at the step where a correct bookie acknowledges too."""
 
-    def _start_journal(self, clock: Clock) -> None:
-        settings = self._journal_settings()
-        journal = _JournalAckingBeforeFsync(self._fs, self._layout.journal_dir, settings, clock)
-        journal.open_new_file()
-        self._journal = journal
+    JOURNAL = _JournalAckingBeforeFsync
 
 
 def apply_ack_at_append(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -337,20 +346,14 @@ class _JournalAckingPartOfAGroupEarly(Journal):
         super()._sync(written_bytes, callbacks)
 
 
-class AckPartOfAGroupBeforeFsyncBookie(Bookie):
+class AckPartOfAGroupBeforeFsyncBookie(_BookieWithItsJournal):
     """Acknowledges some of a group's adds and fences after the journal's write, before its
     fsync (a group commit whose completion loop runs ahead of the fsync for part of the
     batch). How it loses data: as AckBeforeJournalFsyncBookie, but only for the entries
     acknowledged early, so a check that looked at whole groups, or only at the last ack of a
     group, would miss it."""
 
-    def _start_journal(self, clock: Clock) -> None:
-        settings = self._journal_settings()
-        journal = _JournalAckingPartOfAGroupEarly(
-            self._fs, self._layout.journal_dir, settings, clock
-        )
-        journal.open_new_file()
-        self._journal = journal
+    JOURNAL = _JournalAckingPartOfAGroupEarly
 
 
 # --- 7. bytes below the counters (caught by the disk check, proofs/harness/disk_check.py) ---
@@ -436,7 +439,7 @@ class _JournalAckingWhatArrivedDuringItsFsync(Journal):
         callbacks.extend(late)
 
 
-class AckAppendsDuringTheFsyncBookie(Bookie):
+class AckAppendsDuringTheFsyncBookie(_BookieWithItsJournal):
     """Acknowledges, with a group, the adds and fences appended while the group was being
     fsynced. The journal thread syncs with its locks free, so request threads append then;
     a group commit that takes "what is queued now" at the end of its fsync (rather than what
@@ -445,13 +448,7 @@ class AckAppendsDuringTheFsyncBookie(Bookie):
     Invisible to a harness that runs the group commit as one step: only with the phases as
     steps does an add land between the write and the sync."""
 
-    def _start_journal(self, clock: Clock) -> None:
-        settings = self._journal_settings()
-        journal = _JournalAckingWhatArrivedDuringItsFsync(
-            self._fs, self._layout.journal_dir, settings, clock
-        )
-        journal.open_new_file()
-        self._journal = journal
+    JOURNAL = _JournalAckingWhatArrivedDuringItsFsync
 
 
 class CheckpointCapturingItsMarkLateBookie(Bookie):
