@@ -86,6 +86,7 @@ Handles dropped without close keep their inode alive until the next crash.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import random
 from collections.abc import Callable, Iterator
@@ -202,6 +203,14 @@ class _FailRule:
     op: str
     prefix: str
     remaining: int
+    match: Callable[[str], bool] | None = None
+
+    def aims_at(self, op: str, norm_path: str) -> bool:
+        return (
+            self.op == op
+            and norm_path.startswith(self.prefix)
+            and (self.match is None or self.match(norm_path))
+        )
 
 
 class _Tree:
@@ -512,6 +521,10 @@ class SimDisk:
         self._capacity: dict[Parts, int] = {}
         self._allowance: dict[Parts, int] = {}
         self._failures: list[_FailRule] = []
+        #: The injected faults that took effect, as (op, normalised path), oldest first: an
+        #: op of FAILABLE_OPS that failed, or "no_space" for a write a capacity refused.
+        #: take_fired() empties it.
+        self.fired: list[tuple[str, str]] = []
         #: Per file whose writes a failed fsync dropped in KEEP mode: the content those writes
         #: built, which the durable tree lacks; current = this + the inode's pending writes.
         self._cache_base: dict[int, bytearray] = {}
@@ -866,6 +879,7 @@ class SimDisk:
                     self._cur.set_entry(dir_ino, name, old)
                 elif name in self._cur.dirs[dir_ino]:
                     self._cur.del_entry(dir_ino, name)
+            self.fired.append(("no_space", _abs(_parts(path))))
             raise FsNoSpace(path)
         self._record(op)
 
@@ -983,6 +997,7 @@ class SimDisk:
             if any(file_path[: len(parts)] == parts for file_path in file_paths):
                 usage = self._usage(parts)
                 if usage is not None and usage + growth_bytes > capacity_bytes:
+                    self.fired.append(("no_space", _abs(_parts(path))))
                     raise FsNoSpace(path)
 
     def _refresh_allowances(self) -> None:
@@ -992,26 +1007,50 @@ class SimDisk:
 
     # --- injected failures -----------------------------------------------------------------
 
-    def fail_next(self, op: str, path_prefix: str = "", count: int = 1) -> None:
+    def fail_next(
+        self,
+        op: str,
+        path_prefix: str = "",
+        count: int = 1,
+        *,
+        match: Callable[[str], bool] | None = None,
+    ) -> None:
         """Fail the next ``count`` operations ``op`` ("write", "read", "fsync", "fsync_dir")
-        whose normalised path starts with ``path_prefix`` with FsIOError."""
+        whose normalised path starts with ``path_prefix`` (and, given ``match``, for which
+        ``match(path)`` holds) with FsIOError. Each failure is recorded in ``fired``."""
         if op not in FAILABLE_OPS:
             raise ValueError(f"fail_next: op must be one of {sorted(FAILABLE_OPS)}, got {op!r}")
         if count < 1:
             raise ValueError(f"fail_next: count must be >= 1, got {count}")
         prefix = _abs(_parts(path_prefix)) if path_prefix else ""
-        self._failures.append(_FailRule(op, prefix, count))
+        self._failures.append(_FailRule(op, prefix, count, match))
 
     def clear_failures(self) -> None:
         """Forget every failure armed by ``fail_next`` and not yet used."""
         self._failures.clear()
 
+    def take_fired(self) -> list[tuple[str, str]]:
+        """The faults that took effect since the last call (see ``fired``), oldest first."""
+        fired, self.fired = self.fired, []
+        return fired
+
+    @contextlib.contextmanager
+    def faults_paused(self) -> Iterator[None]:
+        """No armed failure fires inside the block (an observer's reads must not use up the
+        faults aimed at the system under test); capacities still hold."""
+        saved, self._failures = self._failures, []
+        try:
+            yield
+        finally:
+            self._failures = saved + self._failures
+
     def _injected(self, op: str, norm_path: str) -> bool:
         for rule in self._failures:
-            if rule.op == op and norm_path.startswith(rule.prefix):
+            if rule.aims_at(op, norm_path):
                 rule.remaining -= 1
                 if rule.remaining == 0:
                     self._failures.remove(rule)
+                self.fired.append((op, norm_path))
                 return True
         return False
 

@@ -443,6 +443,41 @@ def test_failed_fsync_dir_leaves_its_entries_pending() -> None:
     assert disk.pending_operations() == ()
 
 
+def test_the_disk_records_each_fault_when_it_fires_not_when_it_is_armed() -> None:
+    disk = disk_with_dirs("/d")
+    journal = durable_file(disk, "/d/1.txn", b"")
+    log = durable_file(disk, "/d/0.log", b"")
+    disk.fail_next("fsync", match=lambda path: path.endswith(".log"))
+    disk.fail_next("read", "/d/1.txn")
+    assert disk.take_fired() == []  # armed only
+    journal.append(b"j")
+    journal.fsync()  # not a log: the rule waits
+    assert disk.take_fired() == []
+    log.append(b"l")
+    with pytest.raises(FsIOError):
+        log.fsync()
+    with pytest.raises(FsIOError):
+        journal.pread(0, 1)
+    assert disk.take_fired() == [("fsync", "/d/0.log"), ("read", "/d/1.txn")]
+    assert disk.take_fired() == []  # taken
+    disk.set_capacity("/d", 2)
+    with pytest.raises(FsNoSpace):
+        log.append(b"too much")
+    assert disk.take_fired() == [("no_space", "/d/0.log")]
+
+
+def test_faults_paused_fire_for_nobody_and_stay_armed() -> None:
+    disk = disk_with_dirs("/d")
+    handle = durable_file(disk, "/d/f", b"abc")
+    disk.fail_next("read")
+    with disk.faults_paused():
+        assert handle.pread(0, 3) == b"abc"  # an observer's read
+    assert disk.take_fired() == []
+    with pytest.raises(FsIOError):
+        handle.pread(0, 3)
+    assert disk.take_fired() == [("read", "/d/f")]
+
+
 def test_fail_next_rejects_unknown_operations() -> None:
     disk = SimDisk()
     with pytest.raises(ValueError, match="op must be one of"):
