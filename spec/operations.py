@@ -14,8 +14,11 @@ Three kinds of step:
   and of the checkpoint (``checkpoint_flush``, ``checkpoint_persist``) as steps of their own,
   so that requests run between them as they do between a bookie's threads;
 - the environment: ``crash`` (with a crash plan, spec/crash.py), ``restart`` (recovery),
-  ``shutdown`` (clean), ``disk_full`` / ``disk_writable`` (the ledger directories run out of
-  space and get it back), ``fail_fsync`` (the next fsync of the bookie fails with EIO).
+  ``shutdown`` (clean), ``disk_full`` / ``disk_writable`` (a place runs out of space and gets
+  it back), and the faults aimed at a kind of file: ``fail_fsync``, ``fail_write`` and
+  ``fail_read`` (the next such operation on such a file fails with EIO). A fault is armed by
+  its step and *fires* in a later one, or never; the step it fires in carries it as a
+  :class:`FiredFault`, and only from there may the bookie answer as a fault allows.
 
 An add or a fence is acknowledged later than it is accepted: its request returns ``pending``
 and a later step (a journal force, a clean shutdown) carries its :class:`Completion`. A step
@@ -290,18 +293,42 @@ class Shutdown:
     name = "shutdown"
 
 
+#: Where a disk_full step takes the space (see DiskFull).
+DISK_FULL_PLACES = ("ledger_dirs", "active_log_dir", "journal_dir")
+
+#: The kinds of file a bookie keeps, as faults aim at them and as a fired fault names what it
+#: touched: the journal files, the entry logs, the index (every file of the ledger index),
+#: the lastMark file, the lastId file, and a directory (its fsync). ``other`` is any other
+#: file (a fired fault only), ``any`` every kind (an aim only).
+FILE_KINDS = ("journal", "entry_log", "index", "last_mark", "last_id", "directory", "other")
+FAULT_AIMS = ("any", *FILE_KINDS[:-1])
+
+
+def _one_of(choices: tuple[str, ...]) -> Callable[[object, attrs.Attribute[str], str], None]:
+    def check(_instance: object, attribute: attrs.Attribute[str], value: str) -> None:
+        if value not in choices:
+            raise ValueError(f"{attribute.name} must be one of {', '.join(choices)}, got {value!r}")
+
+    return check
+
+
 @operation(Kind.ENVIRONMENT)
 @attrs.frozen
 class DiskFull:
-    """Every ledger directory is out of space from now on."""
+    """From now on a place is out of space: ``where`` is ``ledger_dirs`` (every ledger
+    directory), ``active_log_dir`` (the ledger directory that holds the active entry log,
+    above the disk usage threshold with a little room left, while the others have room) or
+    ``journal_dir`` (the journal directory, with no byte left); under ``active_log_dir``
+    the bookie must go on taking adds in the other directory (BookKeeper #3329)."""
 
     name = "disk_full"
+    where: str = attrs.field(default="ledger_dirs", validator=_one_of(DISK_FULL_PLACES))
 
 
 @operation(Kind.ENVIRONMENT)
 @attrs.frozen
 class DiskWritable:
-    """The ledger directories have room again (and a disk check has seen it)."""
+    """Every directory has room again (and a disk check has seen it)."""
 
     name = "disk_writable"
 
@@ -309,9 +336,32 @@ class DiskWritable:
 @operation(Kind.ENVIRONMENT)
 @attrs.frozen
 class FailFsync:
-    """The next fsync of any file of the bookie fails with EIO (its unsynced data is lost)."""
+    """The next fsync of a file of kind ``file`` (a FILE_KINDS name, or ``any``) fails with
+    EIO; ``directory`` aims at the fsync of a directory. What the disk does with the data the
+    fsync should have made durable is its fsync-failure mode (spec/fs.py)."""
 
     name = "fail_fsync"
+    file: str = attrs.field(default="any", validator=_one_of(FAULT_AIMS))
+
+
+@operation(Kind.ENVIRONMENT)
+@attrs.frozen
+class FailWrite:
+    """The next write to a file of kind ``file`` (a FILE_KINDS name other than
+    ``directory``, or ``any``) fails with EIO and writes nothing."""
+
+    name = "fail_write"
+    file: str = attrs.field(default="any", validator=_one_of(FAULT_AIMS))
+
+
+@operation(Kind.ENVIRONMENT)
+@attrs.frozen
+class FailRead:
+    """The next read of a file of kind ``file`` (a FILE_KINDS name other than
+    ``directory``, or ``any``) fails with EIO; the file is unchanged."""
+
+    name = "fail_read"
+    file: str = attrs.field(default="any", validator=_one_of(FAULT_AIMS))
 
 
 #: The static types, one union per kind; the import checks them against the registry.
@@ -325,7 +375,9 @@ Background = (
     | CheckpointPersist
     | Rotate
 )
-Environment = Crash | Restart | Shutdown | DiskFull | DiskWritable | FailFsync
+Environment = (
+    Crash | Restart | Shutdown | DiskFull | DiskWritable | FailFsync | FailWrite | FailRead
+)
 Operation = Request | Background | Environment
 
 #: Every declared operation, by class, in declaration order.
@@ -527,6 +579,39 @@ class Completion:
 
     step: int = attrs.field(validator=attrs.validators.ge(0))
     error: str | None = attrs.field(default=None, validator=_error_code)
+
+
+#: What a fired fault did: a write or a read failed with EIO, an fsync failed, or a write
+#: found no space. ``unknown``: a fault whose firing the recorder did not report (the
+#: arming step of a version 1 or 2 trace); the model takes it as every fault at once.
+FAULT_OPS = ("write", "read", "fsync", "no_space", "unknown")
+
+
+@attrs.frozen
+class FiredFault:
+    """An injected fault that took effect during a step: ``op`` (FAULT_OPS) on a file of kind
+    ``file`` (FILE_KINDS, or ``unknown`` with the op ``unknown``). A fault is armed by one
+    step (fail_fsync, disk_full, ...) and fires in a later one, or never; the model relaxes
+    what it predicts from the step it fires in, and only for what it touched."""
+
+    op: str = attrs.field(validator=_one_of(FAULT_OPS))
+    file: str = attrs.field(validator=_one_of((*FILE_KINDS, "unknown")))
+
+    def __attrs_post_init__(self) -> None:
+        assert (self.op == "unknown") == (self.file == "unknown"), self
+
+    def describe(self) -> str:
+        if self.op == "unknown":
+            return "a fault (what it touched is not recorded)"
+        what = self.file.replace("_", " ")
+        if self.op == "no_space":
+            return f"no space for a write to the {what}"
+        if self.file == "directory":
+            return "a directory's fsync failed"
+        return f"a {self.op} of the {what} failed"
+
+
+UNKNOWN_FAULT = FiredFault("unknown", "unknown")
 
 
 def acknowledgements(

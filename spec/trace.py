@@ -44,10 +44,15 @@ from spec.crash import (
 from spec.errors import TraceError
 from spec.operations import (
     CRASHED,
+    DISK_FULL_PLACES,
     ERROR_CODES,
+    FAULT_AIMS,
+    FAULT_OPS,
+    FILE_KINDS,
     OPERATIONS,
     PENDING,
     REGISTRY,
+    UNKNOWN_FAULT,
     Add,
     Checkpoint,
     CheckpointFlush,
@@ -58,7 +63,10 @@ from spec.operations import (
     DiskFull,
     DiskWritable,
     FailFsync,
+    FailRead,
+    FailWrite,
     Fence,
+    FiredFault,
     JournalAck,
     JournalForce,
     JournalSync,
@@ -79,8 +87,13 @@ from spec.strict_json import STRICT_DECODER, StrictJsonError, describe
 
 #: The version this module writes, and the ones it reads (spec/trace.md, "Versioning").
 #: Version 2 added the header's ``profile``; a version 1 trace reads with DEFAULT_PROFILE.
-TRACE_VERSION = 2
-SUPPORTED_VERSIONS = (1, 2)
+TRACE_VERSION = 3
+SUPPORTED_VERSIONS = (1, 2, 3)
+#: Version 3 added the faults a step fired (``faults``) and the fields ``where`` of
+#: disk_full and ``file`` of fail_fsync. An older trace did not report when a fault fired:
+#: its disk_full and fail_fsync steps read as firing a fault of unknown kind at once (what
+#: the model of that time assumed), and the new fields take their defaults.
+_FIELDS_SINCE = {"where": 3, "file": 3}
 
 #: Ledger ids, entry ids, journal ids, offsets, sizes and counts: Java longs, never negative.
 ID_MAX = 2**63 - 1
@@ -128,13 +141,15 @@ class TraceHeader:
 class Step:
     """One line after the header: step ``index`` ran ``op`` and returned ``result``; the acks
     in ``completed`` arrived while it ran; ``state`` is the abstract state after it, if the
-    recorder captured one."""
+    recorder captured one; ``faults`` are the injected faults that fired while it ran."""
 
     index: int
     op: Operation
     result: Result
     completed: tuple[Completion, ...] = ()
     state: AbstractState | None = None
+    #: The injected faults that fired while the step ran (spec.operations.FiredFault).
+    faults: tuple[FiredFault, ...] = ()
 
 
 @attrs.frozen
@@ -346,8 +361,30 @@ def _plan_to_json(value: object) -> object:
 
 #: How each field of an operation is read (spec/trace.md, "Field types"): every field of
 #: every declared operation has an entry (checked at import).
+def _choice(choices: tuple[str, ...]) -> _Decode:
+    def decode(value: object, path: str) -> object:
+        if not isinstance(value, str) or value not in choices:
+            raise _Bad(f"{path} must be one of {', '.join(choices)}, got {describe(value)}")
+        return value
+
+    return decode
+
+
+def _str_to_json(value: object) -> object:
+    assert isinstance(value, str), value
+    return value
+
+
 FIELD_DECODERS: Mapping[str, _Decode] = require_fields(
-    {"ledger": _int, "entry": _int, "key": _hex, "data": _base64, "plan": _plan_from_json},
+    {
+        "ledger": _int,
+        "entry": _int,
+        "key": _hex,
+        "data": _base64,
+        "plan": _plan_from_json,
+        "where": _choice(DISK_FULL_PLACES),
+        "file": _choice(FAULT_AIMS),
+    },
     "the trace codec's field decoders (spec/trace.py FIELD_DECODERS)",
 )
 #: How each field is written: the inverse of FIELD_DECODERS.
@@ -358,6 +395,8 @@ FIELD_ENCODERS: Mapping[str, _Encode] = require_fields(
         "key": _hex_to_json,
         "data": _base64_to_json,
         "plan": _plan_to_json,
+        "where": _str_to_json,
+        "file": _str_to_json,
     },
     "the trace codec's field encoders (spec/trace.py FIELD_ENCODERS)",
 )
@@ -395,6 +434,8 @@ RESULT_SHAPES: Mapping[type[Operation], ResultShape] = require_complete(
         DiskFull: ResultShape(),
         DiskWritable: ResultShape(),
         FailFsync: ResultShape(),
+        FailWrite: ResultShape(),
+        FailRead: ResultShape(),
     },
     "the trace codec's result shapes (spec/trace.py RESULT_SHAPES)",
 )
@@ -402,8 +443,10 @@ _DATA_OPS = tuple(cls.name for cls, shape in RESULT_SHAPES.items() if shape.data
 _REPLAYED_OPS = tuple(cls.name for cls, shape in RESULT_SHAPES.items() if shape.replayed)
 
 
-def _op_field_names(name: str) -> tuple[str, ...]:
-    return REGISTRY[OPERATIONS[name]].fields
+def _op_field_names(name: str, version: int = TRACE_VERSION) -> tuple[str, ...]:
+    """The fields an operation has in a trace of ``version``."""
+    fields = REGISTRY[OPERATIONS[name]].fields
+    return tuple(field for field in fields if _FIELDS_SINCE.get(field, 1) <= version)
 
 
 def op_to_json(op: Operation) -> dict[str, object]:
@@ -414,12 +457,12 @@ def op_to_json(op: Operation) -> dict[str, object]:
     return obj
 
 
-def _op_from_json(obj: Mapping[str, object]) -> Operation:
+def _op_from_json(obj: Mapping[str, object], version: int = TRACE_VERSION) -> Operation:
     name = obj.get("op")
     if not isinstance(name, str) or name not in OPERATIONS:
         raise _Bad(f"'op' must be one of {', '.join(OPERATIONS)}, got {describe(name)}")
     values: dict[str, Any] = {}
-    for field in _op_field_names(name):
+    for field in _op_field_names(name, version):
         if field not in obj:
             raise _Bad(f"{name!r} needs the field {field!r}; add it")
         values[field] = FIELD_DECODERS[field](obj[field], field)
@@ -488,6 +531,15 @@ def _result_problem(op: Operation, result: Result) -> str | None:
 def _only(names: tuple[str, ...]) -> str:
     """``a read does``; ``read and gc do``."""
     return f"a {names[0]} does" if len(names) == 1 else f"{' and '.join(names)} do"
+
+
+def _fault_from_json(value: object, path: str) -> FiredFault:
+    obj = _object(value, path)
+    _fields(obj, ("op", "file"), (), path)
+    op = _choice(FAULT_OPS[:-1])(obj["op"], f"{path}.op")
+    file = _choice(FILE_KINDS)(obj["file"], f"{path}.file")
+    assert isinstance(op, str) and isinstance(file, str)
+    return FiredFault(op, file)
 
 
 def _completion_to_json(completion: Completion) -> dict[str, object]:
@@ -683,7 +735,7 @@ def _profile_from_json(value: object) -> Profile:
 def _header_from_json(obj: Mapping[str, object]) -> TraceHeader:
     if "bkref_trace" not in obj:
         raise _Bad(
-            'the first line must be the trace header {"bkref_trace": 2, "source": ..., '
+            'the first line must be the trace header {"bkref_trace": 3, "source": ..., '
             '"config": {...}}; this line has no "bkref_trace": is this a bkref trace?'
         )
     version = obj["bkref_trace"]
@@ -713,17 +765,21 @@ def _step_json(step: Step) -> dict[str, object]:
         obj["completed"] = [_completion_to_json(c) for c in step.completed]
     if step.state is not None:
         obj["state"] = _state_json(step.state)
+    if step.faults:
+        assert UNKNOWN_FAULT not in step.faults, "a fault of unknown kind is never written"
+        obj["faults"] = [{"op": fault.op, "file": fault.file} for fault in step.faults]
     return obj
 
 
-def _step_from_json(obj: Mapping[str, object]) -> Step:
+def _step_from_json(obj: Mapping[str, object], version: int = TRACE_VERSION) -> Step:
     if "step" not in obj:
         raise _Bad("a step line needs the field 'step' (its number: 0, 1, 2, ...); add it")
     index = _int(obj["step"], "'step'")
     try:
-        op = _op_from_json(obj)
-        fields = ("step", "op", *_op_field_names(op.name), "result")
-        _fields(obj, fields, ("completed", "state"), f"a {op.name!r} step")
+        op = _op_from_json(obj, version)
+        fields = ("step", "op", *_op_field_names(op.name, version), "result")
+        optional = ("completed", "state", *(("faults",) if version >= 3 else ()))
+        _fields(obj, fields, optional, f"a {op.name!r} step")
         result = _result_from_json(obj["result"])
         problem = _result_problem(op, result)
         if problem is not None:
@@ -731,9 +787,15 @@ def _step_from_json(obj: Mapping[str, object]) -> Step:
         raw = _array(obj.get("completed", []), "completed")
         completed = tuple(_completion_from_json(v, f"completed[{i}]") for i, v in enumerate(raw))
         state = _state_from_json(obj["state"], "state") if "state" in obj else None
+        faults = tuple(
+            _fault_from_json(v, f"faults[{i}]")
+            for i, v in enumerate(_array(obj.get("faults", []), "faults"))
+        )
+        if version < 3 and isinstance(op, FailFsync | DiskFull):
+            faults = (UNKNOWN_FAULT,)
     except _Bad as exc:
         raise _Bad(f"step {index}: {exc}") from None
-    return Step(index=index, op=op, result=result, completed=completed, state=state)
+    return Step(index=index, op=op, result=result, completed=completed, state=state, faults=faults)
 
 
 def _encode(obj: Mapping[str, object]) -> str:
@@ -842,7 +904,7 @@ def read_trace(lines: Iterable[str], name: str = "<trace>") -> Trace:
             if header is None:
                 header = _header_from_json(obj)
                 continue
-            step = _step_from_json(obj)
+            step = _step_from_json(obj, header.version)
             problem = history.problem(step)
             if problem is not None:
                 raise _Bad(problem)
@@ -855,7 +917,7 @@ def read_trace(lines: Iterable[str], name: str = "<trace>") -> Trace:
             name,
             None,
             "the trace is empty: its first line must be the header "
-            '{"bkref_trace": 2, ...} (spec/trace.md)',
+            '{"bkref_trace": 3, ...} (spec/trace.md)',
         )
     return Trace(header=header, steps=tuple(steps))
 

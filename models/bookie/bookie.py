@@ -61,7 +61,10 @@ from spec.operations import (
     DiskFull,
     DiskWritable,
     FailFsync,
+    FailRead,
+    FailWrite,
     Fence,
+    FiredFault,
     JournalAck,
     JournalForce,
     JournalSync,
@@ -176,6 +179,39 @@ class CrashOutcomes:
             lines.append(f"recovery must leave lastMark at or after {self.min_last_mark}")
         return lines
 
+    def problem(self, state: AbstractState, recreated: set[int]) -> str | None:
+        """Why the first state after the restart breaks these outcomes, or None: checked on
+        their own, before the model resolves its open facts against the same state (a second
+        statement of the rules, so that the outcomes a crash explains are the ones judged).
+        ``recreated``: deleted ledgers an add or fence created again (either way is fine).
+        The entry logs are checked against ``logs`` by the model's layout check, and lastMark
+        against ``min_last_mark`` by the marks' own model (models/journal/last_mark.py), which
+        knows when a fault makes that bound unsure."""
+        ledgers = {view.ledger_id: view for view in state.ledgers}
+        deleted = set(state.deleted_ledgers)
+        gone = self.may_deleted | self.must_deleted | recreated
+        for ledger in sorted(self.must_ledgers - ledgers.keys() - gone):
+            return f"ledger {ledger}, whose key was durable, is missing"
+        for ledger in sorted(self.must_deleted - deleted - recreated):
+            return f"ledger {ledger}, durably deleted, is not deleted"
+        for ledger in sorted(self.must_fenced & ledgers.keys()):
+            if not ledgers[ledger].fenced:
+                return f"ledger {ledger}, durably fenced, is not fenced"
+        extra = ledgers.keys() - self.must_ledgers - self.may_ledgers - recreated
+        if extra:
+            return f"ledgers {sorted(extra)} exist; no add or fence before the crash made them"
+        extra = deleted - self.must_deleted - self.may_deleted - recreated
+        if extra:
+            return f"ledgers {sorted(extra)} are deleted; no delete before the crash named them"
+        for ledger, entry, _ in self.must_entries:
+            view = ledgers.get(ledger)
+            if view is not None and (view.last_entry is None or view.last_entry < entry):
+                return (
+                    f"ledger {ledger}'s last entry is {view.last_entry}; entry {entry} was "
+                    "acknowledged"
+                )
+        return None
+
 
 @attrs.frozen
 class _Pending:
@@ -215,9 +251,16 @@ class BookieModel:
         #: "up", "crashed" (or died mid-step), "stopped" (a shutdown, clean or not: a crash may
         #: still follow it, a power cut after the process ended).
         self.status = "up"
-        #: A fault (full disk, failed fsync) happened in this run.
+        #: A fault that can break writes fired in this run (a failed write or fsync, a write
+        #: that found no space): from that step on the bookie may fail, and what it
+        #: predicts of lastMark is bounded rather than exact.
         self.faulted = False
-        self.disk_full = False
+        #: A read failed with EIO in the current step (a fired read fault: only reads of
+        #: this step may answer io_error because of it).
+        self.read_fault = False
+        #: Where the last disk_full took the space (DiskFull.where), until disk_writable or a
+        #: restart; None while there is room.
+        self.disk_full: str | None = None
         #: The step that a crash interrupted, until the crash step itself.
         self.interrupted: Operation | None = None
         self.outcomes: CrashOutcomes | None = None
@@ -237,11 +280,51 @@ class BookieModel:
     # --- one step -------------------------------------------------------------------------
 
     def step(
-        self, index: int, op: Operation, result: Result, completed: Sequence[Completion]
+        self,
+        index: int,
+        op: Operation,
+        result: Result,
+        completed: Sequence[Completion],
+        faults: Sequence[FiredFault] = (),
     ) -> list[str]:
         """Check and apply one step the implementation ran; return what it means, in words.
-        Raises Divergence when the answer (or a completion) is not allowed."""
+        ``faults``: the injected faults that fired while it ran. Raises Divergence when the
+        answer (or a completion) is not allowed."""
         rule = STEP_RULES[type(op)]
+        fired = self._fired(faults, reading=isinstance(op, Read))
+        notes = self._step(index, op, result, completed, rule)
+        if result.error is not None and rule.writes_logs and self.faulted:
+            # A step that writes entry logs failed under a fault: how much of it reached the
+            # logs is the bookie's business. The layout is followed from here on.
+            self.logs.relaxed = True
+        return fired + notes
+
+    def _fired(self, faults: Sequence[FiredFault], *, reading: bool) -> list[str]:
+        """Faults that fired in this step: the model relaxes from here, for what they touched
+        (a read fault that met a client's read excuses that read only; any other fault, a
+        read fault in a write path too, may fail the bookie's writes until the next restart;
+        a fault in an entry log, a directory or an unknown file also makes the entry-log
+        layout unpredictable)."""
+        self.read_fault = False
+        notes = []
+        for fault in faults:
+            notes.append(f"fault: {fault.describe()}")
+            if fault.op == "read" and reading:
+                self.read_fault = True
+                continue
+            self.faulted = True
+            if fault.op == "unknown" or fault.file in LAYOUT_FILES:
+                self.logs.relaxed = True
+        return notes
+
+    def _step(
+        self,
+        index: int,
+        op: Operation,
+        result: Result,
+        completed: Sequence[Completion],
+        rule: StepRule,
+    ) -> list[str]:
         if rule.lifecycle:
             return rule.handle(self, index, op, result)
         self._require_not_interrupted(index)
@@ -293,11 +376,14 @@ class BookieModel:
     def _background_failed(
         self, index: int, op: Operation, result: Result, fault_errors: set[str | None]
     ) -> list[str] | None:
-        """Check a background step's answer: ok, or while a fault is active one of
-        ``fault_errors``; the note of the failure, or None when it succeeded."""
+        """Check a background step's answer: ok, or once a fault fired one of
+        ``fault_errors`` (no_space also while every ledger directory is full: refused before
+        it wrote anything); the note of the failure, or None when it succeeded."""
         errors: set[str | None] = {None}
         if self.faulted:
             errors |= fault_errors
+        elif self.disk_full == "ledger_dirs":
+            errors |= fault_errors & {"no_space"}  # refused before writing anything
         self._expect(index, op, result, errors)
         if result.error is not None:
             return [f"{op.name} failed ({result.error}): the fault is in effect"]
@@ -396,7 +482,14 @@ class BookieModel:
         Deleted ledgers: bkref refuses (no_ledger); BookKeeper creates the ledger again
         (the ``answers`` profile says which is allowed). Another key: unauthorized. A fenced
         ledger refuses adds; a fence whose ack failed may or may not be in effect, until an
-        answer of this run shows which (then that holds until the next crash)."""
+        answer of this run shows which (then that holds until the next crash). A ledger
+        whose delete failed may also be refused as deleted."""
+        refusals, accept = self._admission_of_live(ledger_id, key, add=add)
+        if self.ledgers.deleted.get(ledger_id) is Sure.FAILED:
+            refusals.add("no_ledger")
+        return refusals, accept
+
+    def _admission_of_live(self, ledger_id: int, key: bytes, *, add: bool) -> tuple[set[str], bool]:
         if self.ledgers.deleted.get(ledger_id) is Sure.DURABLE:
             answers = self.profile.answers
             return (set() if answers == "bookkeeper" else {"no_ledger"}), answers != "bkref"
@@ -440,7 +533,7 @@ class BookieModel:
             allowed |= {"pending", "ok"} if self.async_acks else {"pending"}
         if self.async_acks and refusals and _answer(result) == "pending":
             return self._defer(index, op, refusals)
-        if self.disk_full:
+        if self.disk_full == "ledger_dirs" or self.faulted:
             allowed.add("no_space")
         if self.faulted:
             allowed.add("io_error")
@@ -534,6 +627,8 @@ class BookieModel:
         error, _, sure = self.ledgers.read(op.ledger, op.entry)
         allowed: set[str] = set()
         ledger = self.ledgers.ledgers.get(op.ledger)
+        if self.ledgers.deleted.get(op.ledger) is Sure.FAILED:
+            allowed.add("no_ledger")  # the failed delete may be in effect
         if error is not None or ledger is None:
             allowed.add(error or "no_ledger")
         elif op.entry in ledger.unseen:
@@ -544,7 +639,7 @@ class BookieModel:
                 allowed.add("no_entry")
                 if ledger.key_sure is not Sure.DURABLE:
                     allowed.add("no_ledger")
-        if self.faulted:
+        if self.faulted or self.read_fault:
             allowed.add("io_error")
         observed = _answer(result)
         if observed == "data" and not (
@@ -587,8 +682,11 @@ class BookieModel:
         if result.error is None:
             self.ledgers.delete(op.ledger, Sure.DURABLE)
             return [f"ledger {op.ledger} deleted: durable now, its entries unreadable forever"]
-        self.ledgers.delete(op.ledger, Sure.MAYBE)
-        return [f"delete of ledger {op.ledger} failed: it may or may not be deleted"]
+        self.ledgers.delete(op.ledger, Sure.FAILED)
+        return [
+            f"delete of ledger {op.ledger} failed: it may or may not be deleted (this run's "
+            "states show which, until a crash)"
+        ]
 
     def _checkpoint(self) -> list[str]:
         covered = self.marks.journal_only
@@ -697,7 +795,7 @@ class BookieModel:
             allowed = set(pending.refusals)
             if self.faulted:
                 allowed.add("io_error")
-            if self.disk_full and isinstance(op, Add):
+            if (self.disk_full == "ledger_dirs" or self.faulted) and isinstance(op, Add):
                 allowed.add("no_space")
             if done.error not in allowed:
                 raise Divergence(
@@ -746,30 +844,50 @@ class BookieModel:
 
     def _disk_full(self, index: int, op: DiskFull, result: Result) -> list[str]:
         self._expect(index, op, result, {None})
-        self._fault()
-        self.disk_full = True
+        self.disk_full = op.where
+        if op.where == "ledger_dirs":
+            return [
+                "the ledger directories are full: adds may be refused with no_space (nothing "
+                "written), and nothing acknowledged may be lost"
+            ]
+        if op.where == "journal_dir":
+            return [
+                "the journal directory is full: the next journal write finds no space, and "
+                "nothing it held may be acknowledged"
+            ]
+        if self.logs.current is not None:
+            self.logs.rotate_requested = True
         return [
-            "the ledger directories are full: adds may fail with no_space, and "
-            "nothing acknowledged may be lost"
+            "the active entry log's directory is above the disk usage threshold and another "
+            "has room: adds must go on, and the next one starts a new entry log elsewhere"
         ]
 
     def _disk_writable(self, index: int, op: DiskWritable, result: Result) -> list[str]:
         self._expect(index, op, result, {None})
-        self.disk_full = False
-        return ["the ledger directories have room again"]
+        self.disk_full = None
+        return ["every directory has room again"]
 
     def _fail_fsync(self, index: int, op: FailFsync, result: Result) -> list[str]:
         self._expect(index, op, result, {None})
-        self._fault()
+        what = "a directory" if op.file == "directory" else _file_words(op.file)
         return [
-            "the next fsync will fail with EIO, and the data it should have made durable "
-            "is gone: the bookie must not acknowledge anything that relied on it"
+            f"armed: the next fsync of {what} will fail with EIO. From the step it fires in, "
+            "the bookie must not acknowledge anything that relied on it"
         ]
 
-    def _fault(self) -> None:
-        """A fault is in effect until the next restart: the model follows the logs."""
-        self.faulted = True
-        self.logs.relaxed = True
+    def _fail_write(self, index: int, op: FailWrite, result: Result) -> list[str]:
+        self._expect(index, op, result, {None})
+        return [
+            f"armed: the next write to {_file_words(op.file)} will fail with EIO. From the "
+            "step it fires in, the bookie may fail what relied on it"
+        ]
+
+    def _fail_read(self, index: int, op: FailRead, result: Result) -> list[str]:
+        self._expect(index, op, result, {None})
+        return [
+            f"armed: the next read of {_file_words(op.file)} will fail with EIO. The read "
+            "that meets it may answer io_error; nothing durable may change"
+        ]
 
     # What a crash in the middle of a step may have done: every effect it may have had is
     # possible (see StepRule.interrupted).
@@ -839,7 +957,7 @@ class BookieModel:
             )
         self.status = "up"
         self.faulted = False
-        self.disk_full = False
+        self.disk_full = None
         self.fresh_run = True
         self._persisted = True
         self.logs.restarted()
@@ -902,6 +1020,10 @@ class BookieModel:
         client can learn through the protocol, or nothing."""
         if self.profile.state == "none":
             return []
+        if self.fresh_run and self.outcomes is not None:
+            problem = self.outcomes.problem(observed, self.recreated)
+            if problem is not None:
+                raise Divergence(index, f"after the crash: {problem}")
         notes = self._compare_deleted(index, observed)
         notes += self._compare_ledgers(index, observed)
         if self.profile.state == "protocol":
@@ -974,6 +1096,15 @@ class BookieModel:
                     f"the interrupted delete of ledger {ledger_id} "
                     f"{'took' if ledger_id in seen else 'did not take'} effect"
                 )
+            if sure is Sure.FAILED:
+                shown = self.ledgers.delete_seen.setdefault(ledger_id, ledger_id in seen)
+                if shown != (ledger_id in seen):
+                    raise Divergence(
+                        index,
+                        f"ledger {ledger_id}'s failed delete was "
+                        f"{'in effect' if shown else 'not in effect'} earlier in this run; now "
+                        f"the state says {'deleted' if ledger_id in seen else 'not deleted'}",
+                    )
         extra = seen - set(self.ledgers.deleted) - self.recreated
         if extra:
             raise Divergence(index, f"ledgers {sorted(extra)} are deleted; nobody deleted them")
@@ -987,6 +1118,8 @@ class BookieModel:
         notes: list[str] = []
         for ledger_id, ledger in list(self.ledgers.ledgers.items()):
             view = views.get(ledger_id)
+            if view is None and self.ledgers.delete_seen.get(ledger_id):
+                continue  # its failed delete is in effect in this run
             if view is None:
                 if ledger.key_sure not in UNSURE:
                     raise Divergence(index, f"ledger {ledger_id} is missing")
@@ -1218,7 +1351,9 @@ class StepRule:
     - ``interrupted(model, op)``: what the step may have done when a crash cut it short
       (None: nothing that outlives the crash);
     - ``then(model, index, op, result)``: applied after the step's completions (a shutdown
-      stops the bookie once its journal is forced).
+      stops the bookie once its journal is forced);
+    - ``writes_logs``: the step may write entry logs, so when it fails under a fault the
+      model follows the layout from then on (it cannot know how far the step got).
     """
 
     handle: _Handle
@@ -1227,32 +1362,53 @@ class StepRule:
     acks_synced: bool = False
     interrupted: Callable[[BookieModel, Any], None] | None = None
     then: _Handle | None = None
+    writes_logs: bool = False
 
 
 #: Every operation's rule, checked against the registry (spec/operations.py) at import.
 STEP_RULES: Mapping[type[Any], StepRule] = require_complete(
     {
-        Add: StepRule(BookieModel._add_entry, interrupted=BookieModel._interrupted_add),
+        Add: StepRule(
+            BookieModel._add_entry, interrupted=BookieModel._interrupted_add, writes_logs=True
+        ),
         Read: StepRule(BookieModel._read_entry),
         Fence: StepRule(BookieModel._fence, interrupted=BookieModel._interrupted_fence),
         Delete: StepRule(BookieModel._delete_ledger, interrupted=BookieModel._interrupted_delete),
-        Checkpoint: StepRule(BookieModel._checkpoint_step),
+        Checkpoint: StepRule(BookieModel._checkpoint_step, writes_logs=True),
         JournalForce: StepRule(BookieModel._journal_force, forces=True),
         JournalWrite: StepRule(BookieModel._journal_write),
         JournalSync: StepRule(BookieModel._journal_sync),
         JournalAck: StepRule(BookieModel._journal_ack, acks_synced=True),
-        CheckpointFlush: StepRule(BookieModel._checkpoint_flush),
+        CheckpointFlush: StepRule(BookieModel._checkpoint_flush, writes_logs=True),
         CheckpointPersist: StepRule(BookieModel._checkpoint_persist),
-        Rotate: StepRule(BookieModel._rotate),
+        Rotate: StepRule(BookieModel._rotate, writes_logs=True),
         Crash: StepRule(BookieModel._crash, lifecycle=True),
         Restart: StepRule(BookieModel._restart, lifecycle=True),
-        Shutdown: StepRule(BookieModel._shutdown, forces=True, then=BookieModel._after_shutdown),
+        Shutdown: StepRule(
+            BookieModel._shutdown,
+            forces=True,
+            then=BookieModel._after_shutdown,
+            writes_logs=True,
+        ),
         DiskFull: StepRule(BookieModel._disk_full),
         DiskWritable: StepRule(BookieModel._disk_writable),
         FailFsync: StepRule(BookieModel._fail_fsync),
+        FailWrite: StepRule(BookieModel._fail_write),
+        FailRead: StepRule(BookieModel._fail_read),
     },
     "the model's step rules (models/bookie/bookie.py STEP_RULES)",
 )
+
+
+#: The kinds of file whose faults make the entry-log layout unpredictable (a directory:
+#: a new log's name may or may not have been made durable; other: a file the model does not
+#: know).
+LAYOUT_FILES = ("entry_log", "directory", "other")
+
+
+def _file_words(kind: str) -> str:
+    """A fault's aim (spec.operations.FAULT_AIMS) in words."""
+    return "any file" if kind == "any" else f"a {kind.replace('_', ' ')} file"
 
 
 def _died_in(op: Operation) -> str:

@@ -127,6 +127,9 @@ class EntryLogManagerModel:
         self.relaxed = False
         #: Every log id ever seen: ids are never reused.
         self.max_seen_id = -1
+        #: The active log's directory is full: the next add starts a new log first (the
+        #: disk listener's request, which only a new log ends).
+        self.rotate_requested = False
 
     # --- the operations, in the implementation's order ---------------------------------
 
@@ -134,7 +137,11 @@ class EntryLogManagerModel:
         """Append one entry; return the id of the log it went to."""
         size = record_bytes(data_bytes)
         active = self.logs.get(self.current) if self.current is not None else None
-        if active is None or active.size_bytes() + size > self.log_size_limit_bytes:
+        if (
+            active is None
+            or self.rotate_requested
+            or active.size_bytes() + size > self.log_size_limit_bytes
+        ):
             active = self._new_active()
         active.written[ledger_id] = active.written.get(ledger_id, 0) + size
         return active.log_id
@@ -166,6 +173,7 @@ class EntryLogManagerModel:
         log = LogModel(log_id, "active")
         self.logs[log_id] = log
         self.current = log_id
+        self.rotate_requested = False
         self.created[log_id] = False
         self.max_seen_id = max(self.max_seen_id, log.log_id)
         self._update_least_unflushed()
@@ -254,6 +262,7 @@ class EntryLogManagerModel:
         self.created = {}
         self.current = None
         self.relaxed = False
+        self.rotate_requested = False
 
     def check_invariants(self) -> None:
         for log_id, log in self.logs.items():

@@ -97,8 +97,12 @@ class LedgerIndexModel:
 
     def __init__(self) -> None:
         self.ledgers: dict[int, LedgerModel] = {}
-        #: Deleted ledger ids, durable or maybe.
+        #: Deleted ledger ids: DURABLE (the delete answered ok), MAYBE (a crash cut it short
+        #: or reopened a failed one: the next state shows which), FAILED (it answered
+        #: io_error: in effect or not, as this run's states show, until a crash).
         self.deleted: dict[int, Sure] = {}
+        #: Of the FAILED deletes: whether this run's states showed the ledger deleted.
+        self.delete_seen: dict[int, bool] = {}
 
     # --- requests -----------------------------------------------------------------------
 
@@ -208,6 +212,7 @@ class LedgerIndexModel:
         assert sure is not Sure.PENDING
         if self.deleted.get(ledger_id) is not Sure.DURABLE:
             self.deleted[ledger_id] = sure
+            self.delete_seen.pop(ledger_id, None)
         if sure is Sure.DURABLE:
             self.ledgers.pop(ledger_id, None)
 
@@ -223,6 +228,10 @@ class LedgerIndexModel:
     def crash(self) -> None:
         """Whatever was pending may or may not survive."""
         unsure = (Sure.PENDING, Sure.FAILED)
+        for ledger_id, sure in self.deleted.items():
+            if sure is Sure.FAILED:
+                self.deleted[ledger_id] = Sure.MAYBE
+        self.delete_seen.clear()
         for ledger in self.ledgers.values():
             ledger.seen.clear()
             ledger.unseen.clear()
@@ -251,4 +260,6 @@ class LedgerIndexModel:
             assert self.deleted.get(ledger_id) is not Sure.DURABLE, ledger_id
             ledger.check_invariants()
         for sure in self.deleted.values():
-            assert sure in (Sure.DURABLE, Sure.MAYBE), sure
+            assert sure in (Sure.DURABLE, Sure.MAYBE, Sure.FAILED), sure
+        for ledger_id in self.delete_seen:
+            assert self.deleted.get(ledger_id) is Sure.FAILED, ledger_id

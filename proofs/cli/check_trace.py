@@ -36,6 +36,8 @@ from spec.operations import (
     DiskFull,
     DiskWritable,
     FailFsync,
+    FailRead,
+    FailWrite,
     Fence,
     JournalAck,
     JournalForce,
@@ -108,6 +110,15 @@ def _name(op: Operation) -> str:
     return op.name.replace("_", " ")
 
 
+def _disk_full(op: DiskFull) -> str:
+    return f"disk full: {op.where.replace('_', ' ')}"
+
+
+def _aimed(op: FailFsync | FailWrite | FailRead) -> str:
+    """A fault armed against a kind of file: ``fail fsync (journal)``."""
+    return f"{_name(op)} ({op.file.replace('_', ' ')})"
+
+
 #: Every operation in a few words, checked against the registry at import.
 DESCRIBERS: Mapping[type[Any], Callable[[Any], str]] = require_complete(
     {
@@ -126,9 +137,11 @@ DESCRIBERS: Mapping[type[Any], Callable[[Any], str]] = require_complete(
         Crash: _crash,
         Restart: _name,
         Shutdown: _name,
-        DiskFull: _name,
+        DiskFull: _disk_full,
         DiskWritable: _name,
-        FailFsync: _name,
+        FailFsync: _aimed,
+        FailWrite: _aimed,
+        FailRead: _aimed,
     },
     "check-trace's describers (proofs/cli/check_trace.py DESCRIBERS)",
 )
@@ -162,6 +175,8 @@ def describe_step(step: Step, steps: Sequence[Step]) -> str:
     for failed in (c for c in step.completed if c.error is not None):
         target = describe_op(steps[failed.step].op).split(" (", 1)[0]
         text += f"; ack of step {failed.step} ({target}) failed: {failed.error}"
+    for fault in step.faults:
+        text += f"; fault fired: {fault.describe()}"
     return text
 
 

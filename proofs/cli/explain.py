@@ -62,6 +62,8 @@ from spec.operations import (
     DiskFull,
     DiskWritable,
     FailFsync,
+    FailRead,
+    FailWrite,
     Fence,
     JournalAck,
     JournalForce,
@@ -291,6 +293,8 @@ TELLINGS: Mapping[type[Any], Telling] = require_complete(
         DiskFull: Telling(),
         DiskWritable: Telling(),
         FailFsync: Telling(),
+        FailWrite: Telling(),
+        FailRead: Telling(),
     },
     "explain's tellings (proofs/cli/explain.py TELLINGS)",
 )

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import math
 import os
 import random
 import tempfile
@@ -46,6 +47,16 @@ import attrs
 from impl.bookie.bookie import Ack, Bookie, BookieState
 from impl.clock import ManualClock
 from impl.config.config import ServerConfig, load_config
+from impl.format.names import (
+    DELETED_FILE_NAME,
+    INDEX_DIR_NAME,
+    JOURNAL_FILE_SUFFIX,
+    LAST_ID_FILE_NAME,
+    LAST_MARK_FILE_NAME,
+    LOG_SUFFIX,
+    TMP_SUFFIX,
+    log_file_name,
+)
 from impl.limits import TEST_LIMITS, TEST_SETTINGS, Limits
 from models.bookie.bookie import BookieModel, Divergence, ModelConfig
 from models.fs.simdisk import SimDisk
@@ -71,7 +82,10 @@ from spec.operations import (
     DiskFull,
     DiskWritable,
     FailFsync,
+    FailRead,
+    FailWrite,
     Fence,
+    FiredFault,
     JournalAck,
     JournalForce,
     JournalSync,
@@ -115,11 +129,26 @@ SMALL_SETTINGS: Mapping[str, str] = {
 }
 
 
+#: Disk usage thresholds at one half, for runs that fill one ledger directory (DiskFull
+#: ``active_log_dir``): the directory the disk check calls full then has as much room left
+#: as it uses, enough to seal the active log there (at BookKeeper's 0.95 a directory of a
+#: few KiB has a few dozen bytes left, and sealing finds no space).
+HALF_FULL_THRESHOLDS: Mapping[str, str] = {
+    "diskUsageThreshold": "0.5",
+    "diskUsageWarnThreshold": "0.5",
+    "diskUsageLwmThreshold": "0.5",
+}
+
 #: The wall clock an InProcessBookie's runs read unless told otherwise (ManualClock's).
 DEFAULT_WALL_MS = 1_700_000_000_000
 
 #: Refinement crashes a copy of the disk every this many steps (Refinement.shadow_crash).
 SHADOW_CRASH_EVERY = 25
+
+#: A shadow crash reads back, of the entries that must have survived, the newest this many
+#: of each ledger (every uncertain one too): the entries a loss window can hold are the
+#: recent ones, and the real restarts read back every one.
+SHADOW_PROBE_PER_LEDGER = 8
 
 #: The simulated disk checks its own invariants every this many steps (and while the bookie
 #: is down): its check reads every byte on the disk.
@@ -139,6 +168,11 @@ class SystemUnderTest(Protocol):
 
     def inspect(self) -> AbstractState | None:
         """The abstract state, or None while the bookie is down."""
+        ...
+
+    def fired_faults(self) -> tuple[FiredFault, ...]:
+        """The injected faults that took effect since the last call (() for a system that
+        injects none)."""
         ...
 
     def check_invariants(self) -> None: ...
@@ -211,6 +245,43 @@ def abstract_state(state: BookieState) -> AbstractState:
         ),
         deleted_ledgers=tuple(state.deleted_ledgers),
     )
+
+
+def file_kind(path: str) -> str:
+    """The kind of bookie file (spec.operations.FILE_KINDS) at normalised ``path`` on the
+    simulated disk: by its name, a temporary file by the name it replaces; the files of the
+    ledger index and the deleted-ledgers list are the index."""
+    parts = path.split("/")
+    name = parts[-1]
+    if name.endswith(TMP_SUFFIX):
+        name = name[: -len(TMP_SUFFIX)]
+    if INDEX_DIR_NAME in parts[:-1] or name == DELETED_FILE_NAME:
+        return "index"
+    if name.endswith(JOURNAL_FILE_SUFFIX):
+        return "journal"
+    if name == LAST_MARK_FILE_NAME:
+        return "last_mark"
+    if name == LAST_ID_FILE_NAME:
+        return "last_id"
+    if LOG_SUFFIX in name:
+        return "entry_log"
+    return "other"
+
+
+@attrs.frozen
+class _OfKind:
+    """A path filter: the files of one kind (a class, not a closure: the simulated disk that
+    holds it is copied by pickling for the shadow crashes)."""
+
+    kind: str
+
+    def __call__(self, path: str) -> bool:
+        return file_kind(path) == self.kind
+
+
+def _aimed_at(kind: str) -> Callable[[str], bool] | None:
+    """The paths a fault aimed at ``kind`` (spec.operations.FAULT_AIMS) fires on."""
+    return None if kind == "any" else _OfKind(kind)
 
 
 class InProcessBookie:
@@ -306,13 +377,26 @@ class InProcessBookie:
     def inspect(self) -> AbstractState | None:
         if self.bookie is None:
             return None
-        return abstract_state(self.bookie.inspect())
+        with self.disk.faults_paused():  # the observer's reads use up no fault
+            return abstract_state(self.bookie.inspect())
+
+    def fired_faults(self) -> tuple[FiredFault, ...]:
+        fired: list[FiredFault] = []
+        for op, path in self.disk.take_fired():
+            if op == "fsync_dir":
+                fault = FiredFault("fsync", "directory")
+            else:
+                fault = FiredFault(op, file_kind(path))
+            if fault not in fired:
+                fired.append(fault)
+        return tuple(fired)
 
     def check_invariants(self) -> None:
         """The bookie's invariants after every step; the simulated disk's (which cost time
         in proportion to every byte on it) every DISK_CHECK_EVERY steps and around crashes."""
         if self.bookie is not None:
-            self.bookie.check_invariants()
+            with self.disk.faults_paused():
+                self.bookie.check_invariants()
         self._steps_since_disk_check += 1
         if self._steps_since_disk_check >= DISK_CHECK_EVERY or self.bookie is None:
             self.disk.check_invariants()
@@ -359,7 +443,7 @@ class InProcessBookie:
     def _restart(self, _index: int, _op: Restart) -> Result:
         # A restart comes up on a healthy disk with room: the faults were of the last run.
         self.disk.clear_failures()
-        for directory in LEDGER_DIRS:
+        for directory in (JOURNAL_DIR, *LEDGER_DIRS):
             self.disk.set_capacity(directory, None)
         try:
             self.bookie = self._open()
@@ -423,23 +507,64 @@ class InProcessBookie:
         self._bookie().rotate_log()
         return OK
 
-    def _fail_fsync(self, _index: int, _op: FailFsync) -> Result:
-        self.disk.fail_next("fsync")
+    def _fail_fsync(self, _index: int, op: FailFsync) -> Result:
+        if op.file == "directory":
+            self.disk.fail_next("fsync_dir")
+        elif op.file == "any":
+            self.disk.fail_next("fsync")
+            self.disk.fail_next("fsync_dir")
+        else:
+            self.disk.fail_next("fsync", match=_aimed_at(op.file))
         return OK
 
-    def _disk_full(self, _index: int, _op: DiskFull) -> Result:
-        for directory in LEDGER_DIRS:
-            used = sum(
-                len(data)
-                for path, data in self.disk.current_snapshot().items()
-                if path.startswith(directory + "/")
-            )
-            self.disk.set_capacity(directory, used)
+    def _fail_write(self, _index: int, op: FailWrite) -> Result:
+        self.disk.fail_next("write", match=_aimed_at(op.file))
+        return OK
+
+    def _fail_read(self, _index: int, op: FailRead) -> Result:
+        self.disk.fail_next("read", match=_aimed_at(op.file))
+        return OK
+
+    def _used(self, directory: str) -> int:
+        prefix = directory + "/"
+        return sum(
+            len(data)
+            for path, data in self.disk.current_snapshot().items()
+            if path.startswith(prefix)
+        )
+
+    def _disk_full(self, _index: int, op: DiskFull) -> Result:
+        if op.where == "journal_dir":
+            self.disk.set_capacity(JOURNAL_DIR, self._used(JOURNAL_DIR))
+            return OK
+        if op.where == "ledger_dirs":
+            for directory in LEDGER_DIRS:
+                self.disk.set_capacity(directory, self._used(directory))
+        else:
+            # The active log's directory crosses the disk usage threshold with a little room
+            # left (a real disk is seldom full to the byte): what is written there already can
+            # still be sealed, and the disk check moves new logs to the other directory.
+            directory = self._active_log_dir()
+            used = self._used(directory)
+            # Strictly above the threshold, as the check compares; a nearly empty directory
+            # gets no room at all.
+            room = math.ceil(used / self.config.disk_usage_threshold) - 1
+            self.disk.set_capacity(directory, max(used, room))
         self._bookie().check_dirs()  # the disk checker notices
         return OK
 
+    def _active_log_dir(self) -> str:
+        """The ledger directory of the active entry log (the first one when there is none)."""
+        current = self._bookie().inspect().current_log_id
+        if current is not None:
+            name = log_file_name(current)
+            for directory in LEDGER_DIRS:
+                if self.disk.exists(f"{directory}/current/{name}"):
+                    return directory
+        return LEDGER_DIRS[0]
+
     def _disk_writable(self, _index: int, _op: DiskWritable) -> Result:
-        for directory in LEDGER_DIRS:
+        for directory in (JOURNAL_DIR, *LEDGER_DIRS):
             self.disk.set_capacity(directory, None)
         self._bookie().check_dirs()  # the disk checker notices
         return OK
@@ -496,12 +621,24 @@ IN_PROCESS: Mapping[type[Any], InProcessRun] = require_complete(
         DiskFull: InProcessRun(InProcessBookie._disk_full),
         DiskWritable: InProcessRun(InProcessBookie._disk_writable),
         FailFsync: InProcessRun(InProcessBookie._fail_fsync),
+        FailWrite: InProcessRun(InProcessBookie._fail_write),
+        FailRead: InProcessRun(InProcessBookie._fail_read),
     },
     "the in-process system under test (proofs/harness/refinement.py IN_PROCESS)",
 )
 
 
 # --- the harness ---------------------------------------------------------------------------
+
+
+def _newest_of_each_ledger(entries: list[tuple[int, int]], count: int) -> list[tuple[int, int]]:
+    """Of (ledger, entry) pairs, the ``count`` with the highest entry ids of each ledger, in
+    the order given."""
+    by_ledger: dict[int, list[int]] = {}
+    for ledger, entry in entries:
+        by_ledger.setdefault(ledger, []).append(entry)
+    kept = {(ledger, entry) for ledger, ids in by_ledger.items() for entry in sorted(ids)[-count:]}
+    return [pair for pair in entries if pair in kept]
 
 
 class Refinement:
@@ -539,6 +676,8 @@ class Refinement:
             self.disk_check = DiskCheck(sut.disk_view())
         self.shadow_crash_every = shadow_crash_every if in_process else 0
         self._since_shadow = 0
+        #: Of the durable entries, probe only the newest this many of each ledger (None: all).
+        self.probe_per_ledger: int | None = None
         self._check_first_state()
 
     def _check_first_state(self) -> None:
@@ -562,20 +701,30 @@ class Refinement:
         return Trace(self.header, tuple(self.steps))
 
     def run(
-        self, op: Operation, *, crash_after_ops: int | None = None, inspect: bool = True
+        self,
+        op: Operation,
+        *,
+        crash_after_ops: int | None = None,
+        inspect: bool = True,
+        probing: bool = False,
     ) -> Step:
         """Run one step everywhere and check it; raises RefinementFailure. ``inspect=False``
         skips the abstract state for this step (the post-restart reads: the state is
-        compared once after the last of them)."""
+        compared once after the last of them). ``probing``: a read of :meth:`probe`; reads
+        change nothing on the disk, so the invariants of the model, the monitor, the bookie
+        and its files are checked after the probe's last read (``inspect``) only, and the
+        reads do not count towards the next shadow crash."""
         index = len(self.steps)
         try:
             result, completed = self.sut.run(index, op, crash_after_ops)
+            faults = self.sut.fired_faults()
             state = None if result.crashed or not inspect else self.sut.inspect()
         except AssertionError as exc:
             raise self._own_assertion(index, op, exc) from exc
-        step = Step(index, op, result, completed, state)
+        step = Step(index, op, result, completed, state, faults)
         self.steps.append(step)
-        judgement = self.judge.judge(step)
+        light = probing and not inspect
+        judgement = self.judge.judge(step, check_invariants=not light)
         divergence = judgement.divergence
         if divergence is not None:
             reason = getattr(self.sut, "last_error", None) if isinstance(op, Restart) else None
@@ -590,6 +739,8 @@ class Refinement:
                 f"property {v.prop} at step {v.step}: {v.message}" for v in judgement.violations
             )
             raise RefinementFailure(text, self.trace())
+        if light:
+            return step
         try:
             self.sut.check_invariants()
         except AssertionError as exc:
@@ -603,6 +754,8 @@ class Refinement:
                 ) from exc
         if isinstance(op, Restart) and result.ok and self.probe_after_restart:
             self.probe()
+        if probing:
+            return step
         self._since_shadow += 1
         if self.shadow_crash_every and self._since_shadow >= self.shadow_crash_every:
             self.shadow_crash()
@@ -611,7 +764,8 @@ class Refinement:
     def shadow_crash(self) -> None:
         """Crash a copy of the disk now (LoseUnsynced), recover a bookie on it and check it
         against the model's crash outcomes, with copies of the model and the monitor, and
-        read back every entry that must or may have survived; then carry on with the real
+        read back every entry that may have survived and the newest of those that must have
+        (SHADOW_PROBE_PER_LEDGER of each ledger); then carry on with the real
         run, undisturbed. Skipped while the bookie is down or a crash is due. A failure is a
         RefinementFailure whose trace is this run's so far plus the shadow crash, restart and
         reads: it replays like any trace."""
@@ -628,6 +782,7 @@ class Refinement:
         twin.steps = list(self.steps)
         twin.notes = list(self.notes)
         twin.shadow_crash_every = 0
+        twin.probe_per_ledger = SHADOW_PROBE_PER_LEDGER
         if self.disk_check is not None:
             twin.disk_check = DiskCheck(twin.sut.disk_view())
             twin.disk_check.named = set(self.disk_check.named)
@@ -662,9 +817,11 @@ class Refinement:
         seen at once (property 1 over every acknowledged add, not only the ones a scenario
         happens to read)."""
         durable = self.model.durable_entries() if self.probe_durable else []
+        if self.probe_per_ledger is not None:
+            durable = _newest_of_each_ledger(durable, self.probe_per_ledger)
         reads = self.model.uncertain_entries() + durable
         for number, (ledger, entry) in enumerate(reads, start=1):
-            self.run(Read(ledger, entry), inspect=number == len(reads))
+            self.run(Read(ledger, entry), inspect=number == len(reads), probing=True)
 
     def run_all(self, ops: Iterable[Operation]) -> Trace:
         for op in ops:

@@ -28,6 +28,7 @@ from impl.bookie.checkpoint import Checkpointer
 from impl.clock import Clock
 from impl.entrylog.buffered_channel import BufferedChannel
 from impl.entrylog.ids import RecentEntryLogsStatus
+from impl.entrylog.ledger_dirs import DirState
 from impl.entrylog.manager import SingleEntryLogManager
 from impl.format.entry_log import encode_ledgers_map
 from impl.format.journal import encode_key_record
@@ -35,7 +36,7 @@ from impl.format.names import LAST_MARK_FILE_NAME
 from impl.fs.api import FileSystem, join
 from impl.journal.journal import Journal, OnDurable
 from impl.journal.last_mark import LogMark, encode_last_mark
-from spec.errors import BookieIOError
+from spec.errors import BookieIOError, NoSpace
 from spec.ids import EntryId, LedgerId
 from tests.quality import bookie_variants, variants
 
@@ -464,3 +465,35 @@ class CheckpointCapturingItsMarkLateBookie(Bookie):
         if self._captured is not None:
             self._captured = self._capture_mark()
         return super()._checkpoint_persist_locked()
+
+
+# --- 16. faults: a full directory, and a read error, taken for more than they are -------------
+
+
+class RefusingAddsWhenOneLedgerDirIsFullBookie(Bookie):
+    """A bookie that refuses adds with no_space as soon as one ledger directory is full,
+    though another has room (BookKeeper #3329 is this class: writes stop while space is
+    left). How it shows: the active log's directory fills up while the other has room, and
+    an add is refused; the model requires it taken, in a new log elsewhere."""
+
+    def add_entry(
+        self, ledger_id: LedgerId, entry_id: EntryId, master_key: bytes, data: bytes
+    ) -> Ack:
+        states = [state for _, state in self._entry_logger.state().dir_states]
+        if DirState.FULL in states:
+            raise NoSpace("a ledger directory is full (this variant gives up at the first)")
+        return super().add_entry(ledger_id, entry_id, master_key, data)
+
+
+class FailingOnAReadErrorBookie(Bookie):
+    """A bookie that takes a read error of one entry log for a dead disk: it fails itself,
+    so every add and fence in flight gets io_error and later writes are refused until a
+    restart. A read error breaks nothing durable; the model excuses the failed read only, so
+    the failed acks diverge (an armed read fault relaxes nothing else)."""
+
+    def read_entry(self, ledger_id: LedgerId, entry_id: EntryId) -> bytes:
+        try:
+            return super().read_entry(ledger_id, entry_id)
+        except BookieIOError as exc:
+            self.fail(exc)
+            raise

@@ -212,6 +212,7 @@ def test_catches_a_fence_acknowledged_at_the_next_force_without_a_record() -> No
     _assert_caught(
         rv.FenceAckedAtNextForceBookie.open,
         "should be fenced",  # the fence lost in a crash
+        "durably fenced, is not fenced",  # the same, seen by the crash's outcomes first
         "property fence",  # an add acknowledged after an acknowledged fence
         "the journal mark stayed",  # a force with only the fence queued wrote nothing
         # A group commit run as phases: the fence has no record in the group, so the ack
@@ -230,6 +231,8 @@ def test_catches_last_mark_moving_backwards_bookkeeper_4740() -> None:
         # The stale mark is older than the journal's durable mark the checkpoint covered: when
         # the model saw no newer lastMark before, that is how the regression shows.
         "is not the journal's durable mark",
+        # The property monitor sees the same from the client's side, when it sees it first.
+        "after the checkpoint last_mark",
     )
 
 
@@ -415,3 +418,14 @@ def test_catches_acknowledging_appends_made_during_the_group_s_fsync() -> None:
 
 def test_catches_a_checkpoint_capturing_its_mark_after_its_flush() -> None:
     _assert_caught(rv.CheckpointCapturingItsMarkLateBookie.open, "its first phase captured", *LOSS)
+
+
+# --- 16. faults taken for more than they are ----------------------------------------------------
+
+
+def test_catches_adds_refused_while_another_ledger_dir_has_room_bookkeeper_3329() -> None:
+    _assert_caught(rv.RefusingAddsWhenOneLedgerDirIsFullBookie.open, "answered failed: no_space")
+
+
+def test_catches_a_read_error_failing_the_whole_bookie() -> None:
+    _assert_caught(rv.FailingOnAReadErrorBookie.open, "read completed acks")

@@ -39,6 +39,7 @@ from impl.bookie.bookie import Bookie
 from models.entrylog.manager import RECORD_OVERHEAD_BYTES
 from proofs.harness.refinement import (
     DEFAULT_WALL_MS,
+    HALF_FULL_THRESHOLDS,
     SMALL_SETTINGS,
     InProcessBookie,
     Refinement,
@@ -53,6 +54,8 @@ from spec.crash import (
     TornWrite,
 )
 from spec.operations import (
+    DISK_FULL_PLACES,
+    FAULT_AIMS,
     Add,
     Checkpoint,
     CheckpointFlush,
@@ -62,6 +65,8 @@ from spec.operations import (
     DiskFull,
     DiskWritable,
     FailFsync,
+    FailRead,
+    FailWrite,
     Fence,
     JournalAck,
     JournalForce,
@@ -110,8 +115,10 @@ crash_plans: st.SearchStrategy[CrashPlan] = st.one_of(
     st.builds(TornWrite, st.integers(0, 40), st.integers(0, 3)),
     st.builds(KeepSubset, st.frozensets(st.integers(0, 40), max_size=12)),
 )
-#: How many file-system operations a step may issue before the machine dies in it.
-crash_points = st.none() | st.integers(0, 24)
+#: How many file-system operations a step may issue before the machine dies in it; most
+#: steps run whole (two in three: the crash rules and the rules that end in a crash are
+#: many, and half of the steps dying left too few acknowledged adds per example).
+crash_points = st.one_of(st.none(), st.none(), st.integers(0, 24))
 #: The same for a group commit, which issues only two or three (write, fsync, maybe a
 #: rollover): drawn up to 24, a crash almost never landed inside one
 #: (tests/refinement/test_coverage.py counted none in 120 examples).
@@ -141,6 +148,18 @@ knobs = st.fixed_dictionaries(
 #: The wall clock the bookie reads, which new journal ids start from: mostly today's, and
 #: sometimes a few milliseconds below 0x100000000000, so that the journals of a run cross a
 #: hex width (fffffffffff.txn, then 100000000000.txn: name order is not id order).
+#: Where writes and reads are failed: every kind of file that is written (read), or any.
+WRITE_AIMS = tuple(aim for aim in FAULT_AIMS if aim != "directory")
+READ_AIMS = ("any", "entry_log", "index")
+
+#: The faults a rule arms: an fsync, a write or a read that fails, aimed at one kind of
+#: file (or any).
+faults = (
+    st.sampled_from(FAULT_AIMS).map(FailFsync)
+    | st.sampled_from(WRITE_AIMS).map(FailWrite)
+    | st.sampled_from(READ_AIMS).map(FailRead)
+)
+
 wall_clocks = st.sampled_from((DEFAULT_WALL_MS, DEFAULT_WALL_MS, 0xFFFFFFFFFFF - 2))
 #: How far past the previous entry id an add's id is: mostly the next one; sometimes a
 #: stripe (an ensemble of 3 writes every third id), sometimes far ahead.
@@ -168,7 +187,7 @@ def machine_for(opener: Callable[..., Bookie] = Bookie.open) -> type[RuleBasedSt
         @initialize(drawn=knobs, wall_ms=wall_clocks)
         def configure(self, drawn: dict[str, str], wall_ms: int) -> None:
             """Draw this example's knobs and start its bookie with them."""
-            self.settings = {**SMALL_SETTINGS, **drawn}
+            self.settings = {**SMALL_SETTINGS, **HALF_FULL_THRESHOLDS, **drawn}
             self.sut = InProcessBookie(self.settings, opener=opener, wall_ms=wall_ms)
             self.harness = Refinement(self.sut, self.settings)
             _seen(f"logSizeLimit {drawn['logSizeLimit']}")
@@ -194,6 +213,11 @@ def machine_for(opener: Callable[..., Bookie] = Bookie.open) -> type[RuleBasedSt
                 self.journal_seen = journal
             if step.state is not None and step.state.journal_mark[0] > 0xFFFFFFFFFFF:
                 _seen("a journal id with one more hex digit")
+            for fault in step.faults:
+                _seen(f"a fault fired: {fault.op} of {fault.file}")
+            partly_full = self.harness.model.disk_full == "active_log_dir"
+            if isinstance(op, Add) and partly_full and (step.result.ok or step.result.pending):
+                _seen("an add taken while the active log's directory is full")
             if isinstance(op, Restart) and step.result.replayed:
                 _seen("restart replayed journal records")
                 recovery = self.sut.bookie.recovery if self.sut.bookie else None
@@ -246,7 +270,7 @@ def machine_for(opener: Callable[..., Bookie] = Bookie.open) -> type[RuleBasedSt
         @rule(
             ledger=ledgers,
             data=payloads,
-            count=st.integers(2, 12),
+            count=st.integers(4, 24),
             read_back=st.booleans(),
         )
         def healthy_stretch(self, ledger: int, data: bytes, count: int, read_back: bool) -> None:
@@ -505,9 +529,11 @@ def machine_for(opener: Callable[..., Bookie] = Bookie.open) -> type[RuleBasedSt
             self._run(Restart())
 
         @precondition(lambda self: self.up and not self.harness.model.disk_full)
-        @rule()
-        def disk_full(self) -> None:
-            self._run(DiskFull())
+        @rule(where=st.sampled_from(DISK_FULL_PLACES))
+        def disk_full(self, where: str) -> None:
+            """A place runs out of space: every ledger directory, the one holding the active
+            entry log (the bookie must carry on in the other), or the journal directory."""
+            self._run(DiskFull(where))
 
         @precondition(lambda self: self.up and self.harness.model.disk_full)
         @rule()
@@ -515,9 +541,17 @@ def machine_for(opener: Callable[..., Bookie] = Bookie.open) -> type[RuleBasedSt
             self._run(DiskWritable())
 
         @precondition(lambda self: self.up)
-        @rule()
-        def fail_fsync(self) -> None:
-            self._run(FailFsync())
+        @rule(fault=faults, ledger=ledgers, back=st.integers(0, 3))
+        def inject_fault(
+            self, fault: FailFsync | FailWrite | FailRead, ledger: int, back: int
+        ) -> None:
+            """Arm a failed fsync, write or read aimed at one kind of file (one rule for all,
+            so that faults do not crowd out the healthy stretches); a read fault is followed
+            by a read that may meet it (the bookie may answer io_error for that read only,
+            and nothing durable may change)."""
+            self._run(fault)
+            if isinstance(fault, FailRead):
+                self.read(ledger, back)
 
         @precondition(lambda self: self.up)
         @rule(plan=crash_plans, retry=st.booleans())
@@ -564,7 +598,7 @@ PRODUCERS: Mapping[type[Operation], tuple[str, ...]] = require_complete(
             "group_commit_with_adds_between_its_phases",
             "checkpoint_with_adds_between_its_phases",
         ),
-        Read: ("read", "healthy_stretch"),
+        Read: ("read", "healthy_stretch", "inject_fault"),
         Fence: ("fence",),
         Delete: ("delete",),
         Checkpoint: ("checkpoint", "checkpoint_then_crash", "fsync_failure_in_checkpoint"),
@@ -604,7 +638,9 @@ PRODUCERS: Mapping[type[Operation], tuple[str, ...]] = require_complete(
         Shutdown: ("shutdown_and_restart",),
         DiskFull: ("disk_full",),
         DiskWritable: ("disk_writable",),
-        FailFsync: ("fail_fsync", "fsync_failure_in_checkpoint"),
+        FailFsync: ("inject_fault", "fsync_failure_in_checkpoint"),
+        FailWrite: ("inject_fault",),
+        FailRead: ("inject_fault",),
     },
     "the Hypothesis refinement machine (tests/refinement/machine.py PRODUCERS)",
 )

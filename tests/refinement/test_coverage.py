@@ -45,6 +45,17 @@ MINIMUMS: dict[str, tuple[int, int]] = {
     "a journal id with one more hex digit": (3, 30),
     "an add at the rotation boundary": (3, 30),
     "an add sent again": (3, 30),
+    "an add taken while the active log's directory is full": (3, 30),
+    "a fault fired: fsync of journal": (1, 10),
+    "a fault fired: fsync of entry_log": (3, 30),
+    "a fault fired: fsync of directory": (0, 10),
+    "a fault fired: fsync of last_mark": (3, 30),
+    "a fault fired: write of entry_log": (1, 10),
+    "a fault fired: write of index": (0, 5),
+    "a fault fired: read of entry_log": (3, 30),
+    "a fault fired: read of index": (1, 10),
+    "a fault fired: no_space of journal": (1, 5),
+    "a fault fired: no_space of entry_log": (1, 10),
 }
 
 
@@ -97,7 +108,7 @@ def _short(seen: dict[str, int], column: int) -> list[str]:
 
 
 def test_the_fast_run_reaches_every_rare_situation() -> None:
-    seen = _run(examples=60, steps=50)
+    seen = _run(examples=150, steps=50)
     assert _short(seen, 0) == [], seen
 
 

@@ -22,6 +22,7 @@ from spec.operations import (
     Delete,
     FailFsync,
     Fence,
+    FiredFault,
     JournalForce,
     Read,
     Restart,
@@ -36,6 +37,8 @@ from spec.state import AbstractState, LedgerView, LogView
 from spec.trace import Step
 
 KEY = b"k"
+#: A journal fsync that failed: the fault the tests below fire.
+JOURNAL_FSYNC = FiredFault("fsync", "journal")
 ASYNC = Profile(acks="async", state="full", answers="bkref")
 
 
@@ -145,7 +148,7 @@ def test_a_pending_entry_reads_back_in_process_and_once_seen_stays_readable() ->
 def test_a_failed_add_seen_missing_stays_missing_until_a_crash() -> None:
     model = _model()
     model.step(0, FailFsync(), OK, ())
-    model.step(1, Add(1, 0, KEY, b"x"), failed("io_error"), ())
+    model.step(1, Add(1, 0, KEY, b"x"), failed("io_error"), (), (JOURNAL_FSYNC,))
     model.step(2, Read(1, 0), failed("no_entry"), ())
     with pytest.raises(Divergence, match="allowed: io_error, no_entry"):
         model.step(3, Read(1, 0), Result(data=b"x"), ())
@@ -157,7 +160,9 @@ def test_a_failed_fence_cannot_flicker_within_a_run() -> None:
     model.step(1, JournalForce(), OK, (Completion(0),))
     model.step(2, FailFsync(), OK, ())
     model.step(3, Fence(1, KEY), PENDING, ())
-    model.step(4, JournalForce(), failed("io_error"), (Completion(3, "io_error"),))
+    model.step(
+        4, JournalForce(), failed("io_error"), (Completion(3, "io_error"),), (JOURNAL_FSYNC,)
+    )
     model.step(5, Add(1, 1, KEY, b"y"), failed("fenced"), ())  # in effect, this run
     with pytest.raises(Divergence, match="allowed: fenced, io_error"):
         model.step(6, Add(1, 2, KEY, b"y"), PENDING, ())
@@ -313,7 +318,7 @@ def test_an_unclean_shutdown_refreshes_what_a_restart_is_checked_against() -> No
     model.step(1, JournalForce(), OK, (Completion(0),))
     model.step(2, Checkpoint(), OK, ())
     model.step(3, FailFsync(), OK, ())
-    model.step(4, Shutdown(), failed("io_error"), ())
+    model.step(4, Shutdown(), failed("io_error"), (), (JOURNAL_FSYNC,))
     model.step(5, Restart(), OK, ())
     with pytest.raises(Divergence, match="entry log 0 vanished"):
         model.compare(5, _state(ledgers=(LedgerView(1, 0, False),)), "restart")
@@ -322,7 +327,7 @@ def test_an_unclean_shutdown_refreshes_what_a_restart_is_checked_against() -> No
 def test_a_power_cut_after_a_shutdown_that_failed_is_a_legal_step() -> None:
     model = _model()
     model.step(0, FailFsync(), OK, ())
-    model.step(1, Shutdown(), failed("io_error"), ())
+    model.step(1, Shutdown(), failed("io_error"), (), (JOURNAL_FSYNC,))
     model.step(2, Crash(LoseUnsynced()), OK, ())
     model.step(3, Restart(), OK, ())
     assert model.up
@@ -337,7 +342,7 @@ def test_an_unreported_log_found_again_after_a_crash_may_be_empty_but_hold_nothi
         model = _model()
         model.compare(-1, _state(), "restart")
         model.step(0, FailFsync(), OK, ())
-        model.step(1, Add(1, 0, KEY, b"x"), PENDING, ())
+        model.step(1, Add(1, 0, KEY, b"x"), PENDING, (), (FiredFault("fsync", "directory"),))
         logs = (LogView(0, "flushed", ()), LogView(2, "active", ((1, 21),)))
         model.compare(1, _state(logs, (LedgerView(1, 0, False),), current=2, least=1), "add")
         model.step(2, Crash(LoseUnsynced()), OK, ())

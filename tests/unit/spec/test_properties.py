@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -27,10 +28,11 @@ from spec.operations import (
     Completion,
     Crash,
     Delete,
-    DiskFull,
     DiskWritable,
     FailFsync,
+    FailRead,
     Fence,
+    FiredFault,
     JournalForce,
     Operation,
     Read,
@@ -110,11 +112,13 @@ def test_durability_judges_a_read_only_after_the_ack() -> None:
     assert found(steps) == [("durability", 2)]
 
 
-def test_durability_allows_io_error_reads_while_a_fault_is_active() -> None:
-    for fault in (FailFsync(), DiskFull()):
+def test_durability_allows_io_error_reads_from_the_step_a_fault_fires_in() -> None:
+    for fault in (FiredFault("fsync", "journal"), FiredFault("no_space", "entry_log")):
         steps = history(
             (Add(1, 0, K, b"a"), OK),
-            (fault, OK),
+            (FailFsync(), OK),
+            (Read(1, 0), failed("io_error")),  # armed, not fired: no excuse yet
+            (Checkpoint(), failed("io_error")),
             (Read(1, 0), failed("io_error")),
             (DiskWritable(), OK),
             (Read(1, 0), failed("io_error")),
@@ -122,13 +126,29 @@ def test_durability_allows_io_error_reads_while_a_fault_is_active() -> None:
             RESTART,
             (Read(1, 0), failed("io_error")),
         )
-        assert found(steps) == [("durability", 7)], fault  # the restart ended the fault
+        steps[3] = attrs.evolve(steps[3], faults=(fault,))
+        # Before it fired, and after the restart that ended it.
+        assert found(steps) == [("durability", 2), ("durability", 9)], fault
     no_fault = history((Add(1, 0, K, b"a"), OK), (Read(1, 0), failed("io_error")))
     assert found(no_fault) == [("durability", 1)]
     other_error = history(
-        (Add(1, 0, K, b"a"), OK), (FailFsync(), OK), (Read(1, 0), failed("no_entry"))
+        (Add(1, 0, K, b"a"), OK),
+        (Checkpoint(), failed("io_error")),
+        (Read(1, 0), failed("no_entry")),
     )
+    other_error[1] = attrs.evolve(other_error[1], faults=(FiredFault("fsync", "index"),))
     assert found(other_error) == [("durability", 2)]
+
+
+def test_a_read_fault_excuses_the_read_it_fires_in_only() -> None:
+    steps = history(
+        (Add(1, 0, K, b"a"), OK),
+        (FailRead("entry_log"), OK),
+        (Read(1, 0), failed("io_error")),
+        (Read(1, 0), failed("io_error")),
+    )
+    steps[2] = attrs.evolve(steps[2], faults=(FiredFault("read", "entry_log"),))
+    assert found(steps) == [("durability", 3)]
 
 
 def test_durability_does_not_judge_reads_while_the_bookie_is_down() -> None:

@@ -24,10 +24,15 @@ from spec.crash import CrashPlan, KeepPrefix, KeepSubset, LoseUnsynced, TornSect
 from spec.errors import TraceError
 from spec.operations import (
     CRASHED,
+    DISK_FULL_PLACES,
     ERROR_CODES,
+    FAULT_AIMS,
+    FAULT_OPS,
+    FILE_KINDS,
     OK,
     OPERATIONS,
     PENDING,
+    UNKNOWN_FAULT,
     Add,
     Checkpoint,
     Completion,
@@ -36,7 +41,10 @@ from spec.operations import (
     DiskFull,
     DiskWritable,
     FailFsync,
+    FailRead,
+    FailWrite,
     Fence,
+    FiredFault,
     JournalForce,
     Operation,
     Read,
@@ -172,8 +180,7 @@ def operations(
     datas: st.SearchStrategy[bytes] = datas,
 ) -> st.SearchStrategy[Operation]:
     """Every op, with its fields drawn from the given strategies."""
-    simple = [Checkpoint(), JournalForce(), Rotate(), Restart(), Shutdown()]
-    simple += [DiskFull(), DiskWritable(), FailFsync()]
+    simple = [Checkpoint(), JournalForce(), Rotate(), Restart(), Shutdown(), DiskWritable()]
     return st.one_of(
         st.builds(Add, ledgers, entries, keys, datas),
         st.builds(Read, ledgers, entries),
@@ -181,7 +188,19 @@ def operations(
         st.builds(Delete, ledgers),
         st.builds(Crash, plans),
         st.sampled_from(simple),
+        st.sampled_from(DISK_FULL_PLACES).map(DiskFull),
+        st.sampled_from(FAULT_AIMS).flatmap(
+            lambda aim: st.sampled_from((FailFsync(aim), FailWrite(aim), FailRead(aim)))
+        ),
     )
+
+
+#: Faults a step may carry (a trace never holds the unknown one: older versions only).
+fired_faults = st.lists(
+    st.builds(FiredFault, st.sampled_from(FAULT_OPS[:-1]), st.sampled_from(FILE_KINDS)),
+    max_size=2,
+    unique=True,
+).map(tuple)
 
 
 def results_for(
@@ -247,7 +266,9 @@ def histories(
                 completed.append(Completion(target, draw(st.none() | st.sampled_from(ERROR_CODES))))
         if result.pending:
             pending.append(index)
-        steps.append(Step(index, op, result, tuple(completed), draw(state_values)))
+        steps.append(
+            Step(index, op, result, tuple(completed), draw(state_values), draw(fired_faults))
+        )
     return tuple(steps)
 
 
@@ -534,8 +555,8 @@ def test_malformed_step_lines_are_refused_with_a_reason(line: str, expected: str
     ("line", "expected"),
     [
         (
-            '{"bkref_trace": 3, "source": "", "config": {}}',
-            "trace version 3 is not supported: this bkref reads version 1, 2 only",
+            '{"bkref_trace": 4, "source": "", "config": {}}',
+            "trace version 4 is not supported: this bkref reads version 1, 2, 3 only",
         ),
         (
             '{"bkref_trace": 2, "source": "", "config": {}}',
@@ -639,6 +660,34 @@ def test_a_version_2_header_carries_its_profile_and_a_version_1_header_the_defau
     assert read_trace(text).header.profile == profile
     old = read_trace('{"bkref_trace": 1, "source": "old", "config": {}}\n')
     assert old.header.version == 1 and old.header.profile == DEFAULT_PROFILE
+
+
+def test_a_version_2_trace_reads_its_faults_as_firing_where_they_were_armed() -> None:
+    text = "\n".join(
+        [
+            '{"bkref_trace": 2, "source": "old", "config": {}, "profile": '
+            '{"acks": "in_process", "state": "full", "answers": "bkref"}}',
+            '{"step": 0, "op": "fail_fsync", "result": {"ok": true}}',
+            '{"step": 1, "op": "disk_full", "result": {"ok": true}}',
+            '{"step": 2, "op": "checkpoint", "result": {"ok": false, "error": "io_error"}}',
+        ]
+    )
+    steps = read_trace(text).steps
+    assert [step.op for step in steps] == [FailFsync("any"), DiskFull("ledger_dirs"), Checkpoint()]
+    assert [step.faults for step in steps] == [(UNKNOWN_FAULT,), (UNKNOWN_FAULT,), ()]
+    with pytest.raises(TraceError, match="no field 'faults'"):
+        read_trace(text.replace('"io_error"}}', '"io_error"}, "faults": []}'))
+    with pytest.raises(TraceError, match="no field 'file'"):
+        read_trace(text.replace('"fail_fsync",', '"fail_fsync", "file": "journal",'))
+
+
+def test_a_version_3_step_names_the_faults_it_fired() -> None:
+    step = Step(0, Checkpoint(), failed("io_error"), faults=(FiredFault("fsync", "index"),))
+    text = write_trace(Trace(TraceHeader((), "t"), (step,)))
+    assert '"faults": [{"op": "fsync", "file": "index"}]' in text
+    assert read_trace(text).steps == (step,)
+    with pytest.raises(TraceError, match=r"faults\[0\]\.file must be one of"):
+        read_trace(text.replace('"file": "index"', '"file": "disk"'))
 
 
 def test_the_recorder_plans_read_back() -> None:

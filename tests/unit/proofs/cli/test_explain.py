@@ -29,6 +29,7 @@ from spec.operations import (
     Crash,
     FailFsync,
     Fence,
+    FiredFault,
     JournalForce,
     Read,
     Restart,
@@ -316,6 +317,7 @@ def test_durability_text_names_failed_entries_and_fences() -> None:
         JournalForce(),
         Result(error="io_error"),
         (Completion(0, "io_error"), Completion(1, "io_error")),
+        (FiredFault("fsync", "journal"),),
     )
     text = durability_text(model)
     assert "failed (io_error: may or may not have been kept): ledger 1 entry 0" in text

@@ -34,6 +34,7 @@ from spec.operations import (
     Add,
     Completion,
     Crash,
+    FiredFault,
     JournalForce,
     Operation,
     Read,
@@ -140,6 +141,9 @@ class LyingReads:
 
     def inspect(self) -> AbstractState | None:
         return self.inner.inspect()
+
+    def fired_faults(self) -> tuple[FiredFault, ...]:
+        return self.inner.fired_faults()
 
     def check_invariants(self) -> None:
         self.inner.check_invariants()

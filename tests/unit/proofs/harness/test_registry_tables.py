@@ -31,6 +31,9 @@ from spec.crash import LoseUnsynced
 from spec.operations import (
     REGISTRY,
     DiskFull,
+    FailFsync,
+    FailRead,
+    FailWrite,
     IncompleteTable,
     Kind,
     OperationSpec,
@@ -165,9 +168,9 @@ RULE_ARGS: Mapping[str, dict[str, object]] = {
     "rotate": {"at": 0, "plan": PLAN},
     "crash": {"plan": PLAN, "restart_crash": None},
     "shutdown_and_restart": {"at": 0, "plan": PLAN, "power_cut": False},
-    "disk_full": {},
+    "disk_full": {"where": "ledger_dirs"},
     "disk_writable": {},
-    "fail_fsync": {},
+    "inject_fault": {"fault": FailRead("entry_log"), "ledger": 1, "back": 0},
     "fsync_failure_in_checkpoint": {"plan": PLAN, "retry": False},
     "process_killed_then_power_cut": {"plan": PLAN},
     "journal_write": {},
@@ -197,6 +200,16 @@ RULE_ARGS: Mapping[str, dict[str, object]] = {
 }
 
 
+#: Further arguments for the rules that run different operations by their arguments: each
+#: call's operations count too.
+MORE_RULE_ARGS: Mapping[str, list[dict[str, object]]] = {
+    "inject_fault": [
+        {"fault": FailFsync("journal"), "ledger": 1, "back": 0},
+        {"fault": FailWrite("index"), "ledger": 1, "back": 0},
+    ],
+}
+
+
 def _rules() -> set[str]:
     machine = machine_for()
     return {name for name in dir(machine) if hasattr(getattr(machine, name), RULE_MARKER)}
@@ -213,10 +226,15 @@ def _ops_run_by(rule: str) -> set[type[Any]]:
     machine: Any = machine_for()()
     machine.add(ledger=1, data=b"y" * 150, count=2, gap=1)
     if rule == "disk_writable":
-        machine.disk_full()
+        machine.disk_full(where="ledger_dirs")
     before = len(machine.harness.steps)
     getattr(machine, rule)(**RULE_ARGS[rule])
-    return {type(step.op) for step in machine.harness.steps[before:]}
+    ran = {type(step.op) for step in machine.harness.steps[before:]}
+    for args in MORE_RULE_ARGS.get(rule, []):
+        before = len(machine.harness.steps)
+        getattr(machine, rule)(**args)
+        ran |= {type(step.op) for step in machine.harness.steps[before:]}
+    return ran
 
 
 def test_each_rule_runs_the_operations_the_table_says(monkeypatch: pytest.MonkeyPatch) -> None:
