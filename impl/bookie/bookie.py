@@ -616,10 +616,15 @@ class Bookie:
                 raise self._step_failed("rotating the entry log", exc) from exc
 
     def preallocate(self) -> EntryLogId | None:
-        """Create the next entry log ahead of need (entryLogFilePreallocationEnabled)."""
+        """Create the next entry log ahead of need (entryLogFilePreallocationEnabled). Raises
+        NoSpace when no ledger directory has room, and BookieIOError (the bookie fails, as
+        for any background step the disk failed) when creating the log failed otherwise."""
         with self._lock:
             self._require_open()
-            return self._entry_logger.preallocate()
+            try:
+                return self._entry_logger.preallocate()
+            except (FsError, NoWritableLedgerDir, EntryLogError) as exc:
+                raise self._step_failed("preallocating an entry log", exc) from exc
 
     def check_dirs(self) -> None:
         """Measure the ledger directories; a full one makes the next add rotate off it."""

@@ -820,6 +820,31 @@ def test_a_failed_journal_fsync_fails_pending_acks_and_later_writes() -> None:
         bookie.add_entry(LedgerId(1), EntryId(1), KEY, b"b")
 
 
+def test_a_preallocation_the_disk_fails_is_a_typed_error() -> None:
+    """The refinement machine found it: a failed fsync while preallocating an entry log
+    escaped Bookie.preallocate as a raw FsIOError (the maintenance thread's step); it is a
+    BookieIOError now, and the bookie refuses writes as after any failed background step.
+    No room for the log is NoSpace, and nothing fails."""
+    disk = SimDisk()
+    bookie = open_bookie(disk)
+    add_and_ack(bookie, 1, 0, b"a")
+    for ledger_dir in LEDGERS:
+        disk.set_capacity(ledger_dir, 0)
+    bookie.check_dirs()
+    with pytest.raises(NoSpace):
+        bookie.preallocate()
+    for ledger_dir in LEDGERS:
+        disk.set_capacity(ledger_dir, None)
+    bookie.check_dirs()
+    add_and_ack(bookie, 1, 1, b"b")  # no room was no failure
+    disk.fail_next("fsync", match=lambda path: path.endswith(".log"))
+    disk.fail_next("fsync_dir")
+    with pytest.raises(BookieIOError, match="preallocating an entry log failed"):
+        bookie.preallocate()
+    with pytest.raises(BookieIOError):
+        bookie.add_entry(LedgerId(1), EntryId(2), KEY, b"c")
+
+
 def test_no_space_for_the_entry_log_is_no_space() -> None:
     disk = SimDisk()
     bookie = open_bookie(disk)
