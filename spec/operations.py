@@ -12,7 +12,9 @@ Three kinds of step:
   interleaves by hand: ``journal_force`` (the group commit), ``rotate`` (start a new entry log),
   and the phases of the group commit (``journal_write``, ``journal_sync``, ``journal_ack``)
   and of the checkpoint (``checkpoint_flush``, ``checkpoint_persist``) as steps of their own,
-  so that requests run between them as they do between a bookie's threads;
+  so that requests run between them as they do between a bookie's threads; and what a
+  bookie's maintenance thread does besides: ``preallocate`` (the next entry log, ahead of
+  need) and ``check_dirs`` (the disk check);
 - the environment: ``crash`` (with a crash plan, spec/crash.py), ``restart`` (recovery),
   ``shutdown`` (clean), ``disk_full`` / ``disk_writable`` (a place runs out of space and gets
   it back), and the faults aimed at a kind of file: ``fail_fsync``, ``fail_write`` and
@@ -265,6 +267,24 @@ class Rotate:
     name = "rotate"
 
 
+@operation(Kind.BACKGROUND)
+@attrs.frozen
+class Preallocate:
+    """Create the next entry log ahead of need (when entryLogFilePreallocationEnabled): the
+    next rotation takes it; a bookie's maintenance thread does this after its wake-ups."""
+
+    name = "preallocate"
+
+
+@operation(Kind.BACKGROUND)
+@attrs.frozen
+class CheckDirs:
+    """The disk check: measure every ledger directory; one found full (or almost) makes the
+    next add move the active log off it, and one found with room again takes new logs."""
+
+    name = "check_dirs"
+
+
 # --- the environment -----------------------------------------------------------------------
 
 
@@ -374,6 +394,8 @@ Background = (
     | CheckpointFlush
     | CheckpointPersist
     | Rotate
+    | Preallocate
+    | CheckDirs
 )
 Environment = (
     Crash | Restart | Shutdown | DiskFull | DiskWritable | FailFsync | FailWrite | FailRead

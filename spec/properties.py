@@ -76,6 +76,7 @@ import attrs
 
 from spec.operations import (
     Add,
+    CheckDirs,
     Checkpoint,
     CheckpointFlush,
     CheckpointPersist,
@@ -92,6 +93,7 @@ from spec.operations import (
     JournalForce,
     JournalSync,
     JournalWrite,
+    Preallocate,
     Read,
     Restart,
     Rotate,
@@ -453,6 +455,8 @@ RULES: Mapping[type[Any], Rule] = require_complete(
         CheckpointFlush: Rule(),
         CheckpointPersist: Rule(),
         Rotate: Rule(),
+        Preallocate: Rule(),
+        CheckDirs: Rule(),
         Crash: Rule(after_acks=PropertyMonitor._on_crash),
         Restart: Rule(after_acks=PropertyMonitor._on_restart),
         Shutdown: Rule(after_acks=PropertyMonitor._on_shutdown),

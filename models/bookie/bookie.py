@@ -52,6 +52,7 @@ from models.index.ledger_index import UNSURE, LedgerIndexModel, LedgerModel, Sur
 from models.journal.last_mark import LastMarkModel
 from spec.operations import (
     Add,
+    CheckDirs,
     Checkpoint,
     CheckpointFlush,
     CheckpointPersist,
@@ -70,6 +71,7 @@ from spec.operations import (
     JournalSync,
     JournalWrite,
     Operation,
+    Preallocate,
     Read,
     Restart,
     Result,
@@ -404,6 +406,20 @@ class BookieModel:
             log_id = self.logs.rotate()
             return [f"the active entry log was sealed; entry log {log_id} is now active"]
         return []
+
+    def _preallocate(self, index: int, op: Preallocate, result: Result) -> list[str]:
+        failed = self._background_failed(index, op, result, {"io_error", "no_space"})
+        if failed is not None:
+            return failed
+        self.logs.preallocated = True
+        return [
+            "the next entry log may be created ahead of need (when preallocation is on): "
+            "the next rotation takes it, with the id it would have had"
+        ]
+
+    def _check_dirs(self, index: int, op: CheckDirs, result: Result) -> list[str]:
+        self._expect(index, op, result, {None})
+        return ["the disk check measured the ledger directories"]
 
     def _journal_force(self, index: int, op: JournalForce, result: Result) -> list[str]:
         failed = self._background_failed(index, op, result, {"io_error"})
@@ -845,21 +861,34 @@ class BookieModel:
     def _disk_full(self, index: int, op: DiskFull, result: Result) -> list[str]:
         self._expect(index, op, result, {None})
         self.disk_full = op.where
-        if op.where == "ledger_dirs":
-            return [
-                "the ledger directories are full: adds may be refused with no_space (nothing "
-                "written), and nothing acknowledged may be lost"
-            ]
+        notes = []
+        if self.logs.preallocated and op.where != "journal_dir":
+            # A preallocated log whose directory fills up is dropped, its id used up.
+            self.logs.forget_next_id()
+            notes.append(
+                "a preallocated entry log may be dropped with its directory full: the next "
+                "log's id is known only to be new"
+            )
         if op.where == "journal_dir":
             return [
                 "the journal directory is full: the next journal write finds no space, and "
                 "nothing it held may be acknowledged"
             ]
         if self.logs.current is not None:
+            # The disk listener moves the active log off its full directory: the next add
+            # that is taken starts a new log (until one is, the request stands, room or not).
             self.logs.rotate_requested = True
+        if op.where == "ledger_dirs":
+            return [
+                "the ledger directories are full: adds may be refused with no_space (nothing "
+                "written), and nothing acknowledged may be lost; the next add taken starts a "
+                "new entry log",
+                *notes,
+            ]
         return [
             "the active entry log's directory is above the disk usage threshold and another "
-            "has room: adds must go on, and the next one starts a new entry log elsewhere"
+            "has room: adds must go on, and the next one starts a new entry log elsewhere",
+            *notes,
         ]
 
     def _disk_writable(self, index: int, op: DiskWritable, result: Result) -> list[str]:
@@ -1382,6 +1411,8 @@ STEP_RULES: Mapping[type[Any], StepRule] = require_complete(
         CheckpointFlush: StepRule(BookieModel._checkpoint_flush, writes_logs=True),
         CheckpointPersist: StepRule(BookieModel._checkpoint_persist),
         Rotate: StepRule(BookieModel._rotate, writes_logs=True),
+        Preallocate: StepRule(BookieModel._preallocate, writes_logs=True),
+        CheckDirs: StepRule(BookieModel._check_dirs),
         Crash: StepRule(BookieModel._crash, lifecycle=True),
         Restart: StepRule(BookieModel._restart, lifecycle=True),
         Shutdown: StepRule(

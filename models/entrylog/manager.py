@@ -130,6 +130,12 @@ class EntryLogManagerModel:
         #: The active log's directory is full: the next add starts a new log first (the
         #: disk listener's request, which only a new log ends).
         self.rotate_requested = False
+        #: A preallocate step ran since the last new log: a log may be waiting with the
+        #: next id (the next rotation takes it, so its id is the one predicted anyway).
+        self.preallocated = False
+        #: The id the next log would have had when a preallocated log may have been dropped
+        #: (forget_next_id): ids from it below the next log seen were used by dropped logs.
+        self.dropped_from: int | None = None
 
     # --- the operations, in the implementation's order ---------------------------------
 
@@ -174,6 +180,7 @@ class EntryLogManagerModel:
         self.logs[log_id] = log
         self.current = log_id
         self.rotate_requested = False
+        self.preallocated = False
         self.created[log_id] = False
         self.max_seen_id = max(self.max_seen_id, log.log_id)
         self._update_least_unflushed()
@@ -187,6 +194,14 @@ class EntryLogManagerModel:
                 return
             del self.created[log_id]
             self.least_unflushed = log_id + 1
+
+    def forget_next_id(self) -> None:
+        """The next new log's id is no longer known (a preallocated log may have been dropped
+        with its id): the logs created from now on are provisional until seen."""
+        if self.next_id is not None:
+            self.max_seen_id = max(self.max_seen_id, self.next_id - 1)
+            self.dropped_from = self.next_id
+            self.next_id = None
 
     def resolve_provisional(self, observed_ids: list[int]) -> None:
         """The new logs since a restart have ids ``observed_ids``, in order (checked by the
@@ -202,6 +217,13 @@ class EntryLogManagerModel:
             if self.current == old:
                 self.current = new
         self.provisional = []
+        if self.dropped_from is not None:
+            # Ids skipped since then belong to preallocated logs that were dropped: created in
+            # this run, and flushed (leastUnflushedLogId moves past them).
+            for log_id in range(self.dropped_from, observed_ids[-1]):
+                if log_id not in self.logs and log_id >= self.least_unflushed:
+                    self.created[log_id] = True
+            self.dropped_from = None
         self.next_id = observed_ids[-1] + 1
         self.max_seen_id = max(self.max_seen_id, observed_ids[-1])
         self._update_least_unflushed()
@@ -263,6 +285,8 @@ class EntryLogManagerModel:
         self.current = None
         self.relaxed = False
         self.rotate_requested = False
+        self.preallocated = False
+        self.dropped_from = None
 
     def check_invariants(self) -> None:
         for log_id, log in self.logs.items():

@@ -28,6 +28,7 @@ from proofs.harness.replay import ReplayError, Verdict, plural, replay_trace
 from spec.errors import TraceError
 from spec.operations import (
     Add,
+    CheckDirs,
     Checkpoint,
     CheckpointFlush,
     CheckpointPersist,
@@ -44,6 +45,7 @@ from spec.operations import (
     JournalSync,
     JournalWrite,
     Operation,
+    Preallocate,
     Read,
     Restart,
     Rotate,
@@ -134,6 +136,8 @@ DESCRIBERS: Mapping[type[Any], Callable[[Any], str]] = require_complete(
         CheckpointFlush: _name,
         CheckpointPersist: _name,
         Rotate: _name,
+        Preallocate: _name,
+        CheckDirs: _name,
         Crash: _crash,
         Restart: _name,
         Shutdown: _name,

@@ -54,6 +54,7 @@ from proofs.harness.replay import Replay, ReplayError, StepReport, summarize
 from spec.errors import TraceError
 from spec.operations import (
     Add,
+    CheckDirs,
     Checkpoint,
     CheckpointFlush,
     CheckpointPersist,
@@ -69,6 +70,7 @@ from spec.operations import (
     JournalForce,
     JournalSync,
     JournalWrite,
+    Preallocate,
     Read,
     Restart,
     Rotate,
@@ -287,6 +289,8 @@ TELLINGS: Mapping[type[Any], Telling] = require_complete(
         CheckpointFlush: Telling(),
         CheckpointPersist: Telling(),
         Rotate: Telling(),
+        Preallocate: Telling(),
+        CheckDirs: Telling(),
         Crash: Telling(run_edge=True),
         Restart: Telling(settles_journal=True, run_edge=True, recovers=True),
         Shutdown: Telling(settles_journal=True, run_edge=True, clean_stop=True),

@@ -73,6 +73,7 @@ from spec.operations import (
     OK,
     PENDING,
     Add,
+    CheckDirs,
     Checkpoint,
     CheckpointFlush,
     CheckpointPersist,
@@ -91,6 +92,7 @@ from spec.operations import (
     JournalSync,
     JournalWrite,
     Operation,
+    Preallocate,
     Read,
     Restart,
     Result,
@@ -507,6 +509,14 @@ class InProcessBookie:
         self._bookie().rotate_log()
         return OK
 
+    def _preallocate(self, _index: int, _op: Preallocate) -> Result:
+        self._bookie().preallocate()
+        return OK
+
+    def _check_dirs(self, _index: int, _op: CheckDirs) -> Result:
+        self._bookie().check_dirs()
+        return OK
+
     def _fail_fsync(self, _index: int, op: FailFsync) -> Result:
         if op.file == "directory":
             self.disk.fail_next("fsync_dir")
@@ -615,6 +625,8 @@ IN_PROCESS: Mapping[type[Any], InProcessRun] = require_complete(
         CheckpointFlush: InProcessRun(InProcessBookie._checkpoint_flush),
         CheckpointPersist: InProcessRun(InProcessBookie._checkpoint_persist),
         Rotate: InProcessRun(InProcessBookie._rotate),
+        Preallocate: InProcessRun(InProcessBookie._preallocate),
+        CheckDirs: InProcessRun(InProcessBookie._check_dirs),
         Crash: InProcessRun(InProcessBookie._crash, needs_bookie=False),
         Restart: InProcessRun(InProcessBookie._restart, needs_bookie=False),
         Shutdown: InProcessRun(InProcessBookie._shutdown),

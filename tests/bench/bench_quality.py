@@ -51,6 +51,11 @@ VARIANTS: dict[str, tuple[str | None, str | None]] = {
         "CheckpointCapturingItsMarkLateBookie",
         None,
     ),
+    "adds refused while another ledger dir has room (#3329)": (
+        "RefusingAddsWhenOneLedgerDirIsFullBookie",
+        None,
+    ),
+    "a read error failing the whole bookie": ("FailingOnAReadErrorBookie", None),
 }
 
 

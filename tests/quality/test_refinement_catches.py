@@ -428,4 +428,8 @@ def test_catches_adds_refused_while_another_ledger_dir_has_room_bookkeeper_3329(
 
 
 def test_catches_a_read_error_failing_the_whole_bookie() -> None:
-    _assert_caught(rv.FailingOnAReadErrorBookie.open, "read completed acks")
+    _assert_caught(
+        rv.FailingOnAReadErrorBookie.open,
+        "read completed acks",  # the acks in flight failed with the read
+        "answered failed: io_error; allowed",  # a later write refused with no fault fired
+    )

@@ -57,6 +57,7 @@ from spec.operations import (
     DISK_FULL_PLACES,
     FAULT_AIMS,
     Add,
+    CheckDirs,
     Checkpoint,
     CheckpointFlush,
     CheckpointPersist,
@@ -73,6 +74,7 @@ from spec.operations import (
     JournalSync,
     JournalWrite,
     Operation,
+    Preallocate,
     Read,
     Restart,
     Rotate,
@@ -143,11 +145,9 @@ knobs = st.fixed_dictionaries(
         # With TEST_LIMITS a journal rolls over every few groups: 0 keeps no journal before
         # lastMark, 5 is BookKeeper's default.
         "journalMaxBackups": st.sampled_from(("0", "1", "5")),
+        "entryLogFilePreallocationEnabled": st.sampled_from(("true", "false")),
     }
 )
-#: The wall clock the bookie reads, which new journal ids start from: mostly today's, and
-#: sometimes a few milliseconds below 0x100000000000, so that the journals of a run cross a
-#: hex width (fffffffffff.txn, then 100000000000.txn: name order is not id order).
 #: Where writes and reads are failed: every kind of file that is written (read), or any.
 WRITE_AIMS = tuple(aim for aim in FAULT_AIMS if aim != "directory")
 READ_AIMS = ("any", "entry_log", "index")
@@ -160,6 +160,9 @@ faults = (
     | st.sampled_from(READ_AIMS).map(FailRead)
 )
 
+#: The wall clock the bookie reads, which new journal ids start from: mostly today's, and
+#: sometimes a few milliseconds below 0x100000000000, so that the journals of a run cross a
+#: hex width (fffffffffff.txn, then 100000000000.txn: name order is not id order).
 wall_clocks = st.sampled_from((DEFAULT_WALL_MS, DEFAULT_WALL_MS, 0xFFFFFFFFFFF - 2))
 #: How far past the previous entry id an add's id is: mostly the next one; sometimes a
 #: stripe (an ensemble of 3 writes every third id), sometimes far ahead.
@@ -316,8 +319,10 @@ def machine_for(opener: Callable[..., Bookie] = Bookie.open) -> type[RuleBasedSt
             self._add(ledger, data)
 
         @precondition(lambda self: self.up)
-        @rule(ledger=ledgers, data=payloads, at=crash_points, plan=crash_plans)
-        def add_then_crash(self, ledger: int, data: bytes, at: int | None, plan: CrashPlan) -> None:
+        @rule(ledger=ledgers, data=payloads, at=st.integers(0, 6), plan=crash_plans)
+        def add_then_crash(self, ledger: int, data: bytes, at: int, plan: CrashPlan) -> None:
+            """An add the machine dies in when it touches the disk (a write-buffer flush, a
+            rotation: an add that only fills the buffer issues no operation to die in)."""
             self._add(self._ledger(ledger), data, at=at)
             self._maybe_crashed(plan)
 
@@ -381,6 +386,18 @@ def machine_for(opener: Callable[..., Bookie] = Bookie.open) -> type[RuleBasedSt
         def rotate(self, at: int | None, plan: CrashPlan) -> None:
             self._run(Rotate(), at)
             self._maybe_crashed(plan)
+
+        @precondition(lambda self: self.up)
+        @rule()
+        def preallocate(self) -> None:
+            """The maintenance thread creates the next entry log ahead of need."""
+            self._run(Preallocate())
+
+        @precondition(lambda self: self.up)
+        @rule()
+        def check_dirs(self) -> None:
+            """The disk check runs (it also runs whenever a directory fills or gets room)."""
+            self._run(CheckDirs())
 
         # --- the phases of the group commit and the checkpoint ----------------------------
         # A bookie's request threads add, fence, read and delete while its journal thread
@@ -547,11 +564,13 @@ def machine_for(opener: Callable[..., Bookie] = Bookie.open) -> type[RuleBasedSt
         ) -> None:
             """Arm a failed fsync, write or read aimed at one kind of file (one rule for all,
             so that faults do not crowd out the healthy stretches); a read fault is followed
-            by a read that may meet it (the bookie may answer io_error for that read only,
-            and nothing durable may change)."""
+            by a read that may meet it, of one of the ledger's first entries (the newest are
+            in the write buffer, and a read of them meets no file): the bookie may answer
+            io_error for that read only, and nothing durable may change."""
             self._run(fault)
-            if isinstance(fault, FailRead):
-                self.read(ledger, back)
+            if isinstance(fault, FailRead) and self.up:
+                target = self._ledger(ledger)
+                self._run(Read(target, min(back, max(0, self.next_entry.get(target, 0) - 1))))
 
         @precondition(lambda self: self.up)
         @rule(plan=crash_plans, retry=st.booleans())
@@ -613,6 +632,8 @@ PRODUCERS: Mapping[type[Operation], tuple[str, ...]] = require_complete(
         CheckpointFlush: ("checkpoint_flush", "checkpoint_with_adds_between_its_phases"),
         CheckpointPersist: ("checkpoint_persist", "checkpoint_with_adds_between_its_phases"),
         Rotate: ("rotate", "checkpoint_with_adds_between_its_phases"),
+        Preallocate: ("preallocate",),
+        CheckDirs: ("check_dirs",),
         Crash: (
             "crash",
             "process_killed_then_power_cut",

@@ -171,6 +171,8 @@ RULE_ARGS: Mapping[str, dict[str, object]] = {
     "disk_full": {"where": "ledger_dirs"},
     "disk_writable": {},
     "inject_fault": {"fault": FailRead("entry_log"), "ledger": 1, "back": 0},
+    "preallocate": {},
+    "check_dirs": {},
     "fsync_failure_in_checkpoint": {"plan": PLAN, "retry": False},
     "process_killed_then_power_cut": {"plan": PLAN},
     "journal_write": {},
