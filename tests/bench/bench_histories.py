@@ -1,6 +1,7 @@
 """How deep the refinement machine's histories are, and how much of its checking is blind.
 
-Run: ``.venv/bin/python -m tests.bench.bench_histories [--examples N] [--steps S]``.
+Run: ``.venv/bin/python -m tests.bench.bench_histories [--examples N] [--steps S]
+[--stretch-max M]`` (the deep profile: ``--steps 150 --stretch-max 180``).
 
 Runs the refinement machine (tests/refinement/machine.py) on bkref's bookie with a fixed,
 derandomized Hypothesis profile and reports, per example: steps, acknowledged adds (an add
@@ -24,7 +25,7 @@ from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 from models.bookie.bookie import BookieModel
 from spec.operations import Add, Crash, Restart, acknowledgements
 from spec.trace import Step
-from tests.refinement.machine import machine_for
+from tests.refinement.machine import STRETCH_MAX, machine_for
 
 
 class Counts:
@@ -66,9 +67,9 @@ def counting_compares(counts: Counts) -> Iterator[None]:
         BookieModel.compare = original  # type: ignore[method-assign]
 
 
-def run(examples: int, steps: int) -> Counts:
+def run(examples: int, steps: int, stretch_max: int = STRETCH_MAX) -> Counts:
     counts = Counts()
-    base = machine_for()
+    base = machine_for(stretch_max=stretch_max)
 
     class Counted(base):  # type: ignore[misc,valid-type]
         def teardown(self) -> None:
@@ -99,8 +100,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--examples", type=int, default=150)
     parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument(
+        "--stretch-max",
+        type=int,
+        default=STRETCH_MAX,
+        help="the longest healthy stretch (the deep profile's: 180)",
+    )
     args = parser.parse_args()
-    counts = run(args.examples, args.steps)
+    counts = run(args.examples, args.steps, args.stretch_max)
     n = max(counts.examples, 1)
     print(f"{counts.examples} examples x up to {args.steps} rules")
     print(f"harness steps per example: {counts.steps / n:.1f}")

@@ -73,6 +73,11 @@ LOSS = (
     "disk: the durable index puts entry",
     "the model made",
     "is not durable",
+    # ... or a durable lastMark pointing past the durable journal (recovery persisted a mark
+    # over records that were never fsynced), before any entry is read.
+    "disk: the durable lastMark",
+    # ... and the crash's outcomes, checked on the first state after the restart.
+    "after the crash: ",
 )
 
 

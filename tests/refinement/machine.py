@@ -169,9 +169,17 @@ wall_clocks = st.sampled_from((DEFAULT_WALL_MS, DEFAULT_WALL_MS, 0xFFFFFFFFFFF -
 entry_gaps = st.sampled_from((1, 1, 1, 1, 3, 17))
 
 
-def machine_for(opener: Callable[..., Bookie] = Bookie.open) -> type[RuleBasedStateMachine]:
+#: The longest healthy stretch (adds between faults) of the fast profile; the deep one draws
+#: longer ones (tests/refinement/test_refinement.py): Hypothesis bounds how many rules an
+#: example holds, so a deep history is one with longer stretches, not only more rules.
+STRETCH_MAX = 24
+
+
+def machine_for(
+    opener: Callable[..., Bookie] = Bookie.open, *, stretch_max: int = STRETCH_MAX
+) -> type[RuleBasedStateMachine]:
     """A state machine class whose bookie is built by ``opener`` (Bookie.open, or a
-    variant's)."""
+    variant's); its healthy stretches hold 4 to ``stretch_max`` adds."""
 
     class RefinementMachine(RuleBasedStateMachine):
         def __init__(self) -> None:
@@ -273,7 +281,7 @@ def machine_for(opener: Callable[..., Bookie] = Bookie.open) -> type[RuleBasedSt
         @rule(
             ledger=ledgers,
             data=payloads,
-            count=st.integers(4, 24),
+            count=st.integers(4, stretch_max),
             read_back=st.booleans(),
         )
         def healthy_stretch(self, ledger: int, data: bytes, count: int, read_back: bool) -> None:
@@ -289,10 +297,20 @@ def machine_for(opener: Callable[..., Bookie] = Bookie.open) -> type[RuleBasedSt
                     self._run(Read(target, self.next_entry[target] - 1))
 
         @precondition(lambda self: self.up)
-        @rule(ledger=ledgers, delta=st.sampled_from((-1, 0, 1)))
-        def add_to_the_boundary(self, ledger: int, delta: int) -> None:
-            """An add whose record ends exactly at the entry log's size limit (or one byte
-            short of it, or over it): the rotation point, where off-by-one bugs live."""
+        @rule(
+            ledger=ledgers,
+            delta=st.sampled_from((-1, 0, 1)),
+            boundary=st.sampled_from(("log", "log", "buffer")),
+        )
+        def add_to_the_boundary(self, ledger: int, delta: int, boundary: str) -> None:
+            """An add at a boundary, exactly (or one byte short, or over): ``log``, a record
+            that ends at the entry log's size limit (the rotation point); ``buffer``, a
+            record as large as the write buffer. Off-by-one bugs live there."""
+            if boundary == "buffer":
+                size = int(self.settings["writeBufferSizeBytes"]) - RECORD_OVERHEAD_BYTES + delta
+                _seen("an add as large as the write buffer")
+                self._add(self._ledger(ledger), b"w" * max(0, size))
+                return
             logs = self.harness.model.logs
             active = logs.logs.get(logs.current) if logs.current is not None else None
             used = active.size_bytes() if active is not None else 1024

@@ -154,7 +154,7 @@ PLAN = LoseUnsynced()
 RULE_ARGS: Mapping[str, dict[str, object]] = {
     "add": {"ledger": 1, "data": b"x", "count": 1, "gap": 1},
     "healthy_stretch": {"ledger": 1, "data": b"x", "count": 2, "read_back": True},
-    "add_to_the_boundary": {"ledger": 1, "delta": 0},
+    "add_to_the_boundary": {"ledger": 1, "delta": 0, "boundary": "log"},
     "add_again": {"pick": 0},
     "new_ledger": {"data": b"x"},
     "add_then_crash": {"ledger": 1, "data": b"x" * 300, "at": 0, "plan": PLAN},
