@@ -630,7 +630,8 @@ class FiredFault:
             return f"no space for a write to the {what}"
         if self.file == "directory":
             return "a directory's fsync failed"
-        return f"a {self.op} of the {what} failed"
+        article = "an" if self.op == "fsync" else "a"
+        return f"{article} {self.op} of the {what} failed"
 
 
 UNKNOWN_FAULT = FiredFault("unknown", "unknown")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from models.bookie.bookie import BookieModel, Divergence, ModelConfig
+from proofs.cli.check_trace import describe_step
 from proofs.harness.refinement import (
     HALF_FULL_THRESHOLDS,
     SMALL_SETTINGS,
@@ -77,6 +78,8 @@ def test_a_fault_aimed_at_the_journal_fires_in_the_step_that_fsyncs_it() -> None
     force = harness.run(JournalForce())
     assert force.faults == (FiredFault("fsync", "journal"),)
     assert force.completed == (Completion(1, "io_error"),)
+    told = describe_step(force, harness.steps)
+    assert told.endswith("; fault fired: an fsync of the journal failed"), told
     # The journal fault excuses failures, not an unpredicted entry-log layout.
     assert harness.model.faulted and not harness.model.logs.relaxed
 
