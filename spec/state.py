@@ -16,6 +16,10 @@ own. Field by field:
 - ``ledgers``: every live ledger with its last entry (None before its first add) and whether
   it is fenced.
 - ``deleted_ledgers``: the ids of deleted ledgers.
+- ``durable_last_mark`` (optional, None when not reported): the lastMark the disk holds
+  durably, what a power cut now would leave for recovery ((0, 0) when there is none). The
+  in-process harness fills it from its own reader of the simulated disk's durable contents
+  (proofs/harness/disk_view.py), not from the bookie.
 """
 
 from __future__ import annotations
@@ -67,6 +71,7 @@ class AbstractState:
     current_log_id: int | None
     ledgers: tuple[LedgerView, ...]
     deleted_ledgers: tuple[int, ...]
+    durable_last_mark: Mark | None = None
 
     def log(self, log_id: int) -> LogView | None:
         for view in self.entry_logs:

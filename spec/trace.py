@@ -595,6 +595,11 @@ def _state_json(state: AbstractState) -> dict[str, object]:
         "current_log_id": state.current_log_id,
         "ledgers": ledgers,
         "deleted_ledgers": list(state.deleted_ledgers),
+        **(
+            {}
+            if state.durable_last_mark is None
+            else {"durable_last_mark": _mark_to_json(state.durable_last_mark)}
+        ),
     }
 
 
@@ -629,12 +634,15 @@ STATE_FIELDS = (
     "ledgers",
     "deleted_ledgers",
 )
+#: The optional fields of a state object, written after the others when known.
+OPTIONAL_STATE_FIELDS = ("durable_last_mark",)
 
 
 def _state_from_json(value: object, path: str) -> AbstractState:
     obj = _object(value, path)
-    _fields(obj, STATE_FIELDS, (), path)
+    _fields(obj, STATE_FIELDS, OPTIONAL_STATE_FIELDS, path)
     current = obj["current_log_id"]
+    durable_mark = obj.get("durable_last_mark")
     deleted_path = f"{path}.deleted_ledgers"
     deleted = [
         _int(v, f"{deleted_path}[{i}]")
@@ -653,6 +661,9 @@ def _state_from_json(value: object, path: str) -> AbstractState:
         else _int(current, f"{path}.current_log_id", LOG_ID_MAX),
         ledgers=_ledgers_from_json(obj["ledgers"], f"{path}.ledgers"),
         deleted_ledgers=tuple(deleted),
+        durable_last_mark=None
+        if durable_mark is None
+        else _mark_from_json(durable_mark, f"{path}.durable_last_mark"),
     )
 
 

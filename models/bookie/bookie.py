@@ -1080,6 +1080,14 @@ class BookieModel:
         )
         if problems:
             raise Divergence(index, "; ".join(problems))
+        durable = observed.durable_last_mark
+        if durable is not None and not self.faulted and durable != observed.last_mark:
+            raise Divergence(
+                index,
+                f"the lastMark the disk holds durably is {durable}, the bookie's is "
+                f"{observed.last_mark}: a power cut now would recover from {durable} (a "
+                "lastMark persisted without its fsync, or its rename never made durable)",
+            )
         self._compared()
         return notes
 

@@ -26,9 +26,11 @@ The model judges each step (answers, acks, the abstract state), and the Property
 properties 1 durability, 2 fence durability, 3 auth and 6 forward progress. lastMark
 progress (6) is the model's: lastMark never moves backwards, across crashes too, so after
 recovery it is not behind the mark the last completed checkpoint reported
-(models/journal/last_mark.py). One check stays outside the trace, because a trace records
-the bookie's state and not its files: after recovery, the lastMark persisted on disk must be
-the ``last_mark`` of the restart's state (what the model judged is what a next restart reads).
+(models/journal/last_mark.py). Each recorded state also carries the lastMark the disk holds
+durably (the harness reads it from the simulated disk), which the model holds equal to the
+bookie's lastMark; one more check, on the disk's current contents, stays outside the trace as
+a backstop: after recovery the lastMark file must say the ``last_mark`` of the restart's
+state.
 
 A failing state is a RefinementFailure whose trace replays with ``bkref check-trace`` and
 is told by ``bkref explain``; its message names the properties the monitor finds broken in
@@ -365,8 +367,8 @@ def judge_state(
 
 
 def check_persisted_mark(harness: Refinement, sut: InProcessBookie, restart: Step) -> None:
-    """The one check outside the trace (module docstring): after recovery the lastMark on
-    disk is the ``last_mark`` of the restart's state."""
+    """The backstop outside the trace (module docstring): after recovery the lastMark file's
+    current contents are the ``last_mark`` of the restart's state."""
 
     if restart.state is None:
         return
@@ -376,8 +378,8 @@ def check_persisted_mark(harness: Refinement, sut: InProcessBookie, restart: Ste
         raise RefinementFailure(
             f"after the restart (step {restart.index}) the lastMark persisted on disk is "
             f"{on_disk}, but the bookie's state says {restart.state.last_mark}: the mark a "
-            "next restart replays from is not the one the model judged (a check on the disk, "
-            "outside the trace: check-trace cannot see it)",
+            "next restart replays from is not the one the model judged (a check of the "
+            "disk's current contents, outside the trace)",
             harness.trace(),
         )
 

@@ -56,6 +56,7 @@ VARIANTS: dict[str, tuple[str | None, str | None]] = {
         None,
     ),
     "a read error failing the whole bookie": ("FailingOnAReadErrorBookie", None),
+    "lastMark's rename never made durable": (None, "apply_last_mark_rename_not_durable"),
 }
 
 

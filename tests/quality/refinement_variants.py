@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 import impl.bookie.recovery as recovery_module
+import impl.journal.last_mark as last_mark_module
 from impl.bookie.ack import Ack
 from impl.bookie.bookie import Bookie
 from impl.bookie.checkpoint import Checkpointer
@@ -32,7 +33,7 @@ from impl.entrylog.ledger_dirs import DirState
 from impl.entrylog.manager import SingleEntryLogManager
 from impl.format.entry_log import encode_ledgers_map
 from impl.format.journal import encode_key_record
-from impl.format.names import LAST_MARK_FILE_NAME
+from impl.format.names import LAST_MARK_FILE_NAME, tmp_file_name
 from impl.fs.api import FileSystem, join
 from impl.journal.journal import Journal, OnDurable
 from impl.journal.last_mark import LogMark, encode_last_mark
@@ -497,3 +498,33 @@ class FailingOnAReadErrorBookie(Bookie):
         except BookieIOError as exc:
             self.fail(exc)
             raise
+
+
+# --- 17. a lastMark that is not durable when the checkpoint says it is -------------------------
+
+
+def _write_mark_without_the_directory_fsync(
+    fs: FileSystem, directory: str, file_name: str, mark: LogMark
+) -> None:
+    """impl.journal.last_mark._write_one without its last fsync: the new lastMark is written
+    to a temporary file, fsynced and renamed over the old one, and the rename is never made
+    durable."""
+    path = join(directory, file_name)
+    tmp = join(directory, tmp_file_name(file_name))
+    if fs.exists(tmp):
+        fs.unlink(tmp)
+    handle = fs.open(tmp, create=True, exclusive=True)
+    try:
+        handle.pwrite(0, encode_last_mark(mark))
+        handle.fsync()
+    finally:
+        handle.close()
+    fs.rename(tmp, path)
+
+
+def apply_last_mark_rename_not_durable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint whose lastMark is not durable when it returns: the bookie reports the new
+    mark and may trim the journals before it, while a power cut would leave the old mark, so
+    recovery replays from a journal that may be gone (acknowledged entries lost, or a start
+    that fails). Caught at the checkpoint itself by the durable lastMark in the state."""
+    monkeypatch.setattr(last_mark_module, "_write_one", _write_mark_without_the_directory_fsync)

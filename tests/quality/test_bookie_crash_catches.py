@@ -105,19 +105,19 @@ def _recovery_mark_in_memory_only(
 def test_catches_a_recovered_mark_that_is_never_persisted(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """The one check outside the trace: the model judges the state's lastMark, which is right;
-    only the disk is wrong, so check-trace passes the saved trace (exit 0) and the message
-    says so."""
+    """The recovered mark lives in memory only: the bookie reports it, the disk holds an older
+    one. The state's durable lastMark (the harness reads it from the disk) shows that to the
+    model, so the saved trace replays to the same failure. (Before the state carried it, this
+    was the one check outside the trace: check-trace passed the saved trace.)"""
     monkeypatch.setenv("BKREF_TRACE_DIR", str(tmp_path))
     monkeypatch.setattr(
         Checkpointer, "complete", _recovery_mark_in_memory_only(Checkpointer.complete)
     )
     report = _caught()
     first = report.failures[0]
-    assert "the lastMark persisted on disk is" in first.message
-    assert "check-trace cannot see it" in first.message
+    assert "the lastMark the disk holds durably is" in first.message, first.message
     assert first.trace is not None
-    assert main(["check-trace", first.trace.save()]) == 0
+    assert main(["check-trace", first.trace.save()]) == 1
 
 
 def test_a_failure_replays_with_check_trace(

@@ -438,3 +438,13 @@ def test_catches_a_read_error_failing_the_whole_bookie() -> None:
         "read completed acks",  # the acks in flight failed with the read
         "answered failed: io_error; allowed",  # a later write refused with no fault fired
     )
+
+
+# --- 17. lastMark's own durability ---------------------------------------------------------------
+
+
+def test_catches_a_last_mark_whose_rename_is_never_made_durable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rv.apply_last_mark_rename_not_durable(monkeypatch)
+    _assert_caught(Bookie.open, "the lastMark the disk holds durably")

@@ -59,6 +59,7 @@ from spec.trace import (
     FIELD_DECODERS,
     ID_MAX,
     LOG_ID_MAX,
+    OPTIONAL_STATE_FIELDS,
     PLAN_KINDS,
     STATE_FIELDS,
     Step,
@@ -126,7 +127,8 @@ def test_page_result_error_codes_and_state_fields_equal_the_code() -> None:
     listed = re.search(r"error code of spec/adapter.md: (.*?) \|", results)
     assert listed is not None
     assert _names(listed.group(1)) == list(ERROR_CODES)
-    assert [row[0] for row in table_rows(_section("State", "###"))] == list(STATE_FIELDS)
+    rows = [row[0] for row in table_rows(_section("State", "###"))]
+    assert rows == [*STATE_FIELDS, *OPTIONAL_STATE_FIELDS]
     header_fields = [row[0] for row in table_rows(_section("Header"))]
     assert header_fields == list(json.loads(encode_header(TraceHeader((), "x"))))
     for state in LOG_STATES:
@@ -238,6 +240,7 @@ states: st.SearchStrategy[AbstractState] = st.builds(
     current_log_id=st.none() | log_ids,
     ledgers=st.lists(ledger_views, max_size=3, unique_by=lambda v: v.ledger_id).map(tuple),
     deleted_ledgers=st.lists(ids, max_size=3, unique=True).map(tuple),
+    durable_last_mark=st.none() | st.tuples(ids, ids),
 )
 
 optional_states = st.none() | states
@@ -313,7 +316,8 @@ def _check_round_trip(trace: Trace) -> None:
 @given(states)
 def test_state_json_round_trip(state: AbstractState) -> None:
     obj = state_to_json(state)
-    assert list(obj) == list(STATE_FIELDS)
+    optional = [] if state.durable_last_mark is None else list(OPTIONAL_STATE_FIELDS)
+    assert list(obj) == [*STATE_FIELDS, *optional]
     assert state_from_json(json.loads(json.dumps(obj)), "inspect") == state
 
 
