@@ -33,13 +33,17 @@ from impl.entrylog.ledger_dirs import DirState
 from impl.entrylog.manager import SingleEntryLogManager
 from impl.format.entry_log import encode_ledgers_map
 from impl.format.journal import encode_key_record
-from impl.format.names import LAST_MARK_FILE_NAME, tmp_file_name
+from impl.format.names import LAST_MARK_FILE_NAME
 from impl.fs.api import FileSystem, join
 from impl.journal.journal import Journal, OnDurable
 from impl.journal.last_mark import LogMark, encode_last_mark
 from spec.errors import BookieIOError, NoSpace
 from spec.ids import EntryId, LedgerId
 from tests.quality import bookie_variants, variants
+from tests.unit.fs_wrappers import ForwardingFs
+
+#: bkref's own writer of one lastMark file, before any variant replaces it.
+_WRITE_ONE = last_mark_module._write_one
 
 
 class _BookieWithItsJournal(Bookie):
@@ -503,23 +507,20 @@ class FailingOnAReadErrorBookie(Bookie):
 # --- 17. a lastMark that is not durable when the checkpoint says it is -------------------------
 
 
+class _NoDirectoryFsync(ForwardingFs):
+    """A file system whose directory fsyncs do nothing."""
+
+    def fsync_dir(self, path: str) -> None:
+        pass
+
+
 def _write_mark_without_the_directory_fsync(
     fs: FileSystem, directory: str, file_name: str, mark: LogMark
 ) -> None:
-    """impl.journal.last_mark._write_one without its last fsync: the new lastMark is written
-    to a temporary file, fsynced and renamed over the old one, and the rename is never made
-    durable."""
-    path = join(directory, file_name)
-    tmp = join(directory, tmp_file_name(file_name))
-    if fs.exists(tmp):
-        fs.unlink(tmp)
-    handle = fs.open(tmp, create=True, exclusive=True)
-    try:
-        handle.pwrite(0, encode_last_mark(mark))
-        handle.fsync()
-    finally:
-        handle.close()
-    fs.rename(tmp, path)
+    """impl.journal.last_mark._write_one with its directory fsync skipped: the new lastMark
+    is written to a temporary file, fsynced and renamed over the old one, and the rename is
+    never made durable."""
+    _WRITE_ONE(_NoDirectoryFsync(fs), directory, file_name, mark)
 
 
 def apply_last_mark_rename_not_durable(monkeypatch: pytest.MonkeyPatch) -> None:
