@@ -322,6 +322,8 @@ DISK_FULL_PLACES = ("ledger_dirs", "active_log_dir", "journal_dir")
 #: file (a fired fault only), ``any`` every kind (an aim only).
 FILE_KINDS = ("journal", "entry_log", "index", "last_mark", "last_id", "directory", "other")
 FAULT_AIMS = ("any", *FILE_KINDS[:-1])
+#: What a failed write or read may aim at: a directory is fsynced, never written or read.
+DATA_AIMS = tuple(aim for aim in FAULT_AIMS if aim != "directory")
 
 
 def _one_of(choices: tuple[str, ...]) -> Callable[[object, attrs.Attribute[str], str], None]:
@@ -371,7 +373,7 @@ class FailWrite:
     ``directory``, or ``any``) fails with EIO and writes nothing."""
 
     name = "fail_write"
-    file: str = attrs.field(default="any", validator=_one_of(FAULT_AIMS))
+    file: str = attrs.field(default="any", validator=_one_of(DATA_AIMS))
 
 
 @operation(Kind.ENVIRONMENT)
@@ -381,7 +383,7 @@ class FailRead:
     ``directory``, or ``any``) fails with EIO; the file is unchanged."""
 
     name = "fail_read"
-    file: str = attrs.field(default="any", validator=_one_of(FAULT_AIMS))
+    file: str = attrs.field(default="any", validator=_one_of(DATA_AIMS))
 
 
 #: The static types, one union per kind; the import checks them against the registry.

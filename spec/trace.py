@@ -470,7 +470,10 @@ def _op_from_json(obj: Mapping[str, object], version: int = TRACE_VERSION) -> Op
         if field not in obj:
             raise _Bad(f"{name!r} needs the field {field!r}; add it")
         values[field] = FIELD_DECODERS[field](obj[field], field)
-    op: Operation = OPERATIONS[name](**values)
+    try:
+        op: Operation = OPERATIONS[name](**values)
+    except ValueError as exc:  # a field value the operation refuses (its attrs validator)
+        raise _Bad(f"{name!r}: {exc}") from None
     return op
 
 

@@ -19,13 +19,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from models.bookie.bookie import BookieModel
 from spec.operations import Add, Crash, Restart, acknowledgements
 from spec.trace import Step
-from tests.refinement.machine import STRETCH_MAX, machine_for
+from tests.refinement.machine import STRETCH_MAX, fixed_profile, machine_for
 
 
 class Counts:
@@ -81,15 +80,7 @@ def run(examples: int, steps: int, stretch_max: int = STRETCH_MAX) -> Counts:
             counts.restarts += sum(isinstance(step.op, Restart) for step in trace)
             super().teardown()
 
-    profile = settings(
-        max_examples=examples,
-        stateful_step_count=steps,
-        deadline=None,
-        derandomize=True,
-        database=None,
-        phases=(Phase.generate,),
-        suppress_health_check=list(HealthCheck),
-    )
+    profile = fixed_profile(examples, steps)
     machine: type[RuleBasedStateMachine] = Counted
     with counting_compares(counts):
         run_state_machine_as_test(machine, settings=profile)  # type: ignore[no-untyped-call, unused-ignore]

@@ -31,7 +31,6 @@ from pathlib import Path
 
 import attrs
 import pytest
-from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from impl.bookie.bookie import Bookie
@@ -41,20 +40,11 @@ from proofs.harness.refinement import SMALL_SETTINGS, InProcessBookie, Refinemen
 from spec.operations import Add, FailFsync, Operation
 from tests.paths import ROOT
 from tests.quality import refinement_variants as rv
-from tests.refinement.machine import machine_for
+from tests.refinement.machine import fixed_profile, machine_for
 
 #: The fixed profile of every run here. The budget is above what the slowest variant needs in
 #: this derandomized order, and the unchanged bookie passes it in a few seconds.
-PROFILE = settings(
-    max_examples=300,
-    stateful_step_count=40,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    phases=(Phase.explicit, Phase.reuse, Phase.generate),
-    report_multiple_bugs=False,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-)
+PROFILE = fixed_profile(300, 40)
 
 #: What a lost acknowledged entry (or a log short of its fsynced bytes) looks like to the
 #: model, depending on what the crash took: the whole ledger, its last entries, an entry in

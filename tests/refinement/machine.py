@@ -26,7 +26,7 @@ import collections
 from collections.abc import Callable, Mapping
 
 import attrs
-from hypothesis import event
+from hypothesis import HealthCheck, Phase, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -55,6 +55,7 @@ from spec.crash import (
     TornWrite,
 )
 from spec.operations import (
+    DATA_AIMS,
     DISK_FULL_PLACES,
     FAULT_AIMS,
     Add,
@@ -149,15 +150,14 @@ knobs = st.fixed_dictionaries(
         "entryLogFilePreallocationEnabled": st.sampled_from(("true", "false")),
     }
 )
-#: Where writes and reads are failed: every kind of file that is written (read), or any.
-WRITE_AIMS = tuple(aim for aim in FAULT_AIMS if aim != "directory")
+#: Where reads are failed: the kinds of file a bookie reads while it runs, or any.
 READ_AIMS = ("any", "entry_log", "index")
 
 #: The faults a rule arms: an fsync, a write or a read that fails, aimed at one kind of
 #: file (or any).
 faults = (
     st.sampled_from(FAULT_AIMS).map(FailFsync)
-    | st.sampled_from(WRITE_AIMS).map(FailWrite)
+    | st.sampled_from(DATA_AIMS).map(FailWrite)
     | st.sampled_from(READ_AIMS).map(FailRead)
 )
 
@@ -168,6 +168,22 @@ wall_clocks = st.sampled_from((DEFAULT_WALL_MS, DEFAULT_WALL_MS, 0xFFFFFFFFFFF -
 #: How far past the previous entry id an add's id is: mostly the next one; sometimes a
 #: stripe (an ensemble of 3 writes every third id), sometimes far ahead.
 entry_gaps = st.sampled_from((1, 1, 1, 1, 3, 17))
+
+
+def fixed_profile(examples: int, steps: int) -> settings:
+    """A profile that runs the same examples on every run (derandomized, no database, no
+    shrinking, no health check): for measurements and quality catches, whose counts must
+    not move between runs."""
+    return settings(
+        max_examples=examples,
+        stateful_step_count=steps,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        phases=(Phase.explicit, Phase.reuse, Phase.generate),
+        report_multiple_bugs=False,
+        suppress_health_check=list(HealthCheck),
+    )
 
 
 #: The longest healthy stretch (adds between faults) of the fast profile; the deep one draws

@@ -16,7 +16,6 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from tests.paths import ROOT
@@ -64,15 +63,7 @@ MINIMUMS: dict[str, tuple[int, int]] = {
 def run(examples: int, steps: int) -> dict[str, int]:
     """The counts of one derandomized run of the machine in this process."""
     refinement_machine.COVERAGE.clear()
-    profile = settings(
-        max_examples=examples,
-        stateful_step_count=steps,
-        deadline=None,
-        derandomize=True,
-        database=None,
-        phases=(Phase.explicit, Phase.generate),
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-    )
+    profile = refinement_machine.fixed_profile(examples, steps)
     run_state_machine_as_test(refinement_machine.machine_for(), settings=profile)  # type: ignore[no-untyped-call, unused-ignore]
     return dict(refinement_machine.COVERAGE)
 

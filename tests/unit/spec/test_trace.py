@@ -24,6 +24,7 @@ from spec.crash import CrashPlan, KeepPrefix, KeepSubset, LoseUnsynced, TornSect
 from spec.errors import TraceError
 from spec.operations import (
     CRASHED,
+    DATA_AIMS,
     DISK_FULL_PLACES,
     ERROR_CODES,
     FAULT_AIMS,
@@ -191,8 +192,9 @@ def operations(
         st.builds(Crash, plans),
         st.sampled_from(simple),
         st.sampled_from(DISK_FULL_PLACES).map(DiskFull),
-        st.sampled_from(FAULT_AIMS).flatmap(
-            lambda aim: st.sampled_from((FailFsync(aim), FailWrite(aim), FailRead(aim)))
+        st.sampled_from(FAULT_AIMS).map(FailFsync),
+        st.sampled_from(DATA_AIMS).flatmap(
+            lambda aim: st.sampled_from((FailWrite(aim), FailRead(aim)))
         ),
     )
 
@@ -692,6 +694,10 @@ def test_a_version_3_step_names_the_faults_it_fired() -> None:
     assert read_trace(text).steps == (step,)
     with pytest.raises(TraceError, match=r"faults\[0\]\.file must be one of"):
         read_trace(text.replace('"file": "index"', '"file": "disk"'))
+    # A write or read is never aimed at a directory (only its fsync is): refused, typed.
+    aimed = write_trace(Trace(TraceHeader((), "t"), (Step(0, FailWrite("journal"), OK),)))
+    with pytest.raises(TraceError, match="file must be one of any, journal"):
+        read_trace(aimed.replace('"file": "journal"', '"file": "directory"'))
 
 
 def test_the_recorder_plans_read_back() -> None:
