@@ -15,9 +15,9 @@ What is not here, and where it is instead:
 - sizes the operator sets (``logSizeLimit``, ``writeBufferSizeBytes``, group-commit wait,
   ...): configuration under BookKeeper's key names (impl/config/config.py); the checks' tiny
   values for those are :data:`TEST_SETTINGS` below;
-- facts of the on-disk formats (header sizes, the 10,000-entry ledgers-map batch, the 32-bit
-  location offset, the longest master key an index segment can hold): the codecs under
-  impl/format/, each pointing at its spec page.
+- facts of the on-disk formats (header sizes, the most ledgers a map record may hold, the
+  32-bit location offset, the longest master key an index segment can hold): the codecs
+  under impl/format/, each pointing at its spec page.
 
 Each field is checked when the object is built (a bound of zero or less would hang or refuse
 everything: the error names the field), and :meth:`Limits.check_invariants`, also run then,
@@ -30,7 +30,11 @@ from collections.abc import Mapping
 
 import attrs
 
-from impl.format.entry_log import MIN_SANE_ENTRY_SIZE, RECORD_SIZE_PREFIX
+from impl.format.entry_log import (
+    LEDGERS_MAP_MAX_BATCH_SIZE,
+    MIN_SANE_ENTRY_SIZE,
+    RECORD_SIZE_PREFIX,
+)
 from impl.format.ledger_index import MASTER_KEY_MAX_BYTES as INDEX_KEY_MAX_BYTES
 from spec.ids import LOCATION_OFFSET_END
 
@@ -65,6 +69,14 @@ class Limits:
     #: (impl/entrylog/reader.py, scan/iter_records/extract_metadata; passed by the entry
     #: logger and the index rebuild). Bounds memory on a log of any size.
     scan_chunk_bytes: int = attrs.field(default=MIB, validator=_positive)
+    #: Ledgers per record of a sealed log's ledgers map (impl/format/entry_log.py,
+    #: encode_ledgers_map, called by impl/entrylog/manager.py at sealing). BookKeeper writes
+    #: 10,000 (LEDGERS_MAP_MAX_BATCH_SIZE, also the most a record may hold) and reads records
+    #: of any count; the checks write 3, so that a log of a handful of ledgers fills a batch
+    #: exactly or spills into the next.
+    ledgers_map_batch_max: int = attrs.field(
+        default=LEDGERS_MAP_MAX_BATCH_SIZE, validator=_positive
+    )
     #: A ``lastId`` file longer than this is garbage, not an id (impl/entrylog/ids.py,
     #: read_last_id, for the LogIdAllocator of the entry logger): ``<8 hex digits>\\n`` fits
     #: with room to spare, and a damaged file is never read whole.
@@ -130,6 +142,10 @@ class Limits:
 
     def check_invariants(self) -> None:
         """How the bounds relate; each message names the fields."""
+        assert self.ledgers_map_batch_max <= LEDGERS_MAP_MAX_BATCH_SIZE, (
+            f"ledgers_map_batch_max={self.ledgers_map_batch_max} is above what a map record "
+            f"may hold ({LEDGERS_MAP_MAX_BATCH_SIZE})"
+        )
         assert self.scan_chunk_bytes >= SCAN_WINDOW_MIN_BYTES, (
             f"scan_chunk_bytes={self.scan_chunk_bytes} is below one record head "
             f"({SCAN_WINDOW_MIN_BYTES})"
@@ -167,6 +183,8 @@ TEST_LIMITS = Limits(
     index_merge_min_bytes=256,
     # A rebuild of three logs already reports progress.
     rebuild_progress_every_logs=2,
+    # A sealed log of three ledgers fills a map record; a fourth starts the next.
+    ledgers_map_batch_max=3,
     # A journal rolls over after a few groups: replay crosses files, checkpoints trim them.
     journal_file_max_bytes=2048,
     # Completed acks are pruned at nearly every add.

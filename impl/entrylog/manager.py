@@ -58,6 +58,7 @@ from impl.entrylog.buffered_channel import BufferedChannel
 from impl.entrylog.ids import LogIdAllocator, RecentEntryLogsStatus
 from impl.entrylog.ledger_dirs import DirState, LedgerDirs, RandomSource
 from impl.format.entry_log import (
+    LEDGERS_MAP_MAX_BATCH_SIZE,
     LEDGERS_MAP_OFFSET_POSITION,
     LOGFILE_HEADER_SIZE,
     MIN_SANE_ENTRY_SIZE,
@@ -147,6 +148,7 @@ class SingleEntryLogManager:
         write_buffer_bytes: int,
         flush_entrylog_bytes: int,
         preallocation_enabled: bool,
+        map_batch_max: int = LEDGERS_MAP_MAX_BATCH_SIZE,
     ) -> None:
         assert log_size_limit_bytes >= 0, log_size_limit_bytes
         assert write_buffer_bytes > 0, write_buffer_bytes
@@ -160,6 +162,8 @@ class SingleEntryLogManager:
         self._write_buffer_bytes = write_buffer_bytes
         self._flush_entrylog_bytes = flush_entrylog_bytes
         self._preallocation_enabled = preallocation_enabled
+        #: Ledgers per record of a ledgers map (Limits.ledgers_map_batch_max).
+        self._map_batch_max = map_batch_max
         self._active: LogChannel | None = None
         self._rotated: list[LogChannel] = []
         self._preallocated: LogChannel | None = None
@@ -297,7 +301,8 @@ class SingleEntryLogManager:
         if log.map_offset is None:
             self._guard(log, "flushing before the ledgers map", log.channel.flush)
             map_offset = log.channel.position
-            map_bytes = encode_ledgers_map(sorted(log.ledgers.items()))
+            pairs = sorted(log.ledgers.items())
+            map_bytes = encode_ledgers_map(pairs, self._map_batch_max)
             if map_bytes:
                 self._guard(log, "appending the ledgers map", lambda: log.channel.write(map_bytes))
             log.map_offset = map_offset

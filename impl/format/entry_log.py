@@ -128,16 +128,21 @@ def decode_ids(payload_head: bytes) -> tuple[int, int]:
     return int(ledger_id), int(entry_id)
 
 
-def encode_ledgers_map(ledgers: Iterable[tuple[int, int]]) -> bytes:
-    """The map records for (ledger id, bytes) pairs, in batches of at most 10000 ledgers.
+def encode_ledgers_map(
+    ledgers: Iterable[tuple[int, int]], batch_max: int = LEDGERS_MAP_MAX_BATCH_SIZE
+) -> bytes:
+    """The map records for (ledger id, bytes) pairs, in batches of at most ``batch_max``
+    ledgers (BookKeeper's writer: 10000; its reader takes records of any count, so a smaller
+    batch, which the checks use to reach the boundary, writes a map it reads the same way).
 
     ``bytes`` counts size + 4 for each record of the ledger (EntryLogMetadata.addLedgerSize).
     An empty map encodes to no bytes: BookKeeper writes no record when there is no ledger.
     """
+    assert 0 < batch_max <= LEDGERS_MAP_MAX_BATCH_SIZE, batch_max
     pairs = list(ledgers)
     out = bytearray()
-    for start in range(0, len(pairs), LEDGERS_MAP_MAX_BATCH_SIZE):
-        batch = pairs[start : start + LEDGERS_MAP_MAX_BATCH_SIZE]
+    for start in range(0, len(pairs), batch_max):
+        batch = pairs[start : start + batch_max]
         record_size = LEDGERS_MAP_HEADER_SIZE + LEDGERS_MAP_ENTRY_SIZE * len(batch)
         out += _MAP_HEAD.pack(record_size - 4, INVALID_LID, LEDGERS_MAP_ENTRY_ID, len(batch))
         for ledger_id, size in batch:

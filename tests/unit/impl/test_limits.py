@@ -26,6 +26,12 @@ from impl.bookie.bookie import Bookie
 from impl.bookie.driver import NS_PER_MS, BookieDriver
 from impl.clock import ManualClock
 from impl.entrylog.logger import EntryLogger
+from impl.entrylog.reader import peek_header
+from impl.format.entry_log import (
+    LEDGERS_MAP_ENTRY_SIZE,
+    LEDGERS_MAP_HEADER_SIZE,
+    LEDGERS_MAP_MAX_BATCH_SIZE,
+)
 from impl.fs.api import FileHandle, FileSystem
 from impl.journal.last_mark import NO_MARK
 from impl.journal.replay import replay
@@ -71,6 +77,7 @@ def test_every_field_is_named_with_its_unit_or_kind_last() -> None:
         ({"master_key_max_bytes": LIMITS.master_key_max_bytes + 1}, "master_key_max_bytes"),
         ({"group_wait_min_ms": 600, "journal_idle_ms": 500}, "group_wait_min_ms"),
         ({"log_size_limit_max_bytes": 1 << 32}, "log_size_limit_max_bytes"),
+        ({"ledgers_map_batch_max": LEDGERS_MAP_MAX_BATCH_SIZE + 1}, "ledgers_map_batch_max"),
     ],
 )
 def test_check_invariants_refuses_bounds_that_contradict_each_other(
@@ -186,6 +193,34 @@ def test_the_entry_logger_scans_in_windows_of_scan_chunk_bytes() -> None:
     assert results[0] == results[1]
     # The header, then one 1 MiB window for all ten records, or one 20-byte window each.
     assert preads == [2, 11]
+
+
+@pytest.mark.parametrize(("batch_max", "records"), [(3, 3), (LIMITS.ledgers_map_batch_max, 1)])
+def test_the_entry_logger_writes_map_records_of_ledgers_map_batch_max_ledgers(
+    batch_max: int, records: int
+) -> None:
+    """Seven ledgers in a log: three map records of at most three ledgers with batch_max 3,
+    one with BookKeeper's 10,000; either map reads back whole."""
+    disk, dirs = sim_disk(1)
+    logger = EntryLogger(
+        disk, dirs, settings_for(), random.Random(0), limits=Limits(ledgers_map_batch_max=batch_max)
+    )
+    log_id = location_log_id(add(logger, 1, 0))
+    for ledger in range(2, 8):
+        add(logger, ledger, 0)
+    logger.rotate()
+    sealed, found = logger.ledgers_map(log_id)
+    assert sealed and found is not None and sorted(found) == list(range(1, 8))
+    assert logger.extract_metadata(log_id).source == "map"
+    path = logger.find_log(log_id)
+    assert path is not None
+    handle = disk.open(path, read_only=True)
+    header = peek_header(handle)
+    assert header is not None
+    map_bytes = handle.size() - header.ledgers_map_offset
+    handle.close()
+    assert map_bytes == records * LEDGERS_MAP_HEADER_SIZE + 7 * LEDGERS_MAP_ENTRY_SIZE
+    logger.close()
 
 
 def test_the_entry_logger_ignores_a_last_id_longer_than_last_id_file_max_bytes() -> None:
