@@ -20,6 +20,10 @@ own. Field by field:
   durably, what a power cut now would leave for recovery ((0, 0) when there is none). The
   in-process harness fills it from its own reader of the simulated disk's durable contents
   (proofs/harness/disk_view.py), not from the bookie.
+- ``ledgers_maps`` (optional, None when not reported): per entry log, what its header says of
+  its ledgers map and the map itself (:class:`MapView`): a sealed log's map must list exactly
+  the records the log held when it was sealed; an active or preallocated log has none. The
+  in-process harness reads it from the simulated disk; bkref's adapter reads its own files.
 """
 
 from __future__ import annotations
@@ -51,6 +55,40 @@ class LogView:
         return sum(size for _, size in self.ledger_bytes)
 
 
+#: A ledgers map as the model compares it: per ledger id, in increasing order, the bytes of
+#: that ledger's records in the log (size prefixes included), as ``LogView.ledger_bytes``.
+LedgerBytes = tuple[tuple[int, int], ...]
+
+
+@attrs.frozen
+class MapView:
+    """What one entry log's header says of its ledgers map (spec/format/entry_log.md, "The
+    ledgers map"): ``sealed`` when the header points at a map (a non-zero map offset);
+    ``ledger_bytes`` the map read whole, or None when there is no map or it does not read
+    whole (sealed and None: the header points at a map that is unreadable)."""
+
+    log_id: int
+    sealed: bool
+    ledger_bytes: LedgerBytes | None
+
+    def __attrs_post_init__(self) -> None:
+        assert self.sealed or self.ledger_bytes is None, "an unsealed log has no map"
+        ids = [ledger for ledger, _ in self.ledger_bytes or ()]
+        assert ids == sorted(set(ids)), f"ledger ids not increasing: {ids}"
+
+    def describe(self) -> str:
+        if not self.sealed:
+            return "no ledgers map (the header points at none)"
+        if self.ledger_bytes is None:
+            return "a ledgers map that does not read whole"
+        return "the ledgers map " + describe_ledger_bytes(self.ledger_bytes)
+
+
+def describe_ledger_bytes(pairs: LedgerBytes) -> str:
+    """``{ledger: bytes, ...}``, for messages."""
+    return "{" + ", ".join(f"{ledger}: {size}" for ledger, size in pairs) + "}"
+
+
 @attrs.frozen
 class LedgerView:
     """One live ledger."""
@@ -72,9 +110,16 @@ class AbstractState:
     ledgers: tuple[LedgerView, ...]
     deleted_ledgers: tuple[int, ...]
     durable_last_mark: Mark | None = None
+    ledgers_maps: tuple[MapView, ...] | None = None
 
     def log(self, log_id: int) -> LogView | None:
         for view in self.entry_logs:
+            if view.log_id == log_id:
+                return view
+        return None
+
+    def ledgers_map(self, log_id: int) -> MapView | None:
+        for view in self.ledgers_maps or ():
             if view.log_id == log_id:
                 return view
         return None

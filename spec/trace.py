@@ -84,18 +84,21 @@ from spec.operations import (
     spec_of,
 )
 from spec.profile import CHOICES, DEFAULT_PROFILE, Profile
-from spec.state import LOG_STATES, AbstractState, LedgerView, LogView, Mark
+from spec.state import LOG_STATES, AbstractState, LedgerView, LogView, MapView, Mark
 from spec.strict_json import STRICT_DECODER, StrictJsonError, describe
 
 #: The version this module writes, and the ones it reads (spec/trace.md, "Versioning").
 #: Version 2 added the header's ``profile``; a version 1 trace reads with DEFAULT_PROFILE.
-TRACE_VERSION = 3
-SUPPORTED_VERSIONS = (1, 2, 3)
+TRACE_VERSION = 4
+SUPPORTED_VERSIONS = (1, 2, 3, 4)
 #: Version 3 added the faults a step fired (``faults``) and the fields ``where`` of
 #: disk_full and ``file`` of fail_fsync. An older trace did not report when a fault fired:
 #: its disk_full and fail_fsync steps read as firing a fault of unknown kind at once (what
 #: the model of that time assumed), and the new fields take their defaults.
 _FIELDS_SINCE = {"where": 3, "file": 3}
+#: The optional fields of a state object, and the version that added each: version 4 added
+#: ``ledgers_maps`` (each entry log's ledgers map).
+_STATE_FIELDS_SINCE = {"durable_last_mark": 3, "ledgers_maps": 4}
 
 #: Ledger ids, entry ids, journal ids, offsets, sizes and counts: Java longs, never negative.
 ID_MAX = 2**63 - 1
@@ -603,7 +606,21 @@ def _state_json(state: AbstractState) -> dict[str, object]:
             if state.durable_last_mark is None
             else {"durable_last_mark": _mark_to_json(state.durable_last_mark)}
         ),
+        **({} if state.ledgers_maps is None else {"ledgers_maps": _maps_json(state.ledgers_maps)}),
     }
+
+
+def _maps_json(maps: tuple[MapView, ...]) -> list[dict[str, object]]:
+    return [
+        {
+            "log_id": view.log_id,
+            "sealed": view.sealed,
+            "ledger_bytes": None
+            if view.ledger_bytes is None
+            else [list(pair) for pair in view.ledger_bytes],
+        }
+        for view in maps
+    ]
 
 
 def state_to_json(state: AbstractState) -> dict[str, object]:
@@ -619,8 +636,8 @@ def state_to_json(state: AbstractState) -> dict[str, object]:
 
 
 def state_from_json(obj: object, where: str) -> AbstractState:
-    """The state of a state object; ``where`` names its origin in the TraceError message
-    (e.g. ``"adapter response 12"``)."""
+    """The state of a state object of the current version; ``where`` names its origin in the
+    TraceError message (e.g. ``"adapter response 12"``)."""
     try:
         return _state_from_json(obj, "state")
     except _Bad as exc:
@@ -638,14 +655,16 @@ STATE_FIELDS = (
     "deleted_ledgers",
 )
 #: The optional fields of a state object, written after the others when known.
-OPTIONAL_STATE_FIELDS = ("durable_last_mark",)
+OPTIONAL_STATE_FIELDS = tuple(_STATE_FIELDS_SINCE)
 
 
-def _state_from_json(value: object, path: str) -> AbstractState:
+def _state_from_json(value: object, path: str, version: int = TRACE_VERSION) -> AbstractState:
     obj = _object(value, path)
-    _fields(obj, STATE_FIELDS, OPTIONAL_STATE_FIELDS, path)
+    optional = tuple(f for f, since in _STATE_FIELDS_SINCE.items() if since <= version)
+    _fields(obj, STATE_FIELDS, optional, path)
     current = obj["current_log_id"]
     durable_mark = obj.get("durable_last_mark")
+    maps = obj.get("ledgers_maps")
     deleted_path = f"{path}.deleted_ledgers"
     deleted = [
         _int(v, f"{deleted_path}[{i}]")
@@ -667,7 +686,32 @@ def _state_from_json(value: object, path: str) -> AbstractState:
         durable_last_mark=None
         if durable_mark is None
         else _mark_from_json(durable_mark, f"{path}.durable_last_mark"),
+        ledgers_maps=None if maps is None else _maps_from_json(maps, f"{path}.ledgers_maps"),
     )
+
+
+def _maps_from_json(value: object, path: str) -> tuple[MapView, ...]:
+    views = []
+    for i, item in enumerate(_array(value, path)):
+        where = f"{path}[{i}]"
+        obj = _object(item, where)
+        _fields(obj, ("log_id", "sealed", "ledger_bytes"), (), where)
+        sealed = _bool(obj["sealed"], f"{where}.sealed")
+        raw = obj["ledger_bytes"]
+        pairs: tuple[tuple[int, int], ...] | None = None
+        if raw is not None:
+            if not sealed:
+                raise _Bad(f"{where}.ledger_bytes must be null when sealed is false (no map)")
+            pairs_path = f"{where}.ledger_bytes"
+            found = [
+                _ledger_bytes_from_json(v, f"{pairs_path}[{k}]")
+                for k, v in enumerate(_array(raw, pairs_path))
+            ]
+            _unique([ledger for ledger, _ in found], f"{pairs_path} (ledger id)")
+            pairs = tuple(sorted(found))
+        views.append(MapView(_int(obj["log_id"], f"{where}.log_id", LOG_ID_MAX), sealed, pairs))
+    _unique([view.log_id for view in views], f"{path} (log_id)")
+    return tuple(views)
 
 
 def _unique(ids: list[int], path: str) -> None:
@@ -804,7 +848,7 @@ def _step_from_json(obj: Mapping[str, object], version: int = TRACE_VERSION) -> 
             raise _Bad(problem)
         raw = _array(obj.get("completed", []), "completed")
         completed = tuple(_completion_from_json(v, f"completed[{i}]") for i, v in enumerate(raw))
-        state = _state_from_json(obj["state"], "state") if "state" in obj else None
+        state = _state_from_json(obj["state"], "state", version) if "state" in obj else None
         faults = tuple(
             _fault_from_json(v, f"faults[{i}]")
             for i, v in enumerate(_array(obj.get("faults", []), "faults"))

@@ -62,7 +62,13 @@ from impl.bookie.ack import Ack, PendingAcks
 from impl.bookie.checkpoint import Checkpointer
 from impl.bookie.layout import BookieLayout, ensure_durable_dir, layout_from_config
 from impl.bookie.recovery import Progress, recover
-from impl.bookie.state import BookieState, EntryLogInfos, RecoveryReport, bookie_state
+from impl.bookie.state import (
+    BookieState,
+    EntryLogInfos,
+    LedgersMapInfo,
+    RecoveryReport,
+    bookie_state,
+)
 from impl.clock import Clock
 from impl.config.config import ServerConfig
 from impl.entrylog.ledger_dirs import RandomSource
@@ -82,6 +88,7 @@ from spec.errors import (
     Fenced,
     FsError,
     FsNoSpace,
+    MissingLogFile,
     NoEntry,
     NoLedger,
     NoSpace,
@@ -750,6 +757,22 @@ class Bookie:
             logger = self._entry_logger.state()
             entry_logs = self._log_infos.describe(logger.logs)
             return bookie_state(self._index, logger, entry_logs, last_mark, journal_mark)
+
+    def ledgers_maps(self) -> tuple[LedgersMapInfo, ...]:
+        """Each entry log's header and ledgers map as its file holds them (the adapter's
+        ``inspect`` reports them: spec/adapter.md). Reads every log's header, and its map
+        when sealed; a file that vanished or cannot be read is left out (``inspect`` says
+        what the bookie knows of its logs)."""
+        with self._lock:
+            infos = []
+            for info in self._log_infos.describe(self._entry_logger.state().logs):
+                try:
+                    sealed, found = self._entry_logger.ledgers_map(info.log_id)
+                except (MissingLogFile, FsError):
+                    continue
+                pairs = None if found is None else tuple(sorted(found.items()))
+                infos.append(LedgersMapInfo(info.log_id, sealed, pairs))
+            return tuple(infos)
 
     def check_invariants(self) -> None:
         with self._lock:

@@ -40,6 +40,17 @@ class EntryLogInfo:
 
 
 @attrs.frozen
+class LedgersMapInfo:
+    """One entry log's header and ledgers map as its file holds them (the adapter's
+    ``ledgers_maps``): ``sealed`` when the header points at a map; ``ledger_bytes`` the map by
+    ledger id when it reads whole, else None."""
+
+    log_id: EntryLogId
+    sealed: bool
+    ledger_bytes: tuple[tuple[int, int], ...] | None
+
+
+@attrs.frozen
 class LedgerInfo:
     """One live ledger: its last entry (None before the first add) and whether fenced."""
 

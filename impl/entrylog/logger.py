@@ -31,7 +31,13 @@ from impl.config.config import ServerConfig
 from impl.entrylog.ids import LogIdAllocator, RecentEntryLogsStatus
 from impl.entrylog.ledger_dirs import DirState, LedgerDirs, RandomSource
 from impl.entrylog.manager import LogDescription, SingleEntryLogManager
-from impl.entrylog.reader import ByteSource, MetadataResult, extract_metadata, read_entry
+from impl.entrylog.reader import (
+    ByteSource,
+    MetadataResult,
+    extract_metadata,
+    map_as_written,
+    read_entry,
+)
 from impl.format.entry_log import LOGFILE_HEADER_SIZE
 from impl.format.names import log_file_name, parse_log_file_name
 from impl.fs.api import FileHandle, FileSystem, join
@@ -155,6 +161,7 @@ class EntryLogger:
             write_buffer_bytes=settings.write_buffer_bytes,
             flush_entrylog_bytes=max(0, settings.flush_entrylog_bytes),
             preallocation_enabled=settings.preallocation_enabled,
+            map_batch_max=limits.ledgers_map_batch_max,
         )
         self._read_handles: dict[int, FileHandle] = {}
         self._closed = False
@@ -217,6 +224,12 @@ class EntryLogger:
         return extract_metadata(
             self._source(log_id), log_id, chunk_bytes=self._limits.scan_chunk_bytes
         )
+
+    def ledgers_map(self, log_id: EntryLogId) -> tuple[bool, dict[int, int] | None]:
+        """What log ``log_id``'s header says of its ledgers map, and the map as written
+        (reader.map_as_written). Raises MissingLogFile."""
+        self._require_open()
+        return map_as_written(self._source(log_id))
 
     def flush(self) -> None:
         """Force the active log and checkpoint the rotated ones (DefaultEntryLogger.flush)."""

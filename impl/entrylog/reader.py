@@ -276,8 +276,24 @@ def read_ledgers_map(src: ByteSource, log_id: EntryLogId, header: Header) -> dic
     return found
 
 
-def _map_or_reason(src: ByteSource, header: Header) -> dict[int, int] | str:
-    """The map, or why BookKeeper would reject it (spec page, rules 2 to 6)."""
+def map_as_written(src: ByteSource) -> tuple[bool, dict[int, int] | None]:
+    """What the header says of the ledgers map, and the map as it was written (the abstract
+    state's ``ledgers_maps``, spec/state.py): (sealed, the map when it reads whole, else None).
+    ``sealed``: a version 1 header with a non-zero map offset. Unlike :func:`read_ledgers_map`
+    an empty map (count 0, rule 6) is returned as ``{}``: it is what sealing an empty log
+    writes, though BookKeeper never trusts it."""
+    header = peek_header(src)
+    if header is None or header.version < HEADER_V1 or header.ledgers_map_offset == 0:
+        return False, None
+    found = _map_or_reason(src, header, trust_empty=True)
+    return True, None if isinstance(found, str) else found
+
+
+def _map_or_reason(
+    src: ByteSource, header: Header, *, trust_empty: bool = False
+) -> dict[int, int] | str:
+    """The map, or why BookKeeper would reject it (spec page, rules 2 to 6; rule 6, an
+    empty map, only without ``trust_empty``)."""
     if header.version < HEADER_V1:
         return f"header version {header.version} predates the ledgers map (version 1)"
     if header.ledgers_map_offset == 0:
@@ -306,7 +322,7 @@ def _map_or_reason(src: ByteSource, header: Header) -> dict[int, int] | str:
         offset += RECORD_SIZE_PREFIX + record_size
     if len(ledgers) != header.ledgers_count:
         return f"the map lists {len(ledgers)} ledgers, the header says {header.ledgers_count}"
-    if header.ledgers_count == 0:
+    if header.ledgers_count == 0 and not trust_empty:
         return "the header's ledgers count is 0: an empty map is never trusted"
     return ledgers
 

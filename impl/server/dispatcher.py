@@ -75,6 +75,8 @@ class BookieLike(Protocol):
 
     def inspect(self) -> object: ...
 
+    def ledgers_maps(self) -> object: ...
+
 
 class Outcome(enum.Enum):
     """What the reader does after a request: keep reading, or stop with this exit status."""
@@ -259,6 +261,7 @@ class Dispatcher:
     def _state(self) -> JsonValue:
         state = to_json_safe(self._bookie.inspect())
         assert isinstance(state, dict), state
+        state["ledgers_maps"] = to_json_safe(self._bookie.ledgers_maps())
         return state
 
     def _unsupported(self, request: Request) -> Outcome:

@@ -47,7 +47,14 @@ from typing import Any
 
 import attrs
 
-from models.entrylog.manager import EntryLogManagerModel, LogConstraints, record_bytes
+from models.entrylog.manager import (
+    NO_MAP,
+    EntryLogManagerModel,
+    LogConstraints,
+    MapState,
+    describe_map,
+    record_bytes,
+)
 from models.index.ledger_index import UNSURE, LedgerIndexModel, LedgerModel, Sure
 from models.journal.last_mark import LastMarkModel
 from spec.operations import (
@@ -241,6 +248,7 @@ class BookieModel:
         #: ``answers``): the bookie may list them as deleted or not.
         self.recreated: set[int] = set()
         self.logs = EntryLogManagerModel(config.log_size_limit_bytes)
+        self.logs.track_tentative = self.async_acks
         self.marks = LastMarkModel()
         self.pending: dict[int, _Pending] = {}
         #: Of the pending steps: those in the group a group commit's write phase took (its
@@ -295,6 +303,9 @@ class BookieModel:
         rule = STEP_RULES[type(op)]
         fired = self._fired(faults, reading=isinstance(op, Read))
         notes = self._step(index, op, result, completed, rule)
+        if self.async_acks and not rule.lifecycle and not result.pending and not result.crashed:
+            # Answered: the bookie ran this request, and every one before it.
+            self.logs.settle()
         if result.error is not None and rule.writes_logs and self.faulted:
             # A step that writes entry logs failed under a fault: how much of it reached the
             # logs is the bookie's business. The layout is followed from here on.
@@ -963,6 +974,10 @@ class BookieModel:
         self.written.clear()
         self.synced.clear()
         self.checkpoint_open = False
+        if clean:
+            self.logs.settle()  # a clean shutdown ran every request before it
+        else:
+            self.logs.forget_tentative()
         self.outcomes = self.crash_outcomes()
         self.marks.stopped(clean=clean)
         self.status = "stopped" if clean else "crashed"
@@ -1059,17 +1074,30 @@ class BookieModel:
             self._compared()
             return notes
         logs = self._real_logs(index, observed)
+        maps = _observed_maps(index, observed)
         if self.fresh_run or self.logs.relaxed:
             _check_least_unflushed(index, observed)
             _check_layout_possible(index, observed, logs)
         if self.fresh_run:
             self._check_logs_after_stop(index, observed, logs)
-            self.logs.adopt(logs, observed.current_log_id, observed.least_unflushed_log_id)
+            if maps is not None:
+                self._check_maps_after_stop(index, maps)
+            self.logs.adopt(
+                logs,
+                observed.current_log_id,
+                observed.least_unflushed_log_id,
+                maps,
+                after_restart=True,
+            )
         elif self.logs.relaxed:
             self._check_logs_relaxed(index, observed, logs)
-            self.logs.adopt(logs, observed.current_log_id, observed.least_unflushed_log_id)
+            if maps is not None:
+                self._check_durable_maps(index, maps)
+            self.logs.adopt(logs, observed.current_log_id, observed.least_unflushed_log_id, maps)
         else:
             self._compare_logs(index, observed, logs)
+            if maps is not None:
+                self._compare_maps(index, maps)
         problems = self.marks.check(
             step,
             last_mark=observed.last_mark,
@@ -1092,7 +1120,9 @@ class BookieModel:
         return notes
 
     def _compared(self) -> None:
-        """A state was compared: the next one is judged over the steps after this one."""
+        """A state was compared: the next one is judged over the steps after this one (and
+        the logs it showed are settled)."""
+        self.logs.settle()
         self.fresh_run = False
         self._forced = False
         self._persisted = False
@@ -1260,6 +1290,49 @@ class BookieModel:
             raise Divergence(
                 index, f"leastUnflushedLogId is {least}; the model has {logs.least_unflushed}"
             )
+
+    def _compare_maps(self, index: int, maps: dict[int, MapState]) -> None:
+        """Each log's ledgers map as the model predicts it: none on the active log, exactly
+        the records written before sealing on a rotated or flushed one, and on a log of an
+        earlier run the map it was adopted with (or the first one seen, when no state before
+        reported maps)."""
+        for log_id, log in self.logs.logs.items():
+            found = maps[log_id]
+            if log.ledgers_map is None:
+                log.ledgers_map = found
+            elif found != log.ledgers_map:
+                why = (
+                    "an active log has no map yet"
+                    if log.state == "active"
+                    else "sealing writes a map of exactly the log's records, and it never changes"
+                )
+                raise Divergence(
+                    index,
+                    f"entry log {log_id} ({log.state}) has {describe_map(found)}; the model has "
+                    f"{describe_map(log.ledgers_map)} ({why})",
+                )
+
+    def _check_durable_maps(self, index: int, maps: dict[int, MapState]) -> None:
+        """While a fault relaxes the layout: a ledgers map that was durable never changes."""
+        for log_id, log in self.logs.logs.items():
+            found = maps.get(log_id)
+            known = log.ledgers_map if log.map_durable else None
+            if known is not None and found is not None and found != known:
+                raise Divergence(
+                    index,
+                    f"entry log {log_id} has {describe_map(found)}; {describe_map(known)} was "
+                    "durable (a sealed log's map never changes)",
+                )
+
+    def _check_maps_after_stop(self, index: int, maps: dict[int, MapState]) -> None:
+        """After a restart: each ledgers map within what the crash could leave of it
+        (LogConstraints.map_problem)."""
+        if self.outcomes is None:
+            return
+        for log_id, found in sorted(maps.items()):
+            problem = self.outcomes.logs.map_problem(log_id, found)
+            if problem is not None:
+                raise Divergence(index, f"after the crash: entry log {log_id} {problem}")
 
     def _resolve_new_logs(self, index: int, views: tuple[LogView, ...]) -> None:
         """The logs created since a restart, whose ids the model could not know: the
@@ -1467,6 +1540,32 @@ def _check_answer(index: int, what: str, observed: str, allowed: set[str], shown
     """Raise Divergence unless ``observed`` is one of the ``allowed`` answers."""
     if observed not in allowed:
         raise Divergence(index, f"{what} answered {shown}; allowed: {', '.join(sorted(allowed))}")
+
+
+def _observed_maps(index: int, observed: AbstractState) -> dict[int, MapState] | None:
+    """The reported ledgers maps of the entry logs, by log id (None when the state reports
+    none): one for each entry log, and none on a preallocated log. A map reported for a file
+    the state does not list as an entry log is not judged (a log whose creation failed under
+    a fault may be left behind, empty, and is not the bookie's)."""
+    if observed.ledgers_maps is None:
+        return None
+    logs = {view.log_id: view for view in observed.entry_logs}
+    maps: dict[int, MapState] = {
+        view.log_id: (view.sealed, view.ledger_bytes)
+        for view in observed.ledgers_maps
+        if view.log_id in logs
+    }
+    if set(maps) != set(logs):
+        raise Divergence(
+            index,
+            f"no ledgers map is reported for entry logs {sorted(set(logs) - set(maps))}",
+        )
+    for log_id, view in logs.items():
+        if view.state == "preallocated" and maps[log_id] != NO_MAP:
+            raise Divergence(
+                index, f"entry log {log_id} is preallocated but has {describe_map(maps[log_id])}"
+            )
+    return maps
 
 
 def _check_layout_possible(index: int, observed: AbstractState, views: tuple[LogView, ...]) -> None:

@@ -21,8 +21,14 @@ could have left (:meth:`EntryLogManagerModel.crash_constraints`). The same happe
 (a full disk, a failed fsync) makes rotation and flushing unpredictable: the model is
 *relaxed* and follows the observed layout, checking only what must hold in any case.
 
+The ledgers map: sealing a log appends its map, which lists exactly the records written to
+it, and points the header at it; an active log has none. Once the log is fsynced (flushed)
+the map is durable and never changes, across crashes too. A crash may leave a map that was
+not durable whole, unreadable, or missing, but a readable one lists no more bytes per ledger
+than were written and no fewer than were fsynced (:meth:`LogConstraints.map_problem`).
+
 Not modelled: entry log per ledger, preallocation, compaction logs, the ledgers map's bytes
-(a sealed log's size is not compared, only its records' bytes per ledger).
+(a sealed log's size is not compared, only its records' bytes per ledger, and its map's).
 """
 
 from __future__ import annotations
@@ -37,6 +43,25 @@ HEADER_BYTES = 1024
 RECORD_OVERHEAD_BYTES = 4 + 8 + 8
 
 
+#: What a log's header says of its ledgers map: (sealed, the map's pairs by ledger id, or
+#: None when there is no map or it does not read whole), as spec/state.py's MapView.
+MapState = tuple[bool, tuple[tuple[int, int], ...] | None]
+#: An active (or preallocated) log's: the header points at no map.
+NO_MAP: MapState = (False, None)
+
+
+def describe_map(found: MapState | None) -> str:
+    """For messages."""
+    if found is None:
+        return "an unknown ledgers map"
+    sealed, pairs = found
+    if not sealed:
+        return "no ledgers map"
+    if pairs is None:
+        return "a ledgers map that does not read whole"
+    return "the ledgers map {" + ", ".join(f"{k}: {v}" for k, v in pairs) + "}"
+
+
 def record_bytes(data_bytes: int) -> int:
     """The bytes one entry takes in an entry log."""
     assert data_bytes >= 0, data_bytes
@@ -45,12 +70,16 @@ def record_bytes(data_bytes: int) -> int:
 
 @attrs.define
 class LogModel:
-    """One entry log: state, bytes per ledger written, and bytes per ledger known durable."""
+    """One entry log: state, bytes per ledger written, and bytes per ledger known durable;
+    its ledgers map as the model knows it (None: not known, an adopted log whose map no
+    state reported) and whether that map is durable."""
 
     log_id: int
     state: str
     written: dict[int, int] = attrs.Factory(dict)
     durable: dict[int, int] = attrs.Factory(dict)
+    ledgers_map: MapState | None = NO_MAP
+    map_durable: bool = False
 
     def view(self) -> LogView:
         """The log as the abstract state shows it (built anew: the harness compares after
@@ -81,6 +110,43 @@ class LogConstraints:
 
     logs: tuple[tuple[int, tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]], ...]
     max_known_id: int
+    #: The ledgers maps that were durable: they read back exactly.
+    durable_maps: tuple[tuple[int, MapState], ...] = ()
+    #: The model followed the layout at the crash (a fault): a map not durable is not bounded
+    #: by ``logs``, which were observed, not predicted.
+    relaxed: bool = False
+
+    def map_problem(self, log_id: int, found: MapState) -> str | None:
+        """Why log ``log_id``'s ledgers map ``found`` after the crash breaks its bounds, or
+        None: a durable map reads back exactly; a map that was not durable may be missing or
+        unreadable, and a readable one lists, per ledger, no fewer bytes than were fsynced
+        (the map is written at sealing, after every record), and exactly the bytes written
+        when everything written was fsynced (as :meth:`log_problem`: otherwise the model's
+        ``written`` is no upper bound, since a step the crash cut short, or an add whose
+        answer never came, may have written more). A log not listed is new: recovery's or
+        the interrupted step's."""
+        for known_id, known in self.durable_maps:
+            if known_id == log_id:
+                if found != known:
+                    return f"has {describe_map(found)}; {describe_map(known)} was durable"
+                return None
+        pairs = found[1]
+        if pairs is None or self.relaxed:
+            return None
+        for listed_id, durable, written in self.logs:
+            if listed_id != log_id:
+                continue
+            low, high, have = dict(durable), dict(written), dict(pairs)
+            whole = low == high
+            for ledger in sorted(set(have) | set(low)):
+                count = have.get(ledger, 0)
+                if count < low.get(ledger, 0) or (whole and count != high.get(ledger, 0)):
+                    return (
+                        f"has {describe_map(found)}, which gives ledger {ledger} {count} bytes; "
+                        f"{low.get(ledger, 0)} were fsynced"
+                        + (" and nothing more was written" if whole else " (at least those)")
+                    )
+        return None
 
     def log_problem(
         self,
@@ -136,6 +202,15 @@ class EntryLogManagerModel:
         #: The id the next log would have had when a preallocated log may have been dropped
         #: (forget_next_id): ids from it below the next log seen were used by dropped logs.
         self.dropped_from: int | None = None
+        #: Under asynchronous acks (the caller sets ``track_tentative``): the logs created for
+        #: steps the bookie may not have run yet (adds answered ``pending`` with no answered
+        #: step after them, so perhaps still unread in its input). A crash may leave none of
+        #: them, and their ids unused (:meth:`forget_tentative`); an answered step or a
+        #: compared state settles them (:meth:`settle`).
+        self.track_tentative = False
+        self.tentative: set[int] = set()
+        #: ``max_seen_id`` when the logs were last settled.
+        self.settled_max_seen_id = -1
 
     # --- the operations, in the implementation's order ---------------------------------
 
@@ -163,13 +238,17 @@ class EntryLogManagerModel:
                 log.durable = dict(log.written)
             if log.state == "rotated":
                 log.state = "flushed"
+                log.map_durable = True
                 if log.log_id in self.created:
                     self.created[log.log_id] = True
         self._update_least_unflushed()
 
     def _new_active(self) -> LogModel:
         if self.current is not None:
-            self.logs[self.current].state = "rotated"
+            old = self.logs[self.current]
+            old.state = "rotated"
+            # Sealed: its map lists exactly what was written to it.
+            old.ledgers_map = (True, tuple(sorted(old.written.items())))
         if self.next_id is None:
             log_id = self.max_seen_id + 1
             self.provisional.append(log_id)
@@ -178,6 +257,8 @@ class EntryLogManagerModel:
             self.next_id += 1
         log = LogModel(log_id, "active")
         self.logs[log_id] = log
+        if self.track_tentative:
+            self.tentative.add(log_id)
         self.current = log_id
         self.rotate_requested = False
         self.preallocated = False
@@ -235,10 +316,35 @@ class EntryLogManagerModel:
         assert log.state == "rotated", log
         log.state = "flushed"
         log.durable = dict(log.written)
+        log.map_durable = True
         if log_id in self.created:
             self.created[log_id] = True
 
+    def settle(self) -> None:
+        """Every step so far has run in the bookie (an answered step: the bookie reads its
+        requests in order; or a compared state): the logs the model created are real."""
+        self.tentative.clear()
+        self.settled_max_seen_id = self.max_seen_id
+
     # --- crash and restart --------------------------------------------------------------
+
+    def forget_tentative(self) -> None:
+        """The bookie died: the logs created for steps it may never have run may not exist,
+        and their ids may be unused (the crash constraints and the ids known to be used hold
+        only what was settled)."""
+        if not self.tentative:
+            return
+        for log_id in self.tentative:
+            self.logs.pop(log_id, None)
+            self.created.pop(log_id, None)
+            if log_id in self.provisional:
+                self.provisional.remove(log_id)
+        if self.current in self.tentative:
+            self.current = None
+        self.max_seen_id = max([self.settled_max_seen_id, *self.logs])
+        if self.next_id is not None:
+            self.next_id = self.max_seen_id + 1
+        self.tentative.clear()
 
     def crash_constraints(self) -> LogConstraints:
         """What any layout after a crash must keep (see LogConstraints)."""
@@ -248,16 +354,41 @@ class EntryLogManagerModel:
                 for log in sorted(self.logs.values(), key=lambda log: log.log_id)
             ),
             max_known_id=self.max_seen_id,
+            durable_maps=tuple(
+                (log.log_id, log.ledgers_map)
+                for log in sorted(self.logs.values(), key=lambda log: log.log_id)
+                if log.map_durable and log.ledgers_map is not None
+            ),
+            relaxed=self.relaxed,
         )
 
-    def adopt(self, views: tuple[LogView, ...], current: int | None, least: int) -> None:
+    def adopt(
+        self,
+        views: tuple[LogView, ...],
+        current: int | None,
+        least: int,
+        maps: dict[int, MapState] | None = None,
+        *,
+        after_restart: bool = False,
+    ) -> None:
         """Take the observed layout as the model's (after a restart, or while relaxed): every
-        byte there is durable from now on only if its log is flushed."""
+        byte there is durable from now on only if its log is flushed. ``maps``: the observed
+        ledgers maps (None when the state reports none). A map known durable stays so (the
+        caller checked it); after a restart every flushed log's map is durable, while
+        relaxed only what was durable before."""
+        before = self.logs
         self.logs = {}
         for view in views:
             written = dict(view.ledger_bytes)
             durable = written if view.state == "flushed" else {}
-            self.logs[view.log_id] = LogModel(view.log_id, view.state, written, dict(durable))
+            log = LogModel(view.log_id, view.state, written, dict(durable))
+            old = before.get(view.log_id)
+            if old is not None and old.map_durable and old.ledgers_map is not None:
+                log.ledgers_map, log.map_durable = old.ledgers_map, True
+            else:
+                log.ledgers_map = None if maps is None else maps.get(view.log_id)
+                log.map_durable = after_restart and view.state == "flushed"
+            self.logs[view.log_id] = log
             self.max_seen_id = max(self.max_seen_id, view.log_id)
         self.current = current
         self.least_unflushed = least

@@ -35,12 +35,13 @@ The mapping (spec/trace.md, "Recorded by bkref record", says the same):
   A response arriving after an inspect's state was attached to step k drops that state: it
   predates the ack, and the ack order is kept exact rather than the state.
 - A synchronous step whose response never came (the child ended) is ``crashed``.
-- The start: the first run on a FILE that is missing or empty writes the header (version 2,
-  the profile, the source, the ``--set`` pairs of CMD plus ``--config``). A later run reads
-  FILE, continues its numbering, and first appends a ``crash`` step with plan ``unknown``
-  (unless the previous run ended with an ok ``shutdown``), then a ``restart`` step, ok when
-  the child's ready line arrives, ``io_error`` if the child ends before it. Adds left pending
-  by an earlier run are never completed.
+- The start: the first run on a FILE that is missing or empty writes the header (the
+  current version, the profile, the source, the ``--set`` pairs of CMD plus ``--config``).
+  A later run reads FILE (which must be of the current version: steps of two versions
+  cannot share a file), continues its numbering, and first appends a ``crash`` step with
+  plan ``unknown`` (unless the previous run ended with an ok ``shutdown``), then a
+  ``restart`` step, ok when the child's ready line arrives, ``io_error`` if the child ends
+  before it. Adds left pending by an earlier run are never completed.
 - The end: at the end of the client's input the child's stdin is closed; if the child then
   exits 0 (the adapter's clean shutdown), a ``shutdown`` step with result ok is written,
   whose completions are the responses written after the end of input. If the child ends any
@@ -92,7 +93,14 @@ from spec.operations import (
 from spec.profile import ADAPTER_PROFILE, CHOICES, Profile
 from spec.state import AbstractState
 from spec.strict_json import STRICT_DECODER
-from spec.trace import Step, TraceHeader, encode_header, encode_step, read_trace_bytes
+from spec.trace import (
+    TRACE_VERSION,
+    Step,
+    TraceHeader,
+    encode_header,
+    encode_step,
+    read_trace_bytes,
+)
 from spec.trace import state_from_json as trace_state_from_json
 
 #: Usage errors: no command, FILE not a trace, FILE not writable, a bad option.
@@ -558,6 +566,11 @@ def read_start(path: str, header: TraceHeader) -> Start:
         trace = read_trace_bytes(data, path)
     except TraceError as exc:
         raise UsageError(f"{exc}; give a trace file to append to, or a new file") from None
+    if trace.header.version != TRACE_VERSION:
+        raise UsageError(
+            f"{path} is a version {trace.header.version} trace and this bkref records version "
+            f"{TRACE_VERSION}; record into a new file"
+        )
     steps = trace.steps
     last = steps[-1] if steps else None
     clean = last is not None and isinstance(last.op, Shutdown) and last.result.ok

@@ -30,6 +30,7 @@ from typing import Final, TypeVar
 import attrs
 
 from models.fs.simdisk import FileVersion, SimDisk
+from spec.state import MapView
 
 # --- spec/format/entry_log.md -----------------------------------------------------------------
 
@@ -185,6 +186,14 @@ class LogFile:
     current: LedgerBytes
     durable: LedgerBytes | None
     ledgers_map: LedgersMap
+    #: The header and map as the abstract state reports them (spec/state.py, MapView).
+    map_view: MapView = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        found = self.ledgers_map
+        pairs = None if found.ledgers is None else tuple(sorted(found.ledgers.items()))
+        view = MapView(self.log_id, found.sealed, pairs if found.sealed else None)
+        object.__setattr__(self, "map_view", view)
 
     @property
     def sealed(self) -> bool:
@@ -383,6 +392,11 @@ class DiskView:
                 assert log_id not in out, f"entry log {log_id} in two directories"
                 out[log_id] = found
         return out
+
+    def ledgers_maps(self) -> tuple[MapView, ...]:
+        """Each entry log's header and ledgers map, by log id (AbstractState.ledgers_maps)."""
+        logs = self.logs()
+        return tuple(logs[log_id].map_view for log_id in sorted(logs))
 
     def _read_logs(self, directory: str) -> dict[int, LogFile]:
         """The log files of one directory, re-parsing only the files whose current or

@@ -733,8 +733,12 @@ class Refinement:
             state = None if result.crashed or not inspect else self.sut.inspect()
             if state is not None and self.disk_check is not None:
                 # What a power cut now would leave of lastMark, by the harness's own reader.
-                durable = self.disk_check.view.durable_last_mark() or (0, 0)
-                state = attrs.evolve(state, durable_last_mark=durable)
+                # and each entry log's ledgers map as its file holds it.
+                view = self.disk_check.view
+                durable = view.durable_last_mark() or (0, 0)
+                state = attrs.evolve(
+                    state, durable_last_mark=durable, ledgers_maps=view.ledgers_maps()
+                )
         except AssertionError as exc:
             raise self._own_assertion(index, op, exc) from exc
         step = Step(index, op, result, completed, state, faults)

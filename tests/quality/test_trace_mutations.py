@@ -92,3 +92,9 @@ def test_check_trace_catches_an_acknowledged_entry_missing_after_a_restart(
     recorded: Trace, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     catches(recorded, "entry_missing_after_restart", tmp_path, capsys)
+
+
+def test_check_trace_catches_a_sealed_log_whose_ledgers_map_is_wrong(
+    recorded: Trace, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    catches(recorded, "ledgers_map_changed", tmp_path, capsys)

@@ -119,10 +119,28 @@ def lose_entry_after_restart(trace: Trace) -> Mutation:
     raise NoSite("no read of an acknowledged entry after a restart")
 
 
+def change_ledgers_map(trace: Trace) -> Mutation:
+    """A sealed log's ledgers map lists one byte more of a ledger than the log holds (its
+    records, and so every read and the bookie's ledger_bytes, are right): BookKeeper's garbage
+    collector trusts the map, so a wrong one keeps or drops logs wrongly."""
+    for step in trace.steps:
+        state = step.state
+        for view in (state.ledgers_maps or ()) if state is not None else ():
+            if view.ledger_bytes:
+                (ledger, size), *rest = view.ledger_bytes
+                wrong = attrs.evolve(view, ledger_bytes=((ledger, size + 1), *rest))
+                assert state is not None
+                maps = tuple(wrong if v == view else v for v in state.ledgers_maps or ())
+                changed = attrs.evolve(step, state=attrs.evolve(state, ledgers_maps=maps))
+                return Mutation(_replace(trace, changed), step.index)
+    raise NoSite("no state with a sealed log's readable ledgers map")
+
+
 #: Every mutation, by name.
 MUTATIONS = {
     "read_data_changed": change_read_data,
     "ack_dropped": drop_ack,
     "fence_forgotten_after_restart": forget_fence_after_restart,
     "entry_missing_after_restart": lose_entry_after_restart,
+    "ledgers_map_changed": change_ledgers_map,
 }

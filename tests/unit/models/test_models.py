@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from models.bookie.bookie import BookieModel, Divergence, ModelConfig, ModelUsageError
-from models.entrylog.manager import HEADER_BYTES, EntryLogManagerModel, record_bytes
+from models.entrylog.manager import HEADER_BYTES, NO_MAP, EntryLogManagerModel, record_bytes
 from models.index.ledger_index import LedgerIndexModel, Sure
 from models.journal.last_mark import LastMarkModel
 from spec.crash import LoseUnsynced
@@ -59,6 +59,47 @@ def test_crash_constraints_bound_each_log_between_fsynced_and_written_bytes() ->
     constraints = logs.crash_constraints()
     assert constraints.logs == ((0, ((1, 30),), ((1, 55),)),)
     assert constraints.max_known_id == 0
+
+
+def test_sealing_gives_a_log_the_map_of_its_records_and_a_checkpoint_makes_it_durable() -> None:
+    logs = EntryLogManagerModel(HEADER_BYTES + 2 * record_bytes(10))
+    logs.add_entry(1, 10)
+    logs.add_entry(2, 10)
+    assert logs.logs[0].ledgers_map == NO_MAP  # active: no map
+    logs.add_entry(1, 10)  # rotates: log 0 is sealed
+    assert logs.logs[0].ledgers_map == (True, ((1, 30), (2, 30)))
+    assert logs.logs[1].ledgers_map == NO_MAP
+    assert logs.crash_constraints().durable_maps == ()
+    logs.checkpoint()
+    assert logs.crash_constraints().durable_maps == ((0, (True, ((1, 30), (2, 30)))),)
+
+
+def test_after_a_crash_a_map_is_exact_if_durable_and_bounded_if_not() -> None:
+    logs = EntryLogManagerModel(HEADER_BYTES + 2 * record_bytes(10))
+    for ledger in (1, 2, 1):
+        logs.add_entry(ledger, 10)  # log 0 sealed with {1: 30, 2: 30}; log 1 active
+    logs.checkpoint()  # log 0's map is durable; log 1's 30 bytes of ledger 1 too
+    logs.add_entry(2, 10)
+    logs.add_entry(2, 10)  # rotates: log 1 sealed with {1: 30, 2: 30}, not fsynced
+    constraints = logs.crash_constraints()
+    durable = (True, ((1, 30), (2, 30)))
+    assert constraints.map_problem(0, durable) is None
+    for lost in (NO_MAP, (True, None), (True, ((1, 30),))):
+        problem = constraints.map_problem(0, lost)
+        assert problem is not None and "was durable" in problem
+    # Log 1: missing, unreadable, or at least its fsynced bytes (an add the crash cut short
+    # may have written more than the model counted).
+    for fine in (NO_MAP, (True, None), durable, (True, ((1, 30),)), (True, ((1, 30), (2, 50)))):
+        assert constraints.map_problem(1, fine) is None, fine
+    for bad in ((True, ((2, 30),)), (True, ((1, 20), (2, 30)))):
+        assert constraints.map_problem(1, bad) is not None, bad
+    # A log fsynced whole (nothing written since) but sealed after: exactly its bytes.
+    logs.checkpoint()
+    logs.logs[1].map_durable = False
+    whole = logs.crash_constraints()
+    assert whole.map_problem(1, durable) is None
+    assert whole.map_problem(1, (True, ((1, 30), (2, 31)))) is not None
+    assert constraints.map_problem(7, (True, ((9, 99),))) is None  # a new log: recovery's
 
 
 # --- ledgers -------------------------------------------------------------------------------

@@ -355,3 +355,28 @@ def test_an_unreported_log_found_again_after_a_crash_may_be_empty_but_hold_nothi
     holding = (*after, LogView(1, "flushed", ((1, 21),)))
     with pytest.raises(Divergence, match="appeared holding entries"):
         crashed().compare(3, _state(holding, least=3), "restart")
+
+
+def test_logs_for_adds_the_bookie_may_not_have_run_need_not_survive_a_crash() -> None:
+    """Under async acks, adds answered pending with nothing answered after them may still
+    be unread in the bookie's input when it dies: the logs the model rotated to for them are
+    not required after the crash, and their ids are not taken as used."""
+    model = _model(ASYNC, limit=1024 + 2 * 120)
+    model.step(0, Add(1, 0, KEY, b"x" * 100), PENDING, ())
+    model.step(1, Read(1, 0), Result(data=b"x" * 100), ())  # answered: log 0 is real
+    for entry in range(1, 6):  # two records a log: logs 1 and 2 for adds never answered
+        model.step(1 + entry, Add(1, entry, KEY, b"x" * 100), PENDING, ())
+    assert sorted(model.logs.logs) == [0, 1, 2]
+    model.step(7, Crash(Unknown()), OK, ())
+    assert model.outcomes is not None
+    constraints = model.outcomes.logs
+    assert [log_id for log_id, _, _ in constraints.logs] == [0]
+    assert constraints.max_known_id == 0
+    # Answered, the same adds' logs are required.
+    settled = _model(ASYNC, limit=1024 + 2 * 120)
+    for entry in range(6):
+        settled.step(entry, Add(1, entry, KEY, b"x" * 100), PENDING, ())
+    settled.step(6, Read(1, 0), Result(data=b"x" * 100), ())
+    settled.step(7, Crash(Unknown()), OK, ())
+    assert settled.outcomes is not None
+    assert [log_id for log_id, _, _ in settled.outcomes.logs.logs] == [0, 1, 2]

@@ -55,7 +55,7 @@ from spec.operations import (
     Shutdown,
     failed,
 )
-from spec.state import LOG_STATES, AbstractState, LedgerView, LogView
+from spec.state import LOG_STATES, AbstractState, LedgerView, LogView, MapView
 from spec.trace import (
     FIELD_DECODERS,
     ID_MAX,
@@ -233,6 +233,15 @@ def _unique_pairs(values: st.SearchStrategy[int]) -> st.SearchStrategy[tuple[tup
 
 log_views = st.builds(LogView, log_ids, st.sampled_from(LOG_STATES), _unique_pairs(ids))
 ledger_views = st.builds(LedgerView, ids, st.none() | ids, st.booleans())
+map_views = st.one_of(
+    st.builds(MapView, log_ids, st.just(False), st.none()),
+    st.builds(
+        MapView,
+        log_ids,
+        st.just(True),
+        st.none() | _unique_pairs(ids).map(lambda pairs: tuple(sorted(pairs))),
+    ),
+)
 states: st.SearchStrategy[AbstractState] = st.builds(
     AbstractState,
     entry_logs=st.lists(log_views, max_size=3, unique_by=lambda v: v.log_id).map(tuple),
@@ -243,6 +252,8 @@ states: st.SearchStrategy[AbstractState] = st.builds(
     ledgers=st.lists(ledger_views, max_size=3, unique_by=lambda v: v.ledger_id).map(tuple),
     deleted_ledgers=st.lists(ids, max_size=3, unique=True).map(tuple),
     durable_last_mark=st.none() | st.tuples(ids, ids),
+    ledgers_maps=st.none()
+    | st.lists(map_views, max_size=3, unique_by=lambda v: v.log_id).map(tuple),
 )
 
 optional_states = st.none() | states
@@ -318,7 +329,12 @@ def _check_round_trip(trace: Trace) -> None:
 @given(states)
 def test_state_json_round_trip(state: AbstractState) -> None:
     obj = state_to_json(state)
-    optional = [] if state.durable_last_mark is None else list(OPTIONAL_STATE_FIELDS)
+    present = {
+        "durable_last_mark": state.durable_last_mark is not None,
+        "ledgers_maps": state.ledgers_maps is not None,
+    }
+    assert list(present) == list(OPTIONAL_STATE_FIELDS)
+    optional = [name for name in OPTIONAL_STATE_FIELDS if present[name]]
     assert list(obj) == [*STATE_FIELDS, *optional]
     assert state_from_json(json.loads(json.dumps(obj)), "inspect") == state
 
@@ -561,8 +577,8 @@ def test_malformed_step_lines_are_refused_with_a_reason(line: str, expected: str
     ("line", "expected"),
     [
         (
-            '{"bkref_trace": 4, "source": "", "config": {}}',
-            "trace version 4 is not supported: this bkref reads version 1, 2, 3 only",
+            '{"bkref_trace": 5, "source": "", "config": {}}',
+            "trace version 5 is not supported: this bkref reads version 1, 2, 3, 4 only",
         ),
         (
             '{"bkref_trace": 2, "source": "", "config": {}}',
@@ -621,6 +637,47 @@ def test_state_errors_name_the_field() -> None:
     assert "names 2 twice" in _error(HEADER, json.dumps(line))
     with pytest.raises(TraceError, match=r"^adapter response 3: state\.last_mark needs"):
         state_from_json({**state, "last_mark": {}}, "adapter response 3")
+
+
+def test_ledgers_maps_read_sorted_and_only_from_version_4() -> None:
+    """A state's ledgers_maps (version 4): the pairs read in ledger order whatever the
+    recorder's order; a map on an unsealed log, a repeated log or ledger, and the field in
+    an older trace are refused by name."""
+    state = state_to_json(
+        AbstractState((LogView(1, "rotated", ((2, 40),)),), 1, (0, 0), (0, 9), 2, (), ())
+    )
+    maps = [
+        {"log_id": 1, "sealed": True, "ledger_bytes": [[7, 30], [2, 40]]},
+        {"log_id": 2, "sealed": False, "ledger_bytes": None},
+        {"log_id": 3, "sealed": True, "ledger_bytes": None},
+    ]
+    line = {
+        "step": 0,
+        "op": "rotate",
+        "result": {"ok": True},
+        "state": {**state, "ledgers_maps": maps},
+    }
+    header4 = encode_header(TraceHeader((), "test"))
+    read = read_trace([header4, json.dumps(line)]).steps[0].state
+    assert read is not None
+    assert read.ledgers_maps == (
+        MapView(1, True, ((2, 40), (7, 30))),
+        MapView(2, False, None),
+        MapView(3, True, None),
+    )
+    assert read.ledgers_map(3) == MapView(3, True, None)
+    header3 = header4.replace('"bkref_trace": 4', '"bkref_trace": 3')
+    assert "no field 'ledgers_maps'" in _error(header3, json.dumps(line))
+    maps[1]["ledger_bytes"] = [[1, 20]]
+    assert "ledgers_maps[1].ledger_bytes must be null when sealed is false" in _error(
+        header4, json.dumps(line)
+    )
+    maps[1]["ledger_bytes"] = None
+    maps[0]["ledger_bytes"] = [[7, 30], [7, 40]]
+    assert "names 7 twice" in _error(header4, json.dumps(line))
+    maps[0]["ledger_bytes"] = []
+    maps[2]["log_id"] = 1
+    assert "names 1 twice" in _error(header4, json.dumps(line))
 
 
 def test_empty_trace_and_blank_lines() -> None:

@@ -872,6 +872,24 @@ def test_operations_after_shutdown_say_so() -> None:
 # --- inspect --------------------------------------------------------------------------------------
 
 
+def test_ledgers_maps_show_each_sealed_log_s_map_and_none_on_the_active_log() -> None:
+    disk = SimDisk()
+    bookie = open_bookie(disk)
+    for entry in range(30):
+        add_and_ack(bookie, 1 + entry % 2, entry // 2, body(1, entry, 200))
+    state = bookie.inspect()
+    maps = {info.log_id: info for info in bookie.ledgers_maps()}
+    assert set(maps) == {info.log_id for info in state.entry_logs}
+    for info in state.entry_logs:
+        found = maps[info.log_id]
+        if info.state == "active":
+            assert (found.sealed, found.ledger_bytes) == (False, None)
+        else:  # a sealed log: its map is its records
+            assert (found.sealed, found.ledger_bytes) == (True, info.ledger_bytes)
+    assert any(found.sealed for found in maps.values())
+    bookie.shutdown()
+
+
 def test_inspect_describes_logs_ledgers_marks_and_fences() -> None:
     disk = SimDisk()
     bookie = open_bookie(disk)

@@ -155,6 +155,10 @@ class FakeBookie:
         self._enter("checkpoint")
         self.checkpoints += 1
 
+    def ledgers_maps(self) -> tuple[tuple[int, bool], ...]:
+        self._enter("ledgers_maps")
+        return ((1, False), (2, True))
+
     def inspect(self) -> FakeState:
         self._enter("inspect")
         return FakeState(

@@ -92,7 +92,14 @@ def test_inspect_returns_the_state_as_json() -> None:
     assert harness.last() == {
         "id": 2,
         "ok": True,
-        "state": {"logs": [1, 2], "fenced": [3], "keys": {"3": "ab"}, "color": "red", "mark": None},
+        "state": {
+            "logs": [1, 2],
+            "fenced": [3],
+            "keys": {"3": "ab"},
+            "color": "red",
+            "mark": None,
+            "ledgers_maps": [[1, False], [2, True]],
+        },
     }
     json.loads(encode_response(harness.last()))
 

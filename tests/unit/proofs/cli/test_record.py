@@ -334,11 +334,16 @@ def test_the_relay_is_byte_for_byte(tmp_path: Path) -> None:
 def test_usage_errors_exit_2_with_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text("not a trace\n")
+    # A trace of an older version: its steps and ours cannot share a file.
+    old = tmp_path / "old.jsonl"
+    old_text = '{"bkref_trace": 1, "source": "old", "config": {}}\n'
+    old.write_text(old_text)
     base = [sys.executable, "-m", "proofs.cli.main", "record"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for argv in (
         [*base, "--trace", str(tmp_path / "t.jsonl")],
         [*base, "--trace", str(bad), "--", "true"],
+        [*base, "--trace", str(old), "--", "true"],
         [*base, "--trace", str(tmp_path), "--", "true"],
         [*base, "--trace", str(tmp_path / "t.jsonl"), "--profile", "acks=sometimes", "--", "true"],
     ):
@@ -347,6 +352,7 @@ def test_usage_errors_exit_2_with_one_line(tmp_path: Path) -> None:
         assert len(done.stderr.decode().strip().splitlines()) == 1, done.stderr
         assert done.stderr.startswith(b"bkref record: ")
     assert bad.read_text() == "not a trace\n"
+    assert old.read_text() == old_text
     assert not (tmp_path / "t.jsonl").exists()
 
 
@@ -475,7 +481,7 @@ def adapter_command(tmp_path: Path) -> list[str]:
         sys.executable, "-m", "proofs.cli.main", "adapter", "--seed", "7",
         "--set", f"journalDirectories={tmp_path / 'journal'}",
         "--set", f"ledgerDirectories={tmp_path / 'ledgers0'},{tmp_path / 'ledgers1'}",
-        "--set", "journalMaxGroupWaitMSec=5", "--set", "logSizeLimit=65536",
+        "--set", "journalMaxGroupWaitMSec=5", "--set", "logSizeLimit=2048",
     ]  # fmt: skip
 
 

@@ -19,8 +19,10 @@ from proofs.harness.disk_view import (
     record_at,
     scan_ledger_bytes,
 )
+from proofs.harness.refinement import SMALL_SETTINGS, InProcessBookie, Refinement
 from spec.crash import LoseUnsynced
 from spec.operations import OK, Add
+from spec.state import MapView
 
 LEDGER_DIRS = ("/l0", "/l1")
 
@@ -69,6 +71,42 @@ def test_a_map_that_disagrees_with_the_header_is_a_problem() -> None:
     data = header(1071, 3) + worked_example()[1024:]
     found = read_ledgers_map(data)
     assert found.sealed and found.ledgers is None and "header says 3" in str(found.problem)
+
+
+def test_each_log_file_gives_the_map_view_the_state_reports() -> None:
+    """LogFile.map_view: the header and map as spec/state.py's MapView (the harness puts
+    them in every recorded state as ``ledgers_maps``)."""
+    disk = SimDisk()
+    disk.mkdir("/l")
+    disk.mkdir("/l/current")
+    files = {
+        "0.log": worked_example(),
+        "1.log": worked_example(sealed=False),
+        "2.log": header(1071, 3) + worked_example()[1024:],
+    }
+    for name, data in files.items():
+        handle = disk.open(f"/l/current/{name}", create=True)
+        handle.pwrite(0, data)
+        handle.close()
+    view = DiskView(disk, ("/l",), "/j")
+    assert view.ledgers_maps() == (
+        MapView(0, True, ((1, 25), (2, 22))),
+        MapView(1, False, None),
+        MapView(2, True, None),  # sealed, but the map disagrees with the header's count
+    )
+
+
+def test_the_harness_records_each_log_s_map_from_the_disk() -> None:
+    harness = Refinement(InProcessBookie(SMALL_SETTINGS), SMALL_SETTINGS)
+    for entry in range(30):
+        step = harness.run(Add(1 + entry % 2, entry // 2, b"k", b"x" * 100))
+    assert step.state is not None and step.state.ledgers_maps is not None
+    logs = {view.log_id: view for view in step.state.entry_logs}
+    maps = {view.log_id: view for view in step.state.ledgers_maps}
+    assert set(maps) == set(logs) and len(logs) > 1
+    for log_id, log in logs.items():
+        expected = (False, None) if log.state == "active" else (True, log.ledger_bytes)
+        assert (maps[log_id].sealed, maps[log_id].ledger_bytes) == expected
 
 
 def test_journal_boundaries_skip_padding() -> None:
