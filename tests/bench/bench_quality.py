@@ -57,6 +57,10 @@ VARIANTS: dict[str, tuple[str | None, str | None]] = {
     ),
     "a read error failing the whole bookie": ("FailingOnAReadErrorBookie", None),
     "lastMark's rename never made durable": (None, "apply_last_mark_rename_not_durable"),
+    "a ledgers map counting the batch boundary twice": (
+        None,
+        "apply_map_counting_the_boundary_twice",
+    ),
 }
 
 

@@ -17,11 +17,13 @@ the derandomized profile finds one run where the model, a property or an invaria
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
 
 import impl.bookie.recovery as recovery_module
+import impl.entrylog.manager as manager_module
 import impl.journal.last_mark as last_mark_module
 from impl.bookie.ack import Ack
 from impl.bookie.bookie import Bookie
@@ -31,7 +33,7 @@ from impl.entrylog.buffered_channel import BufferedChannel
 from impl.entrylog.ids import RecentEntryLogsStatus
 from impl.entrylog.ledger_dirs import DirState
 from impl.entrylog.manager import SingleEntryLogManager
-from impl.format.entry_log import encode_ledgers_map
+from impl.format.entry_log import LEDGERS_MAP_MAX_BATCH_SIZE, encode_ledgers_map
 from impl.format.journal import encode_key_record
 from impl.format.names import LAST_MARK_FILE_NAME
 from impl.fs.api import FileSystem, join
@@ -395,7 +397,7 @@ def seal_without_pointing_the_header_at_the_map(self: SingleEntryLogManager, log
     if log.map_offset is None:
         log.channel.flush()
         log.map_offset = log.channel.position
-        map_bytes = encode_ledgers_map(sorted(log.ledgers.items()))
+        map_bytes = encode_ledgers_map(sorted(log.ledgers.items()), self._map_batch_max)
         if map_bytes:
             log.channel.write(map_bytes)
     log.channel.flush()
@@ -529,3 +531,33 @@ def apply_last_mark_rename_not_durable(monkeypatch: pytest.MonkeyPatch) -> None:
     recovery replays from a journal that may be gone (acknowledged entries lost, or a start
     that fails). Caught at the checkpoint itself by the durable lastMark in the state."""
     monkeypatch.setattr(last_mark_module, "_write_one", _write_mark_without_the_directory_fsync)
+
+
+# --- 18. a ledgers map that is wrong while the records are right ------------------------------
+
+
+def encode_map_counting_the_boundary_twice(
+    ledgers: Iterable[tuple[int, int]], batch_max: int = LEDGERS_MAP_MAX_BATCH_SIZE
+) -> bytes:
+    """encode_ledgers_map whose batches step by one less than their size (a stride confused
+    with a window): the last ledger of every full batch is written again at the head of the
+    next, so a reader, which adds up a ledger's pairs, counts its bytes twice. The map
+    reads whole and agrees with the header's count; only its sizes are wrong."""
+    pairs = list(ledgers)
+    out = bytearray()
+    step = max(1, batch_max - 1)
+    for start in range(0, len(pairs), step):
+        out += encode_ledgers_map(pairs[start : start + batch_max], batch_max)
+        if start + batch_max >= len(pairs):
+            break
+    return bytes(out)
+
+
+def apply_map_counting_the_boundary_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sealed logs get a ledgers map that counts the ledger at each batch boundary twice
+    (encode_map_counting_the_boundary_twice). Every read, the bookie's counters and a scan
+    are right; BookKeeper's garbage collector trusts the map, and would keep or compact a
+    log by sizes it does not hold."""
+    monkeypatch.setattr(
+        manager_module, "encode_ledgers_map", encode_map_counting_the_boundary_twice
+    )

@@ -37,6 +37,7 @@ from hypothesis.stateful import (
 )
 
 from impl.bookie.bookie import Bookie
+from impl.limits import TEST_LIMITS
 from models.entrylog.manager import RECORD_OVERHEAD_BYTES
 from proofs.harness.refinement import (
     DEFAULT_WALL_MS,
@@ -100,6 +101,8 @@ def _seen(text: str) -> None:
 #: The ledgers a run starts with; more are created as it goes (``new_ledger``), and deletes
 #: take them out of use.
 LEDGERS = (1, 2, 3, 4)
+#: Ledgers per ledgers-map record of the bookie under test (its TEST_LIMITS).
+MAP_BATCH = TEST_LIMITS.ledgers_map_batch_max
 
 
 def key_of(ledger: int) -> bytes:
@@ -285,6 +288,36 @@ def machine_for(
             self.sent[(ledger, entry)] = data
             self._run(Add(ledger, entry, key_of(ledger), data), at)
 
+        def _fill_map_batches(self, ledger: int, delta: int) -> None:
+            """Small adds to ledgers the active log does not hold yet (new ones when the live
+            ledgers run out) until it holds the next whole number of map batches plus
+            ``delta`` ledgers, then a rotation (an add may rotate first: then the new log is
+            filled)."""
+            model = self.harness.model
+            for _ in range(3 * MAP_BATCH + 2):
+                logs = model.logs
+                active = logs.logs.get(logs.current) if logs.current is not None else None
+                held = set(active.written) if active is not None else set()
+                want = MAP_BATCH * max(1, -(-len(held) // MAP_BATCH)) + delta
+                if len(held) >= want or not self.up:
+                    break
+                fresh = [led for led in self.live if led not in held]
+                target = fresh[ledger % len(fresh)] if fresh else self._new_ledger_id()
+                self._add(target, b"m")
+            if self.up:
+                logs = model.logs
+                active = logs.logs.get(logs.current) if logs.current is not None else None
+                count = len(active.written) if active is not None else 0
+                if count and count % MAP_BATCH in (0, 1, MAP_BATCH - 1):
+                    _seen("a log sealed with its ledgers at a map batch boundary")
+                self._run(Rotate())
+
+        def _new_ledger_id(self) -> int:
+            ledger = max([*self.next_entry, *LEDGERS]) + 1
+            self.live.append(ledger)
+            self.next_entry[ledger] = 0
+            return ledger
+
         # --- requests -------------------------------------------------------------------
 
         @precondition(lambda self: self.up)
@@ -317,12 +350,17 @@ def machine_for(
         @rule(
             ledger=ledgers,
             delta=st.sampled_from((-1, 0, 1)),
-            boundary=st.sampled_from(("log", "log", "buffer")),
+            boundary=st.sampled_from(("log", "log", "buffer", "map_batch")),
         )
         def add_to_the_boundary(self, ledger: int, delta: int, boundary: str) -> None:
             """An add at a boundary, exactly (or one byte short, or over): ``log``, a record
             that ends at the entry log's size limit (the rotation point); ``buffer``, a
-            record as large as the write buffer. Off-by-one bugs live there."""
+            record as large as the write buffer; ``map_batch``, adds to other ledgers until
+            the active log holds a whole number of ledgers-map batches (or one ledger fewer,
+            or more), then a rotation that seals it. Off-by-one bugs live there."""
+            if boundary == "map_batch":
+                self._fill_map_batches(ledger, delta)
+                return
             if boundary == "buffer":
                 size = int(self.settings["writeBufferSizeBytes"]) - RECORD_OVERHEAD_BYTES + delta
                 _seen("an add as large as the write buffer")
@@ -348,10 +386,7 @@ def machine_for(
         @rule(data=payloads)
         def new_ledger(self, data: bytes) -> None:
             """A new ledger comes into use: its first add creates it."""
-            ledger = max([*self.next_entry, *LEDGERS]) + 1
-            self.live.append(ledger)
-            self.next_entry[ledger] = 0
-            self._add(ledger, data)
+            self._add(self._new_ledger_id(), data)
 
         @precondition(lambda self: self.up)
         @rule(ledger=ledgers, data=payloads, at=st.integers(0, 6), plan=crash_plans)
@@ -632,8 +667,9 @@ def machine_for(
             if self.up and self.harness.steps:
                 recorded = self.harness.steps[-1].state
                 assert recorded is not None, "the last step's state was not recorded"
-                # (durable_last_mark is the harness's reading of the disk, not the bookie's.)
-                reported = attrs.evolve(recorded, durable_last_mark=None)
+                # (durable_last_mark and ledgers_maps are the harness's reading of the
+                # disk, not the bookie's.)
+                reported = attrs.evolve(recorded, durable_last_mark=None, ledgers_maps=None)
                 assert self.sut.inspect() == reported, "the bookie changed between steps"
 
     return RefinementMachine

@@ -44,6 +44,7 @@ MINIMUMS: dict[str, tuple[int, int]] = {
     "a journal id with one more hex digit": (3, 30),
     "an add at the rotation boundary": (3, 30),
     "an add as large as the write buffer": (3, 30),
+    "a log sealed with its ledgers at a map batch boundary": (3, 30),
     "an add sent again": (3, 30),
     "an add taken while the active log's directory is full": (3, 30),
     # Each kind of fault firing: the common ones in every run, every one in the deep run.
