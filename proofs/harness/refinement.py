@@ -36,6 +36,7 @@ import copy
 import hashlib
 import math
 import os
+import pickle
 import random
 import tempfile
 import traceback
@@ -60,7 +61,6 @@ from impl.format.names import (
 from impl.limits import TEST_LIMITS, TEST_SETTINGS, Limits
 from models.bookie.bookie import BookieModel, Divergence, ModelConfig
 from models.fs.simdisk import SimDisk
-from proofs.crash.explorer import copy_disk
 from proofs.harness.disk_check import DiskCheck
 from proofs.harness.disk_view import DiskView
 from proofs.harness.judge import Judge
@@ -335,7 +335,7 @@ class InProcessBookie:
             seed=self._seed,
             opener=self._opener,
             limits=self.limits,
-            disk=copy_disk(self.disk),
+            disk=self.disk.copy(),
             wall_ms=self.wall_ms,
         )
 
@@ -643,6 +643,15 @@ IN_PROCESS: Mapping[type[Any], InProcessRun] = require_complete(
 # --- the harness ---------------------------------------------------------------------------
 
 
+def _deep_copy(judge: Judge) -> Judge:
+    """A deep copy of the judge (its model and property monitor): a pickle round trip, the
+    same copy ``copy.deepcopy`` makes of these plain data objects (enum members and shared
+    references kept as they are), three times faster."""
+    twin = pickle.loads(pickle.dumps(judge, protocol=pickle.HIGHEST_PROTOCOL))
+    assert isinstance(twin, Judge), type(twin)
+    return twin
+
+
 def _newest_of_each_ledger(entries: list[tuple[int, int]], count: int) -> list[tuple[int, int]]:
     """Of (ledger, entry) pairs, the ``count`` with the highest entry ids of each ledger, in
     the order given."""
@@ -793,7 +802,7 @@ class Refinement:
         self._since_shadow = 0
         twin = copy.copy(self)
         twin.sut = sut.shadow()
-        twin.judge = copy.deepcopy(self.judge)
+        twin.judge = _deep_copy(self.judge)
         twin.model, twin.monitor = twin.judge.model, twin.judge.monitor
         twin.steps = list(self.steps)
         twin.notes = list(self.notes)
