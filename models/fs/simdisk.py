@@ -87,6 +87,7 @@ Handles dropped without close keep their inode alive until the next crash.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import random
 from collections.abc import Callable, Iterator
@@ -433,7 +434,10 @@ def _reachable_copy(tree: _Tree) -> _Tree:
     return out
 
 
+@functools.lru_cache(maxsize=4096)
 def _parts(path: str) -> Parts:
+    """The normalised components of ``path`` (a pure function of the string: memoised, as
+    the bookie and the harness name the same few paths over and over)."""
     out: list[str] = []
     for part in path.split("/"):
         if part in ("", "."):
