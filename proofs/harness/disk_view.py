@@ -336,6 +336,10 @@ class DiskView:
         #: Per ledger directory: per log file name, its versions (current, durable) and
         #: what was read of it then.
         self._log_files: dict[str, dict[str, tuple[FileVersion, FileVersion | None, LogFile]]] = {}
+        #: The ledger directories' ``current`` sub-directories.
+        self._ledger_currents = tuple(f"{d}/{CURRENT}" for d in ledger_dirs)
+        #: The durable lastMark and the durable versions of ``_ledger_currents`` it was read at.
+        self._last_mark: tuple[tuple[object, ...], tuple[int, int] | None] | None = None
         #: Per ledger directory: its versions (current, durable) and its log files then.
         self._dir_logs: dict[str, tuple[object, dict[int, LogFile]]] = {}
 
@@ -419,7 +423,16 @@ class DiskView:
         return {entry[2].log_id: entry[2] for entry in now.values()}
 
     def durable_last_mark(self) -> tuple[int, int] | None:
-        """The largest durable lastMark over the ledger directories (None: no mark)."""
+        """The largest durable lastMark over the ledger directories (None: no mark). Read
+        again only when a durable file of a ledger directory's ``current`` changed."""
+        key = self.version_key(self._ledger_currents, durable=True)
+        if self._last_mark is not None and self._last_mark[0] == key:
+            return self._last_mark[1]
+        mark = self._read_durable_last_mark()
+        self._last_mark = key, mark
+        return mark
+
+    def _read_durable_last_mark(self) -> tuple[int, int] | None:
         marks = []
         for directory in self.ledger_dirs:
             version = self._files(directory, durable=True).get(LAST_MARK_FILE)
