@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from models.bookie.bookie import BookieModel, Divergence
 from models.entrylog.manager import LogModel
+from models.fs.simdisk import FileVersion
 from proofs.harness.disk_view import (
     DiskView,
     IndexError_,
@@ -61,6 +62,9 @@ class DiskCheck:
         #: Logs of earlier runs: their scans (current, durable) when the run started.
         self.inherited: dict[int, tuple[LedgerBytes, LedgerBytes | None]] = {}
         self._durable_key: object = None
+        #: The index locations whose durable record was read and held the right ids, with
+        #: the durable version of its entry log then: (ledger, entry, location, version).
+        self._located: set[tuple[int, int, int, FileVersion]] = set()
 
     def check(self, index: int, op: Operation, result: Result, model: BookieModel) -> None:
         """Check the disk after step ``index``; raises Divergence."""
@@ -171,17 +175,27 @@ class DiskCheck:
             return
         logs = view.durable_log_versions()
         contents: dict[int, bytes] = {}
+        checked = self._located
+        self._located = set()
         for (ledger, entry), location in sorted(locations.items()):
             log_id, offset = location >> 32, location & 0xFFFFFFFF
             version = logs.get(log_id)
             if version is None:
                 found: tuple[int, int] | str = f"entry log {log_id} is not durable"
+            elif (ledger, entry, location, version) in checked:
+                # Its record was read at this very location in these very durable bytes (a
+                # version changes whenever the bytes do): the same read finds the same ids.
+                self._located.add((ledger, entry, location, version))
+                continue
             else:
                 data = contents.get(log_id)
                 if data is None:
                     data = contents[log_id] = view.durable_bytes(version)
                 found = record_at(data, offset)
-            if found != (ledger, entry):
+            if found == (ledger, entry):
+                assert version is not None
+                self._located.add((ledger, entry, location, version))
+            else:
                 what = found if isinstance(found, str) else f"the record of {found[0]}:{found[1]}"
                 raise Divergence(
                     index,

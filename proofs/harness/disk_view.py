@@ -21,6 +21,7 @@ what was parsed is cached by version.
 
 from __future__ import annotations
 
+import functools
 import re
 import struct
 import zlib
@@ -311,6 +312,31 @@ def read_deleted(data: bytes) -> frozenset[int]:
     return frozenset(out)
 
 
+# --- file names -------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=4096)
+def _log_name_id(name: str) -> int | None:
+    """The hex id in an entry log file's name ``<hex id>.log``, or None when ``name`` is not
+    such a name (memoised: a pure function of the name, asked for every file of a directory
+    at every step)."""
+    match = _LOG_NAME.fullmatch(name)
+    return None if match is None else int(match.group(1), 16)
+
+
+def log_id_of(name: str) -> int | None:
+    """The id of the entry log file named ``name``, or None when it is not one (the id must
+    be at most a Java int)."""
+    log_id = _log_name_id(name)
+    return log_id if log_id is not None and log_id <= MAX_LOG_ID else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _journal_id_of(name: str) -> int | None:
+    match = _JOURNAL_NAME.fullmatch(name)
+    return None if match is None else int(match.group(1), 16)
+
+
 # --- the view ---------------------------------------------------------------------------------
 
 T = TypeVar("T")
@@ -336,6 +362,9 @@ class DiskView:
         #: Per ledger directory: per log file name, its versions (current, durable) and
         #: what was read of it then.
         self._log_files: dict[str, dict[str, tuple[FileVersion, FileVersion | None, LogFile]]] = {}
+        self._index_dir = f"{ledger_dirs[0]}/{CURRENT}/{INDEX_DIR_NAME}"
+        #: The durable index's locations and the index directory's durable version then.
+        self._index: tuple[object, Mapping[tuple[int, int], int]] | None = None
         #: The ledger directories' ``current`` sub-directories.
         self._ledger_currents = tuple(f"{d}/{CURRENT}" for d in ledger_dirs)
         #: The durable lastMark and the durable versions of ``_ledger_currents`` it was read at.
@@ -395,8 +424,8 @@ class DiskView:
         now: dict[str, tuple[FileVersion, FileVersion | None, LogFile]] = {}
         durable_files = self._files(directory, durable=True)
         for name, version in self._files(directory, durable=False).items():
-            match = _LOG_NAME.fullmatch(name)
-            if match is None or int(match.group(1), 16) > MAX_LOG_ID:
+            log_id = log_id_of(name)
+            if log_id is None:
                 continue
             durable_version = durable_files.get(name)
             known = before.get(name)
@@ -410,7 +439,6 @@ class DiskView:
                 durable = None
             else:
                 durable = scan_ledger_bytes(self.disk.version_bytes(durable_version, durable=True))
-            log_id = int(match.group(1), 16)
             found = LogFile(
                 log_id,
                 f"{directory}/{CURRENT}/{name}",
@@ -446,9 +474,9 @@ class DiskView:
         """The durable journal files by id."""
         out: dict[int, FileVersion] = {}
         for name, version in self._files(self.journal_dir, durable=True).items():
-            match = _JOURNAL_NAME.fullmatch(name)
-            if match is not None:
-                out[int(match.group(1), 16)] = version
+            journal_id = _journal_id_of(name)
+            if journal_id is not None:
+                out[journal_id] = version
         return out
 
     def journal_length_and_boundaries(self, version: FileVersion) -> tuple[int, frozenset[int]]:
@@ -459,10 +487,20 @@ class DiskView:
 
         return self._parsed("journal", version, True, parse)
 
-    def durable_index(self) -> dict[tuple[int, int], int]:
+    def durable_index(self) -> Mapping[tuple[int, int], int]:
         """The locations a load of the durable index would find ((ledger, entry) ->
-        location), deleted ledgers dropped; IndexError_ when a segment it reads is bad."""
-        directory = f"{self.ledger_dirs[0]}/{CURRENT}/{INDEX_DIR_NAME}"
+        location), deleted ledgers dropped; IndexError_ when a segment it reads is bad. Read
+        again only when the index directory's durable version moved (a failure is not kept:
+        it is read again)."""
+        key = self.disk.directory_version(self._index_dir, durable=True)
+        if self._index is not None and self._index[0] == key:
+            return self._index[1]
+        locations = self._read_durable_index()
+        self._index = key, locations
+        return locations
+
+    def _read_durable_index(self) -> dict[tuple[int, int], int]:
+        directory = self._index_dir
         files = self.disk.directory_files(directory, durable=True)
         segments = {}
         for name, version in files.items():
@@ -505,9 +543,9 @@ class DiskView:
         out: dict[int, FileVersion] = {}
         for directory in self.ledger_dirs:
             for name, version in self._files(directory, durable=True).items():
-                match = _LOG_NAME.fullmatch(name)
-                if match is not None:
-                    out[int(match.group(1), 16)] = version
+                log_id = _log_name_id(name)
+                if log_id is not None:
+                    out[log_id] = version
         return out
 
     def durable_bytes(self, version: FileVersion) -> bytes:
