@@ -62,6 +62,12 @@ class DiskCheck:
         #: Logs of earlier runs: their scans (current, durable) when the run started.
         self.inherited: dict[int, tuple[LedgerBytes, LedgerBytes | None]] = {}
         self._durable_key: object = None
+        #: Per log of this run, what its last check that passed saw: the LogFile, the named
+        #: set (by identity: it only grows), the model's state of the log and ``relaxed``,
+        #: and copies of the model's written and durable bytes (see ``_check_logs``).
+        self._passed: dict[
+            int, tuple[LogFile, set[int], tuple[str, bool], dict[int, int], dict[int, int]]
+        ] = {}
         #: The index locations whose durable record was read and held the right ids, with
         #: the durable version of its entry log then: (ledger, entry, location, version).
         self._located: set[tuple[int, int, int, FileVersion]] = set()
@@ -136,8 +142,22 @@ class DiskCheck:
                         f"records {_sizes(kept[0])} -> {_sizes(found.current)}",
                     )
                 continue
-            _check_file(index, found, self.named)
             log = model.logs.logs.get(log_id)
+            passed = self._passed.get(log_id)
+            if (
+                passed is not None
+                and passed[0] is found
+                and passed[1] is self.named
+                and log is not None
+                and passed[2] == (log.state, relaxed)
+                and passed[3] == log.written
+                and passed[4] == log.durable
+            ):
+                # The same file (an immutable LogFile: the view makes a new one whenever the
+                # file's current or durable bytes change) and the same model of it passed
+                # before; the named ledgers only grow, so the same checks pass again.
+                continue
+            _check_file(index, found, self.named)
             if log is None:
                 if found.current:
                     raise Divergence(
@@ -147,6 +167,13 @@ class DiskCheck:
                     )
                 continue
             _check_against_model(index, found, log, relaxed=relaxed)
+            self._passed[log_id] = (
+                found,
+                self.named,
+                (log.state, relaxed),
+                dict(log.written),
+                dict(log.durable),
+            )
         for log_id, log in model.logs.logs.items():
             if log_id not in logs and log.written and log_id not in model.logs.provisional:
                 raise Divergence(index, f"disk: entry log {log_id} has no file")
