@@ -84,6 +84,7 @@ _BLOCK_HEAD = struct.Struct(">qHHI")
 _MARK = struct.Struct(">qq")
 
 LedgerBytes = Mapping[int, int]
+T = TypeVar("T")
 
 
 # --- entry logs -------------------------------------------------------------------------------
@@ -337,9 +338,29 @@ def _journal_id_of(name: str) -> int | None:
     return None if match is None else int(match.group(1), 16)
 
 
-# --- the view ---------------------------------------------------------------------------------
+# --- parsing by content -----------------------------------------------------------------------
 
-T = TypeVar("T")
+#: What the parsers made of some bytes, by (what, the bytes): shared by every view, so that a
+#: view of a copied and crashed disk (the harness's shadow crashes) finds what a view of the
+#: original already parsed. The parsers are pure functions of the bytes and what they return
+#: is never changed (read-only mappings, frozen values), so a hit is the parse itself.
+_BY_CONTENT: dict[tuple[str, bytes], object] = {}
+_BY_CONTENT_MAX = 4096
+
+
+def parsed_by_content(what: str, data: bytes, parse: Callable[[bytes], T]) -> T:
+    """``parse(data)``, memoised by content (``what`` names the parser)."""
+    key = (what, data)
+    found = _BY_CONTENT.get(key)
+    if found is None:
+        found = parse(data)
+        if len(_BY_CONTENT) >= _BY_CONTENT_MAX:
+            _BY_CONTENT.clear()
+        _BY_CONTENT[key] = found
+    return found  # type: ignore[return-value]
+
+
+# --- the view ---------------------------------------------------------------------------------
 
 
 class DiskView:
@@ -375,11 +396,14 @@ class DiskView:
     def _parsed(
         self, what: str, version: FileVersion, durable: bool, parse: Callable[[bytes], T]
     ) -> T:
+        """``parse`` of the bytes of ``version``, cached by version and by content: ``what``
+        must name the parse completely (it is a function of the bytes alone)."""
         key = (what, durable, version)
         self._used.add(key)
         found = self._cache.get(key)
         if found is None:
-            found = parse(self.disk.version_bytes(version, durable=durable))
+            data = self.disk.version_bytes(version, durable=durable)
+            found = parsed_by_content(what, data, parse)
             self._cache[key] = found
         return found  # type: ignore[return-value]
 
@@ -438,13 +462,14 @@ class DiskView:
             elif durable_version is None:
                 durable = None
             else:
-                durable = scan_ledger_bytes(self.disk.version_bytes(durable_version, durable=True))
+                durable_data = self.disk.version_bytes(durable_version, durable=True)
+                durable = parsed_by_content("scan", durable_data, scan_ledger_bytes)
             found = LogFile(
                 log_id,
                 f"{directory}/{CURRENT}/{name}",
-                scan_ledger_bytes(data),
+                parsed_by_content("scan", data, scan_ledger_bytes),
                 durable,
-                read_ledgers_map(data),
+                parsed_by_content("map", data, read_ledgers_map),
             )
             now[name] = (version, durable_version, found)
         self._log_files[directory] = now
@@ -524,7 +549,7 @@ class DiskView:
                 return read_segment(data, seq)
 
             try:
-                kind, entries = self._parsed("segment", version, True, parse)
+                kind, entries = self._parsed(f"segment {seq}", version, True, parse)
             except IndexError_ as exc:
                 raise IndexError_(f"durable segment {name}: {exc}") from None
             chain.append(entries)
