@@ -139,6 +139,9 @@ class EntryLogInfos:
         self._old_log_ledgers: dict[EntryLogId, LedgerSizes] = {}
         self._old_infos: dict[EntryLogId, EntryLogInfo] | None = None
         self._flushed_infos: dict[EntryLogId, EntryLogInfo] = {}
+        #: This run's logs not flushed yet, as last described: the same info object again
+        #: while a log's state and bytes stay the same (an info is a function of them).
+        self._run_infos: dict[EntryLogId, EntryLogInfo] = {}
 
     def describe(self, descs: Sequence[LogDescription]) -> tuple[EntryLogInfo, ...]:
         """Every log, by id: ``descs`` are this run's logs (EntryLoggerState.logs)."""
@@ -153,10 +156,16 @@ class EntryLogInfos:
         for desc in descs:
             info = self._flushed_infos.get(desc.log_id)
             if info is None:
-                sizes = tuple((LedgerId(lid), size) for lid, size in desc.ledgers)
-                info = _log_info(desc.log_id, desc.state.value, sizes)
+                state = desc.state.value
+                info = self._run_infos.get(desc.log_id)
+                if info is None or info.state != state or info.ledger_bytes != desc.ledgers:
+                    sizes = tuple((LedgerId(lid), size) for lid, size in desc.ledgers)
+                    info = _log_info(desc.log_id, state, sizes)
                 if desc.state is LogState.FLUSHED:
                     self._flushed_infos[desc.log_id] = info
+                    self._run_infos.pop(desc.log_id, None)
+                else:
+                    self._run_infos[desc.log_id] = info
             infos[desc.log_id] = info
         return tuple(infos[log_id] for log_id in sorted(infos))
 
@@ -177,6 +186,8 @@ class EntryLogInfos:
         return cached
 
     def check_invariants(self) -> None:
+        for log_id, info in self._run_infos.items():
+            assert info.log_id == log_id and log_id not in self._flushed_infos, info
         for log_id, info in self._flushed_infos.items():
             assert info.log_id == log_id and info.state == LogState.FLUSHED.value, info
         if self._old_infos is not None:

@@ -21,6 +21,7 @@ what was parsed is cached by version.
 
 from __future__ import annotations
 
+import functools
 import re
 import struct
 import zlib
@@ -84,6 +85,7 @@ _BLOCK_HEAD = struct.Struct(">qHHI")
 _MARK = struct.Struct(">qq")
 
 LedgerBytes = Mapping[int, int]
+T = TypeVar("T")
 
 
 # --- entry logs -------------------------------------------------------------------------------
@@ -320,9 +322,54 @@ def read_deleted(data: bytes) -> frozenset[int]:
     return frozenset(out)
 
 
-# --- the view ---------------------------------------------------------------------------------
+# --- file names -------------------------------------------------------------------------------
 
-T = TypeVar("T")
+
+@functools.lru_cache(maxsize=4096)
+def _log_name_id(name: str) -> int | None:
+    """The hex id in an entry log file's name ``<hex id>.log``, or None when ``name`` is not
+    such a name (memoised: a pure function of the name, asked for every file of a directory
+    at every step)."""
+    match = _LOG_NAME.fullmatch(name)
+    return None if match is None else int(match.group(1), 16)
+
+
+def log_id_of(name: str) -> int | None:
+    """The id of the entry log file named ``name``, or None when it is not one (the id must
+    be at most a Java int)."""
+    log_id = _log_name_id(name)
+    return log_id if log_id is not None and log_id <= MAX_LOG_ID else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _journal_id_of(name: str) -> int | None:
+    match = _JOURNAL_NAME.fullmatch(name)
+    return None if match is None else int(match.group(1), 16)
+
+
+# --- parsing by content -----------------------------------------------------------------------
+
+#: What the parsers made of some bytes, by (what, the bytes): shared by every view, so that a
+#: view of a copied and crashed disk (the harness's shadow crashes) finds what a view of the
+#: original already parsed. The parsers are pure functions of the bytes and what they return
+#: is never changed (read-only mappings, frozen values), so a hit is the parse itself.
+_BY_CONTENT: dict[tuple[str, bytes], object] = {}
+_BY_CONTENT_MAX = 4096
+
+
+def parsed_by_content(what: str, data: bytes, parse: Callable[[bytes], T]) -> T:
+    """``parse(data)``, memoised by content (``what`` names the parser)."""
+    key = (what, data)
+    found = _BY_CONTENT.get(key)
+    if found is None:
+        found = parse(data)
+        if len(_BY_CONTENT) >= _BY_CONTENT_MAX:
+            _BY_CONTENT.clear()
+        _BY_CONTENT[key] = found
+    return found  # type: ignore[return-value]
+
+
+# --- the view ---------------------------------------------------------------------------------
 
 
 class DiskView:
@@ -345,17 +392,27 @@ class DiskView:
         #: Per ledger directory: per log file name, its versions (current, durable) and
         #: what was read of it then.
         self._log_files: dict[str, dict[str, tuple[FileVersion, FileVersion | None, LogFile]]] = {}
+        self._index_dir = f"{ledger_dirs[0]}/{CURRENT}/{INDEX_DIR_NAME}"
+        #: The durable index's locations and the index directory's durable version then.
+        self._index: tuple[object, Mapping[tuple[int, int], int]] | None = None
+        #: The ledger directories' ``current`` sub-directories.
+        self._ledger_currents = tuple(f"{d}/{CURRENT}" for d in ledger_dirs)
+        #: The durable lastMark and the durable versions of ``_ledger_currents`` it was read at.
+        self._last_mark: tuple[tuple[object, ...], tuple[int, int] | None] | None = None
         #: Per ledger directory: its versions (current, durable) and its log files then.
         self._dir_logs: dict[str, tuple[object, dict[int, LogFile]]] = {}
 
     def _parsed(
         self, what: str, version: FileVersion, durable: bool, parse: Callable[[bytes], T]
     ) -> T:
+        """``parse`` of the bytes of ``version``, cached by version and by content: ``what``
+        must name the parse completely (it is a function of the bytes alone)."""
         key = (what, durable, version)
         self._used.add(key)
         found = self._cache.get(key)
         if found is None:
-            found = parse(self.disk.version_bytes(version, durable=durable))
+            data = self.disk.version_bytes(version, durable=durable)
+            found = parsed_by_content(what, data, parse)
             self._cache[key] = found
         return found  # type: ignore[return-value]
 
@@ -405,8 +462,8 @@ class DiskView:
         now: dict[str, tuple[FileVersion, FileVersion | None, LogFile]] = {}
         durable_files = self._files(directory, durable=True)
         for name, version in self._files(directory, durable=False).items():
-            match = _LOG_NAME.fullmatch(name)
-            if match is None or int(match.group(1), 16) > MAX_LOG_ID:
+            log_id = log_id_of(name)
+            if log_id is None:
                 continue
             durable_version = durable_files.get(name)
             known = before.get(name)
@@ -419,21 +476,30 @@ class DiskView:
             elif durable_version is None:
                 durable = None
             else:
-                durable = scan_ledger_bytes(self.disk.version_bytes(durable_version, durable=True))
-            log_id = int(match.group(1), 16)
+                durable_data = self.disk.version_bytes(durable_version, durable=True)
+                durable = parsed_by_content("scan", durable_data, scan_ledger_bytes)
             found = LogFile(
                 log_id,
                 f"{directory}/{CURRENT}/{name}",
-                scan_ledger_bytes(data),
+                parsed_by_content("scan", data, scan_ledger_bytes),
                 durable,
-                read_ledgers_map(data),
+                parsed_by_content("map", data, read_ledgers_map),
             )
             now[name] = (version, durable_version, found)
         self._log_files[directory] = now
         return {entry[2].log_id: entry[2] for entry in now.values()}
 
     def durable_last_mark(self) -> tuple[int, int] | None:
-        """The largest durable lastMark over the ledger directories (None: no mark)."""
+        """The largest durable lastMark over the ledger directories (None: no mark). Read
+        again only when a durable file of a ledger directory's ``current`` changed."""
+        key = self.version_key(self._ledger_currents, durable=True)
+        if self._last_mark is not None and self._last_mark[0] == key:
+            return self._last_mark[1]
+        mark = self._read_durable_last_mark()
+        self._last_mark = key, mark
+        return mark
+
+    def _read_durable_last_mark(self) -> tuple[int, int] | None:
         marks = []
         for directory in self.ledger_dirs:
             version = self._files(directory, durable=True).get(LAST_MARK_FILE)
@@ -447,9 +513,9 @@ class DiskView:
         """The durable journal files by id."""
         out: dict[int, FileVersion] = {}
         for name, version in self._files(self.journal_dir, durable=True).items():
-            match = _JOURNAL_NAME.fullmatch(name)
-            if match is not None:
-                out[int(match.group(1), 16)] = version
+            journal_id = _journal_id_of(name)
+            if journal_id is not None:
+                out[journal_id] = version
         return out
 
     def journal_length_and_boundaries(self, version: FileVersion) -> tuple[int, frozenset[int]]:
@@ -460,10 +526,20 @@ class DiskView:
 
         return self._parsed("journal", version, True, parse)
 
-    def durable_index(self) -> dict[tuple[int, int], int]:
+    def durable_index(self) -> Mapping[tuple[int, int], int]:
         """The locations a load of the durable index would find ((ledger, entry) ->
-        location), deleted ledgers dropped; IndexError_ when a segment it reads is bad."""
-        directory = f"{self.ledger_dirs[0]}/{CURRENT}/{INDEX_DIR_NAME}"
+        location), deleted ledgers dropped; IndexError_ when a segment it reads is bad. Read
+        again only when the index directory's durable version moved (a failure is not kept:
+        it is read again)."""
+        key = self.disk.directory_version(self._index_dir, durable=True)
+        if self._index is not None and self._index[0] == key:
+            return self._index[1]
+        locations = self._read_durable_index()
+        self._index = key, locations
+        return locations
+
+    def _read_durable_index(self) -> dict[tuple[int, int], int]:
+        directory = self._index_dir
         files = self.disk.directory_files(directory, durable=True)
         segments = {}
         for name, version in files.items():
@@ -487,7 +563,7 @@ class DiskView:
                 return read_segment(data, seq)
 
             try:
-                kind, entries = self._parsed("segment", version, True, parse)
+                kind, entries = self._parsed(f"segment {seq}", version, True, parse)
             except IndexError_ as exc:
                 raise IndexError_(f"durable segment {name}: {exc}") from None
             chain.append(entries)
@@ -506,9 +582,9 @@ class DiskView:
         out: dict[int, FileVersion] = {}
         for directory in self.ledger_dirs:
             for name, version in self._files(directory, durable=True).items():
-                match = _LOG_NAME.fullmatch(name)
-                if match is not None:
-                    out[int(match.group(1), 16)] = version
+                log_id = _log_name_id(name)
+                if log_id is not None:
+                    out[log_id] = version
         return out
 
     def durable_bytes(self, version: FileVersion) -> bytes:
