@@ -134,18 +134,14 @@ class LogConstraints:
         if pairs is None or self.relaxed:
             return None
         for listed_id, durable, written in self.logs:
-            if listed_id != log_id:
-                continue
-            low, high, have = dict(durable), dict(written), dict(pairs)
-            whole = low == high
-            for ledger in sorted(set(have) | set(low)):
-                count = have.get(ledger, 0)
-                if count < low.get(ledger, 0) or (whole and count != high.get(ledger, 0)):
-                    return (
-                        f"has {describe_map(found)}, which gives ledger {ledger} {count} bytes; "
-                        f"{low.get(ledger, 0)} were fsynced"
-                        + (" and nothing more was written" if whole else " (at least those)")
-                    )
+            bad = _out_of_bounds(durable, written, dict(pairs)) if listed_id == log_id else None
+            if bad is not None:
+                ledger, count, fsynced, whole = bad
+                return (
+                    f"has {describe_map(found)}, which gives ledger {ledger} {count} bytes; "
+                    f"{fsynced} were fsynced"
+                    + (" and nothing more was written" if whole else " (at least those)")
+                )
         return None
 
     def log_problem(
@@ -159,16 +155,30 @@ class LogConstraints:
         whole must read back exactly. One with unsynced bytes may come back with holes of
         zeros (a torn or reordered crash), and BookKeeper's scan reads past a hole into
         garbage records (spec/format/entry_log.md): for it only the fsynced bytes bound it."""
-        low, high = dict(durable), dict(written)
-        whole = low == high
-        for ledger in sorted(set(have) | set(low)):
-            count = have.get(ledger, 0)
-            if count < low.get(ledger, 0) or (whole and count != high.get(ledger, 0)):
-                return (
-                    f"holds {count} bytes of ledger {ledger}; {low.get(ledger, 0)} were "
-                    "fsynced" + (" and nothing more was written" if whole else " (at least those)")
-                )
-        return None
+        bad = _out_of_bounds(durable, written, have)
+        if bad is None:
+            return None
+        ledger, count, fsynced, whole = bad
+        return f"holds {count} bytes of ledger {ledger}; {fsynced} were fsynced" + (
+            " and nothing more was written" if whole else " (at least those)"
+        )
+
+
+def _out_of_bounds(
+    durable: tuple[tuple[int, int], ...],
+    written: tuple[tuple[int, int], ...],
+    have: dict[int, int],
+) -> tuple[int, int, int, bool] | None:
+    """The first ledger whose ``have`` bytes are below its fsynced bytes, or, when everything
+    written was fsynced (``whole``), not exactly its written bytes: (ledger, bytes, fsynced
+    bytes, whole); None when every ledger is within its bounds."""
+    low, high = dict(durable), dict(written)
+    whole = low == high
+    for ledger in sorted(set(have) | set(low)):
+        count = have.get(ledger, 0)
+        if count < low.get(ledger, 0) or (whole and count != high.get(ledger, 0)):
+            return ledger, count, low.get(ledger, 0), whole
+    return None
 
 
 class EntryLogManagerModel:
