@@ -76,18 +76,6 @@ class MapView:
         ids = [ledger for ledger, _ in self.ledger_bytes or ()]
         assert ids == sorted(set(ids)), f"ledger ids not increasing: {ids}"
 
-    def describe(self) -> str:
-        if not self.sealed:
-            return "no ledgers map (the header points at none)"
-        if self.ledger_bytes is None:
-            return "a ledgers map that does not read whole"
-        return "the ledgers map " + describe_ledger_bytes(self.ledger_bytes)
-
-
-def describe_ledger_bytes(pairs: LedgerBytes) -> str:
-    """``{ledger: bytes, ...}``, for messages."""
-    return "{" + ", ".join(f"{ledger}: {size}" for ledger, size in pairs) + "}"
-
 
 @attrs.frozen
 class LedgerView:
