@@ -1,22 +1,39 @@
-"""``bkref inspect PATH [--json]``: report on an entry log file or a ledger directory.
+"""``bkref inspect PATH [--json]``: describe every file of a bookie's directory, or one file.
 
-For operators and developers who want to know what is on a bookie's disk: the header, the
-ledgers map or, when BookKeeper would not trust it, the scan and why, the entries per ledger,
-a torn tail, and for a directory every log, ``lastId`` and compaction leftovers. It reads
-through impl.fs.os_backend.OsFileSystem and impl.entrylog.reader, so what it reports is what
-bkref's engine (and BookKeeper, spec/format/entry_log.md) would make of the same bytes.
+Spec pages: spec/format/entry_log.md, spec/format/journal.md, spec/format/ledger_index.md.
+For operators and developers who want to know what is on a bookie's disk, BookKeeper's or
+bkref's: every entry log (header, ledgers map or the scan and why, entries, a torn tail; a
+0-byte log is the empty log BookKeeper preallocates), every journal (version, records, padding,
+key, fence and explicit-LAC records, where a scan stops and why), lastMark and which one
+recovery would use, lastId, BookKeeper's VERSION cookie, bkref's own index (``bkref-index/``),
+BookKeeper's ``.idx`` index files and DbLedgerStorage's RocksDB directories (named, not read),
+compaction leftovers, and anything else as an unknown file with its size.
 
-It never writes, but it opens files read-write (the FileSystem seam has no read-only open),
-so it needs write permission on what it reads. Not verified: that a file is not being written
-while it is read (inspect a stopped bookie, or expect the active log to show a torn tail), and
-the index, the journal and lastMark, which later versions of this command will read.
+Why it reads through the engine's own code (impl/entrylog/reader.py, impl/journal/replay.py,
+impl/journal/last_mark.py, impl/index/ledger_index.py) rather than parsers of its own: what it
+reports is then what bkref's recovery (and BookKeeper, per the pages) would make of the same
+bytes. That code takes a FileSystem; inspect hands it :class:`ReadOnlyFs`, which opens files
+read-only, refuses every write, turns fsyncs into no-ops and opens nothing but regular files,
+so inspect never changes a bookie and never hangs on a FIFO or a device named like a bookie
+file (every name is ``lstat``-ed before anything opens it; symbolic links inside a directory
+are described, never followed).
+
+It refuses (exit 2, one line on stderr) a path that holds nothing a bookie writes: ``/``, a
+home directory, an empty directory, a file whose name no bookie uses. The JSON output is
+documented key by key in docs/inspect.md.
+
+Not verified: that nothing writes the files while they are read (inspect a stopped bookie, or
+expect the active log and journal to show a torn tail); what BookKeeper's ``.idx`` files and
+RocksDB directories hold (named and sized only).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
+import stat
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -32,86 +49,209 @@ from impl.entrylog.reader import (
     scan,
 )
 from impl.format.entry_log import LOGFILE_HEADER_SIZE, MAGIC, MAX_LOG_ID, Header
+from impl.format.journal import (
+    CURRENT_VERSION,
+    MIN_COMPAT_VERSION,
+    VERSION_HEADER_SIZE,
+    JournalRecord,
+    decode_version,
+    header_size,
+)
+from impl.format.ledger_index import (
+    SEGMENT_KIND_FULL,
+    decode_deleted_file,
+    decode_segment,
+)
 from impl.format.names import (
     COMPACTED_SUFFIX,
     COMPACTING_SUFFIX,
     CURRENT_DIR,
+    DELETED_FILE_NAME,
+    INDEX_DIR_NAME,
     INSTANCE_ID_FILE_NAME,
-    JOURNAL_FILE_SUFFIX,
     LAST_ID_FILE_NAME,
     LAST_MARK_FILE_NAME,
-    LOG_SUFFIX,
     VERSION_FILE_NAME,
+    journal_file_name,
     log_id_prefix,
     parse_compacted_file_name,
+    parse_compacting_file_name,
+    parse_journal_file_name,
+    parse_log_file_name,
+    parse_segment_file_name,
 )
-from impl.fs.api import FileHandle, FileSystem, join, split
+from impl.fs.api import DiskSpace, FileHandle, FileSystem, join, split
 from impl.fs.os_backend import OsFileSystem
-from spec.errors import BkrefError
+from impl.index.ledger_index import LedgerIndex
+from impl.journal.last_mark import NO_MARK, LogMark, decode_last_mark
+from impl.journal.replay import JournalReplay
+from spec.errors import BkrefError, FsError, FsIOError, FsNotFound
 from spec.ids import EntryLogId
 
-#: Every log read and consistent; torn tails and padding are only warnings.
+#: Every file described; warnings (torn tails, padding, unknown files) may have been printed.
 EXIT_OK = 0
-#: A file is not an entry log, or cannot be read, or a directory is not a ledger directory.
+#: A bookie file is damaged or unreadable: an entry log that is not one, a journal with an
+#: invalid record, a lastMark or cookie that cannot be parsed, a damaged index.
 EXIT_NOT_AN_ENTRY_LOG = 1
-#: Bad command-line usage (argparse exits with it).
+EXIT_DAMAGED = EXIT_NOT_AN_ENTRY_LOG
+#: Bad command-line usage (argparse exits with it), or PATH is missing or not part of a bookie.
 EXIT_USAGE = 2
+EXIT_REFUSED = EXIT_USAGE
 #: A log's ledgers map disagrees with what a scan of the log finds.
 EXIT_INCONSISTENT = 3
+#: Standard output was closed early by its reader (``| head``): 128 + SIGPIPE, as a shell
+#: reports a C tool killed by SIGPIPE; nothing is printed.
+EXIT_BROKEN_PIPE = 141
 
 #: Print progress on stderr when a directory holds at least this many logs.
 PROGRESS_MIN_LOGS = 20
 #: The text report lists at most this many ledgers per log (--json lists all).
 TEXT_LEDGERS_MAX = 40
+#: The text report lists at most this many journal records per journal (--json lists all).
+TEXT_RECORDS_MAX = 20
 #: The text report folds long lines at this many columns.
 TEXT_WIDTH = 100
+#: Read at most this much of a small text file (VERSION, instanceId, lastId).
+TEXT_FILE_MAX_BYTES = 64 * 1024
+#: Read a journal's tail in chunks of this size to tell preallocated zeros from data.
+ZERO_CHECK_CHUNK = 1 << 20
 
 EPILOG = f"""\
-PATH is an entry log (<hex id>.log, or a .compacting/.compacted compaction log) or a ledger
-directory (BookKeeper keeps the logs in its current/ subdirectory; both are accepted).
+PATH is a bookie's journal directory, a ledger directory, their current/ sub-directory, or one
+file of them (an entry log <hex>.log, a journal <hex>.txn, lastMark, lastId, VERSION, a
+compaction leftover, an index segment). Every file is described: entry logs (a 0-byte log is
+the empty one BookKeeper preallocates), journals (records, padding, key / fence / explicit-LAC
+records, where a scan stops and why), lastMark and where replay would start, lastId, the
+VERSION cookie, bkref's index (bkref-index/), BookKeeper's .idx files and RocksDB directories
+(named, not read), compaction leftovers, unknown files. Nothing is ever written; FIFOs, sockets
+and devices are never opened; symbolic links are described, not followed.
 
-A torn tail (bytes after the last whole record, left by a crash or by a log still being
-written) is a warning, not an error: BookKeeper's scan stops there and every entry before it
-is intact, so the log is valid and the exit code stays 0.
+A torn tail (bytes after the last whole record of an entry log or journal, left by a crash or
+by a file still being written) is a warning, not an error: the scan stops there and every
+record before it is intact. The JSON output (--json) is documented in docs/inspect.md.
 
 exit codes:
-  {EXIT_OK}  every log was read; warnings (torn tail, padding) may have been printed
-  {EXIT_NOT_AN_ENTRY_LOG}  a file is not an entry log (name not hex, shorter than its header,
-     magic not BKLO) or cannot be read; or PATH is missing or is not a ledger directory
-  {EXIT_USAGE}  bad command-line usage
+  {EXIT_OK}  every file was described; warnings (torn tail, padding, unknown files) may have
+     been printed
+  {EXIT_DAMAGED}  a bookie file is damaged or unreadable (an entry log that is not one, a
+     journal with an invalid record, a bad lastMark or cookie, a damaged index)
+  {EXIT_REFUSED}  bad command-line usage, or PATH is missing or holds nothing a bookie writes
   {EXIT_INCONSISTENT}  a log's ledgers map disagrees with a scan of the same log
+  {EXIT_BROKEN_PIPE}  standard output was closed by its reader (e.g. | head); nothing printed
 """
 
 _HEX_ID = re.compile(r"[0-9a-fA-F]+")
-#: Names a bookie keeps beside its entry logs that this command recognises but does not read.
-_BOOKIE_FILES = (VERSION_FILE_NAME, LAST_MARK_FILE_NAME, INSTANCE_ID_FILE_NAME)
+#: BookKeeper's .idx sub-directories: one or two hex digits (Integer.toHexString of a byte).
+_IDX_DIR = re.compile(r"[0-9a-f]{1,2}")
+_IDX_NAME = re.compile(r"([0-9a-fA-F]+)\.idx")
+_LAST_MARK_NAME = re.compile(re.escape(LAST_MARK_FILE_NAME) + r"(?:\.(\d+))?")
+#: DbLedgerStorage's RocksDB directories under current/.
+ROCKSDB_DIRS = {
+    "ledgers": "DbLedgerStorage's ledgers index (master keys, fence flags, explicit LAC)",
+    "locations": "DbLedgerStorage's entry location index",
+}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add the arguments of ``bkref inspect``."""
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG
-    parser.add_argument("path", metavar="PATH", help="an entry log file or a ledger directory")
+    parser.add_argument(
+        "path",
+        metavar="PATH",
+        help="a journal or ledger directory (or its current/), or one file of a bookie",
+    )
+    parser.add_argument(
+        "--ledger-dir",
+        metavar="DIR",
+        action="append",
+        default=[],
+        help=(
+            "a ledger directory whose lastMark also counts when telling where journal replay "
+            "would start (repeat it for each; BookKeeper uses the largest mark)"
+        ),
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def run(args: argparse.Namespace) -> int:
     """Inspect ``args.path``; print the report; return the exit code (see EPILOG)."""
-    fs = OsFileSystem()
     path: str = args.path
-    if fs.is_dir(path):
-        report = inspect_dir(fs, path)
-        print(json.dumps(dir_json(report)) if args.json else format_dir(report))
-        return report.exit_code
-    if not fs.exists(path):
-        message = f"{path}: no such file or directory"
-        if args.json:
-            print(json.dumps({"path": path, "error": message}))
-        print(f"bkref inspect: {message}", file=sys.stderr)
-        return EXIT_NOT_AN_ENTRY_LOG
-    log = inspect_log(fs, path)
-    print(json.dumps(log_json(log)) if args.json else format_log(log))
-    return log.exit_code
+    as_json: bool = args.json
+    refusal = _refusal(path)
+    if refusal is None and os.path.isdir(path):
+        report = inspect_dir(OsFileSystem(), path, extra_ledger_dirs=tuple(args.ledger_dir))
+        if not report.is_bookie_dir:
+            refusal = (
+                f"{path} holds nothing a bookie writes (no entry log, journal, lastMark, lastId, "
+                "VERSION cookie or index, in it or in its current/): not a journal or ledger "
+                "directory. Give a bookie's journal or ledger directory, or one of its files"
+            )
+        else:
+            text = json.dumps(dir_json(report)) if as_json else format_dir(report)
+            return _emit(text, report.exit_code)
+    elif refusal is None:
+        described = describe_file(OsFileSystem(), path)
+        if described is not None:
+            obj, text, code = described
+            return _emit(json.dumps(obj) if as_json else text, code)
+        refusal = (
+            f"{split(path)[1]!r} is not the name of a file a bookie writes (entry log <hex>.log, "
+            "journal <hex>.txn, lastMark, lastId, VERSION, compaction leftovers, index "
+            "segments): not inspected. Give a bookie's directory or one of its files"
+        )
+    assert refusal is not None
+    print(f"bkref inspect: {refusal}", file=sys.stderr)
+    if as_json:
+        _emit(json.dumps({"path": path, "error": refusal}), EXIT_REFUSED)
+    return EXIT_REFUSED
+
+
+def _refusal(path: str) -> str | None:
+    """Why ``path`` cannot be inspected at all, or None. Follows a symbolic link given as
+    PATH (the operator named it); a loop is refused, not followed."""
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return f"{path}: no such file or directory"
+    except OSError as exc:
+        return f"{path}: cannot be examined: {exc.strerror or exc}"
+    except ValueError as exc:  # a NUL byte in the path
+        return f"{path!r}: not a usable path: {exc}"
+    return None
+
+
+def _emit(text: str, code: int) -> int:
+    """Print the report; return ``code``, or EXIT_BROKEN_PIPE quietly when the reader closed
+    standard output, or 1 with one line on stderr when it cannot be written (a full disk).
+    In both failures standard output is pointed at /dev/null, so the interpreter's own flush
+    at exit does not fail a second time with a traceback."""
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _stdout_to_devnull()
+        return EXIT_BROKEN_PIPE
+    except OSError as exc:
+        _stdout_to_devnull()
+        reason = exc.strerror or str(exc)
+        print(
+            f"bkref inspect: cannot write the report to standard output: {reason}", file=sys.stderr
+        )
+        return EXIT_DAMAGED
+    return code
+
+
+def _stdout_to_devnull() -> None:
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return  # not a real file (a test's capture): nothing will flush it at exit
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
 
 
 # --- one log --------------------------------------------------------------------------------
@@ -138,6 +278,11 @@ class LogReport:
         return dict(self.metadata.metadata.ledgers) == self.scan.ledgers()
 
     @property
+    def empty(self) -> bool:
+        """A 0-byte log: BookKeeper's preallocated next log, which its scan reads as empty."""
+        return self.error is None and self.size_bytes == 0
+
+    @property
     def exit_code(self) -> int:
         if self.error is not None:
             return EXIT_NOT_AN_ENTRY_LOG
@@ -147,7 +292,9 @@ class LogReport:
 
 
 def inspect_log(fs: FileSystem, path: str) -> LogReport:
-    """Read one file as an entry log; never raises for what the file holds."""
+    """Read one file as an entry log; never raises for what the file holds, never opens
+    anything but a regular file. A 0-byte log is the empty log BookKeeper preallocates (it
+    scans it as empty): no error."""
     name = split(path)[1]
     log_id = log_id_prefix(name)
     bare = LogReport(path=path, name=name, log_id=log_id, size_bytes=None, header=None, error=None)
@@ -156,12 +303,19 @@ def inspect_log(fs: FileSystem, path: str) -> LogReport:
         return attrs.evolve(bare, error=reason)
     if log_id > MAX_LOG_ID:
         return attrs.evolve(bare, error=f"log id {log_id:#x} is larger than a Java int")
+    not_regular = _not_regular(path)
+    if not_regular is not None:
+        return attrs.evolve(bare, error=not_regular)
     try:
         handle = fs.open(path, read_only=True)
     except BkrefError as exc:
         return attrs.evolve(bare, error=f"cannot open: {exc}")
     try:
+        if handle.size() == 0:
+            return attrs.evolve(bare, size_bytes=0)
         return _read_log(bare, handle, EntryLogId(log_id))
+    except BkrefError as exc:
+        return attrs.evolve(bare, error=f"cannot read: {exc}")
     finally:
         handle.close()
 
@@ -211,7 +365,10 @@ def _magic_text(header: Header | None) -> str | None:
 
 
 def log_json(log: LogReport) -> dict[str, object]:
-    """The JSON object of one log: the keys of the brief first, extra keys after."""
+    """The JSON object of one log: the keys of the brief first, extra keys after
+    (docs/inspect.md, "entry log object")."""
+    if log.empty:
+        return _empty_json(log)
     if log.error is not None or log.scan is None or log.metadata is None:
         return _error_json(log)
     assert log.header is not None
@@ -239,6 +396,40 @@ def log_json(log: LogReport) -> dict[str, object]:
         "undersized_records": len(log.scan.undersized_records),
         "skipped_records": log.scan.skipped_records,
         "warnings": log_warnings(log),
+        "empty": False,
+    }
+
+
+#: What inspect says of a 0-byte entry log.
+EMPTY_LOG_NOTE = (
+    "0 bytes: the empty log BookKeeper preallocates as the next log (it leaves one after "
+    "every clean close); its scan reads it as holding nothing"
+)
+
+
+def _empty_json(log: LogReport) -> dict[str, object]:
+    return {
+        "log_id": log.log_id,
+        "version": None,
+        "ledgers_map": {},
+        "ledgers_map_source": "empty",
+        "entries": [],
+        "torn_tail_bytes": 0,
+        "fallback_reason": None,
+        "name": log.name,
+        "path": log.path,
+        "size_bytes": 0,
+        "magic": None,
+        "ledgers_map_offset": None,
+        "ledgers_count": None,
+        "map_matches_scan": None,
+        "scan_end_offset": 0,
+        "map_records": 0,
+        "padding_bytes": 0,
+        "undersized_records": 0,
+        "skipped_records": 0,
+        "warnings": [],
+        "empty": True,
     }
 
 
@@ -264,6 +455,9 @@ def format_log(log: LogReport) -> str:
         lines.append(f"  size          {log.size_bytes} bytes")
     if log.header is not None:
         lines.append(f"  header        {_header_text(log.header)}")
+    if log.empty:
+        lines.append(_wrapped("  note          ", EMPTY_LOG_NOTE))
+        return "\n".join(lines)
     if log.error is not None or log.metadata is None or log.scan is None:
         lines.append(_wrapped("  error         ", str(log.error)))
         return "\n".join(lines)
@@ -333,117 +527,1049 @@ def _aligned(rows: Sequence[Sequence[str]], align: str) -> list[str]:
     return out
 
 
-# --- a ledger directory ---------------------------------------------------------------------
+# --- reading without writing, without hanging -----------------------------------------------
+
+
+def _file_type(mode: int) -> str:
+    """What ``lstat`` says a name is, in words."""
+    for test, name in (
+        (stat.S_ISREG, "file"),
+        (stat.S_ISDIR, "directory"),
+        (stat.S_ISLNK, "symlink"),
+        (stat.S_ISFIFO, "fifo"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISCHR, "char device"),
+        (stat.S_ISBLK, "block device"),
+    ):
+        if test(mode):
+            return name
+    return "other"
+
+
+def _not_regular(path: str) -> str | None:
+    """Why ``path`` must not be opened (not a regular file, following a link given as the
+    path), or None. A FIFO would block the open; a device could be anything."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        return f"cannot be examined: {exc.strerror or exc}"
+    except ValueError as exc:
+        return f"not a usable path: {exc}"
+    if stat.S_ISREG(mode):
+        return None
+    return f"a {_file_type(mode)}, not a regular file: never opened"
+
+
+class _ReadOnlyHandle:
+    """A FileHandle that reads and refuses to write; fsyncs do nothing (nothing was written)."""
+
+    def __init__(self, inner: FileHandle) -> None:
+        self._inner = inner
+
+    @property
+    def path(self) -> str:
+        return self._inner.path
+
+    def pwrite(self, offset: int, data: bytes) -> None:
+        raise FsIOError(self.path, "write (bkref inspect never writes)")
+
+    def append(self, data: bytes) -> int:
+        raise FsIOError(self.path, "append (bkref inspect never writes)")
+
+    def pread(self, offset: int, length: int) -> bytes:
+        return self._inner.pread(offset, length)
+
+    def size(self) -> int:
+        return self._inner.size()
+
+    def truncate(self, length: int) -> None:
+        raise FsIOError(self.path, "truncate (bkref inspect never writes)")
+
+    def fsync(self) -> None:
+        return None
+
+    def fdatasync(self) -> None:
+        return None
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class ReadOnlyFs:
+    """The engine's FileSystem seam for inspect: reads through ``inner``, opens only regular
+    files (read-only), refuses every change, and makes fsyncs no-ops, so that the engine's own
+    readers (journal replay, the index load, which fsyncs what it found) can describe a bookie
+    without touching it. ``only`` hides every name of a directory but the given ones (to
+    replay one journal file by itself)."""
+
+    def __init__(self, inner: FileSystem, only: dict[str, set[str]] | None = None) -> None:
+        self._inner = inner
+        self._only = only or {}
+
+    def open(
+        self, path: str, *, create: bool = False, exclusive: bool = False, read_only: bool = False
+    ) -> FileHandle:
+        if create:
+            raise FsIOError(path, "create (bkref inspect never writes)")
+        if not self.exists(path):
+            raise FsNotFound(path)
+        reason = _not_regular(path)
+        if reason is not None:
+            raise FsError(path, reason)
+        return _ReadOnlyHandle(self._inner.open(path, read_only=True))
+
+    def exists(self, path: str) -> bool:
+        head, name = split(path)
+        if head in self._only and name not in self._only[head]:
+            return False
+        return self._inner.exists(path)
+
+    def is_dir(self, path: str) -> bool:
+        return self._inner.is_dir(path)
+
+    def listdir(self, path: str) -> list[str]:
+        names = self._inner.listdir(path)
+        if path in self._only:
+            names = [name for name in names if name in self._only[path]]
+        return names
+
+    def mkdir(self, path: str) -> None:
+        raise FsIOError(path, "mkdir (bkref inspect never writes)")
+
+    def rename(self, src: str, dst: str) -> None:
+        raise FsIOError(src, "rename (bkref inspect never writes)")
+
+    def link(self, src: str, dst: str) -> None:
+        raise FsIOError(dst, "link (bkref inspect never writes)")
+
+    def unlink(self, path: str) -> None:
+        raise FsIOError(path, "unlink (bkref inspect never writes)")
+
+    def fsync_dir(self, path: str) -> None:
+        return None
+
+    def disk_space(self, path: str) -> DiskSpace:
+        return self._inner.disk_space(path)
+
+
+def _read_small(fs: FileSystem, path: str, limit: int = TEXT_FILE_MAX_BYTES) -> bytes:
+    """The first ``limit`` bytes of a regular file (FsError when it cannot be read)."""
+    handle = ReadOnlyFs(fs).open(path, read_only=True)
+    try:
+        return handle.pread(0, min(limit, handle.size()))
+    finally:
+        handle.close()
+
+
+# --- one file of each kind ------------------------------------------------------------------
 
 
 @attrs.frozen
+class Item:
+    """One name inspect found: what it is, in one line, and what is wrong with it."""
+
+    name: str
+    path: str
+    type: str
+    size_bytes: int | None
+    kind: str
+    description: str
+    problems: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "path": self.path,
+            "type": self.type,
+            "size_bytes": self.size_bytes,
+            "kind": self.kind,
+            "description": self.description,
+            "problems": list(self.problems),
+            "warnings": list(self.warnings),
+        }
+
+
+def describe_journal(fs: FileSystem, path: str) -> dict[str, object]:
+    """One journal file, scanned from its header by the engine's replay
+    (impl/journal/replay.py) as if it were the only journal: its records, padding, and where
+    and why the scan stops. Never raises for what the file holds."""
+    directory, name = split(path)
+    journal_id = parse_journal_file_name(name)
+    out: dict[str, object] = {
+        "name": name,
+        "path": path,
+        "journal_id": journal_id,
+        "size_bytes": None,
+        "version": None,
+        "header_bytes": None,
+        "records": [],
+        "counts": {"data": 0, "key": 0, "fence": 0, "lac": 0},
+        "padding_records": 0,
+        "padding_bytes": 0,
+        "scan_end_offset": None,
+        "stop": None,
+        "stop_reason": None,
+        "bytes_after_stop": None,
+        "problems": [],
+        "warnings": [],
+    }
+    problems: list[str] = []
+    warnings: list[str] = []
+    out["problems"], out["warnings"] = problems, warnings
+    if journal_id is None:
+        problems.append(
+            f"{name!r} is not a journal name BookKeeper reads (<hex id>.txn, id a Java long)"
+        )
+        return out
+    reason = _not_regular(path)
+    if reason is not None:
+        problems.append(reason)
+        out["stop"] = "unreadable"
+        return out
+    ro = ReadOnlyFs(fs, only={directory: {name}})
+    try:
+        first = _read_small(fs, path, VERSION_HEADER_SIZE)
+        size = ro.open(path).size()
+    except BkrefError as exc:
+        problems.append(f"cannot read: {exc}")
+        out["stop"] = "unreadable"
+        return out
+    version = decode_version(first)
+    out["size_bytes"], out["version"] = size, version
+    valid_version = MIN_COMPAT_VERSION <= version <= CURRENT_VERSION
+    start = header_size(version) if valid_version else 0
+    out["header_bytes"] = start if valid_version else None
+    records: list[JournalRecord] = []
+    replay = JournalReplay(ro, directory, LogMark(journal_id, 0), skip_invalid=False)
+    end: int | None = None
+    error: str | None = None
+    try:
+        records.extend(replay)
+        end = replay.end_mark.offset
+    except BkrefError as exc:
+        error = str(exc)
+    counts = {"data": 0, "key": 0, "fence": 0, "lac": 0}
+    pads = pad_bytes = 0
+    previous = start
+    for record in records:
+        counts[record.kind] += 1
+        if record.offset > previous:
+            pads, pad_bytes = pads + 1, pad_bytes + record.offset - previous
+        previous = record.end_offset
+    if end is not None and end > previous:
+        pads, pad_bytes = pads + 1, pad_bytes + end - previous
+    out["counts"], out["padding_records"], out["padding_bytes"] = counts, pads, pad_bytes
+    out["records"] = [_record_json(record) for record in records]
+    if error is not None:
+        at = re.search(r"at offset (\d+)", error)
+        stop_at = int(at.group(1)) if at else previous
+        out["scan_end_offset"], out["bytes_after_stop"] = stop_at, max(0, size - stop_at)
+        out["stop"] = "invalid_record" if "invalid record" in error else "unreadable"
+        out["stop_reason"] = error
+        problems.append(error)
+        return out
+    assert end is not None
+    out["scan_end_offset"], out["bytes_after_stop"] = end, size - end
+    why = next(
+        (note.split(": ", 2)[-1] for note in reversed(replay.notes) if "replay stopped" in note),
+        "",
+    )
+    stop, text = _classify_stop(fs, path, why, end, size)
+    out["stop"], out["stop_reason"] = stop, text
+    if stop == "zero_length_then_data":
+        problems.append(text)
+    elif stop == "torn_record":
+        warnings.append(text)
+    return out
+
+
+def _classify_stop(fs: FileSystem, path: str, why: str, end: int, size: int) -> tuple[str, str]:
+    """The stable stop code and the sentence for where a journal scan stopped."""
+    if "zero length" in why:
+        nonzero = _nonzero_bytes(fs, path, end, size)
+        if nonzero == 0:
+            return "preallocated_zeros", (
+                f"a zero length at offset {end}, zeros to the end of the file ({size - end} "
+                "bytes): BookKeeper's preallocation (bkref never preallocates); normal"
+            )
+        return "zero_length_then_data", (
+            f"a zero length at offset {end}, but {nonzero} of the {size - end} bytes after it "
+            "are not zero: the scan (BookKeeper's and bkref's) stops there and never sees what "
+            "follows. A crash cannot leave this in a bkref journal: the file is damaged"
+        )
+    if "cut short" in why:
+        return "torn_record", (
+            f"a record cut short at offset {end} ({size - end} bytes): a write cut by a crash, "
+            "or a journal still being written; never acknowledged, replay stops there"
+        )
+    return "end_of_file", f"the end of the file at offset {end}"
+
+
+def _nonzero_bytes(fs: FileSystem, path: str, start: int, size: int) -> int:
+    handle = ReadOnlyFs(fs).open(path, read_only=True)
+    try:
+        count, offset = 0, start
+        while offset < size:
+            chunk = handle.pread(offset, min(ZERO_CHECK_CHUNK, size - offset))
+            if not chunk:
+                break
+            count += len(chunk) - chunk.count(0)
+            offset += len(chunk)
+        return count
+    finally:
+        handle.close()
+
+
+def _record_json(record: JournalRecord) -> dict[str, object]:
+    out: dict[str, object] = {
+        "kind": record.kind,
+        "ledger": record.ledger_id,
+        "entry": record.entry_id,
+        "offset": record.offset,
+        "size": record.end_offset - record.offset - 4,
+    }
+    out["body_bytes"] = len(record.payload) if record.kind != "data" else len(record.payload) - 16
+    return out
+
+
+def describe_last_mark(fs: FileSystem, path: str) -> dict[str, object]:
+    """A lastMark file: the journal and offset it names (``lastMark.<n>`` is the mark of
+    journal directory n when BookKeeper runs several journals)."""
+    name = split(path)[1]
+    match = _LAST_MARK_NAME.fullmatch(name)
+    out: dict[str, object] = {
+        "name": name,
+        "path": path,
+        "journal_index": int(match.group(1)) if match and match.group(1) else 0,
+        "journal_id": None,
+        "journal_file": None,
+        "offset": None,
+        "size_bytes": None,
+        "used": False,
+        "error": None,
+    }
+    try:
+        data = _read_small(fs, path, 64)
+        mark = decode_last_mark(data)
+    except (BkrefError, ValueError) as exc:
+        out["error"] = f"not a lastMark: {exc}"
+        return out
+    out["size_bytes"] = len(data)
+    out["journal_id"], out["offset"] = mark.journal_id, mark.offset
+    out["journal_file"] = journal_file_name(mark.journal_id)
+    return out
+
+
+def describe_last_id(fs: FileSystem, path: str) -> dict[str, object]:
+    """lastId as BookKeeper reads it: hex on the first line; <= 0 or junk count as absent."""
+    out: dict[str, object] = {"name": split(path)[1], "path": path, "text": None, "value": None}
+    try:
+        text = _read_small(fs, path, 256).decode("utf-8", "backslashreplace")
+    except BkrefError:
+        return out
+    out["text"] = text
+    line = text.split("\n", 1)[0]
+    if _HEX_ID.fullmatch(line) and int(line, 16) > 0:
+        out["value"] = int(line, 16)
+    return out
+
+
+_COOKIE_FIELDS = {
+    "bookieHost": "bookie_host",
+    "journalDir": "journal_dirs",
+    "ledgerDirs": "ledger_dirs",
+    "instanceId": "instance_id",
+    "indexDirs": "index_dirs",
+}
+
+
+def describe_cookie(fs: FileSystem, path: str) -> dict[str, object]:
+    """BookKeeper's VERSION cookie (Cookie.java): a layout version on the first line; from
+    layout 4 on, protobuf text format of CookieFormat (bookieHost, journalDir, ledgerDirs,
+    instanceId, indexDirs); layout 3, three plain lines. Directory lists are
+    ``<count>\\t<dir>\\t<dir>...`` for ledger and index directories, comma-separated for
+    journal directories."""
+    out: dict[str, object] = {
+        "name": split(path)[1],
+        "path": path,
+        "layout_version": None,
+        "bookie_host": None,
+        "journal_dirs": None,
+        "ledger_dirs": None,
+        "index_dirs": None,
+        "instance_id": None,
+        "error": None,
+    }
+    try:
+        text = _read_small(fs, path).decode("utf-8")
+    except (BkrefError, UnicodeDecodeError) as exc:
+        out["error"] = f"cannot read the cookie: {exc}"
+        return out
+    lines = text.splitlines()
+    if not lines or not lines[0].strip().isdigit():
+        first = lines[0] if lines else ""
+        out["error"] = f"the first line {first!r} is not a layout version: not a cookie"
+        return out
+    layout = int(lines[0].strip())
+    out["layout_version"] = layout
+    raw: dict[str, str] = {}
+    if layout == 3 and len(lines) >= 4:
+        raw = {"bookieHost": lines[1], "journalDir": lines[2], "ledgerDirs": lines[3]}
+    elif layout >= 4:
+        for line in lines[1:]:
+            match = re.fullmatch(r'\s*(\w+)\s*:\s*"(.*)"\s*', line)
+            if match is None:
+                if line.strip():
+                    out["error"] = f"cannot parse the cookie line {line!r}"
+                    return out
+                continue
+            raw[match.group(1)] = _unescape(match.group(2))
+    else:
+        out["error"] = f"layout version {layout}: BookKeeper reads cookies of layout 3 and later"
+        return out
+    for key, field in _COOKIE_FIELDS.items():
+        if key in raw:
+            out[field] = raw[key]
+    for field in ("ledger_dirs", "index_dirs"):
+        value = out[field]
+        if isinstance(value, str):
+            out[field] = value.split("\t")[1:] if "\t" in value else [value]
+    if isinstance(out["journal_dirs"], str):
+        out["journal_dirs"] = out["journal_dirs"].split(",")
+    missing = [k for k in ("bookieHost", "journalDir", "ledgerDirs") if k not in raw]
+    if missing:
+        out["error"] = f"the cookie lacks {', '.join(missing)}"
+    return out
+
+
+def _unescape(text: str) -> str:
+    """A protobuf text-format string body (C escapes) as text."""
+    try:
+        return text.encode("latin-1", "backslashreplace").decode("unicode_escape")
+    except UnicodeDecodeError:
+        return text
+
+
+def describe_index(fs: FileSystem, path: str) -> dict[str, object]:
+    """bkref's own index (spec/format/ledger_index.md), loaded by the engine's code
+    (LedgerIndex.load) through ReadOnlyFs, and each file decoded on its own."""
+    out: dict[str, object] = {
+        "path": path,
+        "segments": [],
+        "chain": [],
+        "ledgers": 0,
+        "entries": 0,
+        "keyed_ledgers": 0,
+        "fenced_ledgers": [],
+        "deleted_ledgers": [],
+        "deleted_torn_bytes": 0,
+        "other_files": [],
+        "error": None,
+    }
+    ro = ReadOnlyFs(fs)
+    segments: list[dict[str, object]] = []
+    other: list[str] = []
+    try:
+        names = ro.listdir(path)
+    except BkrefError as exc:
+        out["error"] = str(exc)
+        return out
+    for name in names:
+        seq = parse_segment_file_name(name)
+        full = join(path, name)
+        if name == DELETED_FILE_NAME:
+            try:
+                data = _read_small(fs, full, 1 << 62)
+            except BkrefError as exc:
+                out["error"] = f"{full}: {exc}"
+                continue
+            decoded = decode_deleted_file(data)
+            if isinstance(decoded, str):
+                out["error"] = f"{full}: {decoded}"
+            else:
+                out["deleted_torn_bytes"] = len(data) - decoded[1]
+            continue
+        if seq is None:
+            other.append(name)
+            continue
+        segments.append(_describe_segment(ro, full, seq))
+    out["segments"], out["other_files"] = segments, other
+    try:
+        index = LedgerIndex.load(ro, path)
+    except BkrefError as exc:
+        out["error"] = out["error"] or str(exc)
+        return out
+    ledgers = index.ledgers()
+    out["chain"] = index.segment_seqs()
+    out["ledgers"] = len(ledgers)
+    out["entries"] = sum(len(index.entries(ledger)) for ledger in ledgers)
+    out["keyed_ledgers"] = sum(index.master_key(ledger) is not None for ledger in ledgers)
+    out["fenced_ledgers"] = [ledger for ledger in ledgers if index.is_fenced(ledger)]
+    out["deleted_ledgers"] = sorted(index.deleted_ledgers())
+    return out
+
+
+def _describe_segment(fs: FileSystem, path: str, seq: int) -> dict[str, object]:
+    out: dict[str, object] = {
+        "name": split(path)[1],
+        "seq": seq,
+        "kind": None,
+        "size_bytes": None,
+        "ledgers": None,
+        "entries": None,
+        "error": None,
+    }
+    try:
+        handle = fs.open(path, read_only=True)
+        try:
+            data = handle.pread(0, handle.size())
+        finally:
+            handle.close()
+    except BkrefError as exc:
+        out["error"] = str(exc)
+        return out
+    out["size_bytes"] = len(data)
+    segment = decode_segment(data)
+    if isinstance(segment, str):
+        out["error"] = segment
+        return out
+    out["kind"] = "full" if segment.kind == SEGMENT_KIND_FULL else "delta"
+    out["ledgers"], out["entries"] = len(segment.blocks), segment.entry_count
+    if segment.seq != seq:
+        out["error"] = f"its header says sequence {segment.seq:016x}"
+    return out
+
+
+#: What inspect says of a BookKeeper ``.idx`` file until its reader is wired in.
+BK_INDEX_DESCRIPTION = "BookKeeper ledger index file"
+
+
+def _describe_bk_index(path: str) -> dict[str, object]:
+    """A BookKeeper ledger index file (InterleavedLedgerStorage,
+    ``current/<hex (id >> 8) & 0xff>/<hex id & 0xff>/<hex id>.idx``): its ledger id from the
+    name, its size, and whether it sits where IndexPersistenceMgr.getLedgerName puts it. Its
+    contents (master key, fence flag, explicit LAC, entry offsets) are not read here yet."""
+    head, name = split(path)
+    match = _IDX_NAME.fullmatch(name)
+    ledger_id = int(match.group(1), 16) if match else None
+    try:
+        size: int | None = os.lstat(path).st_size
+    except OSError:
+        size = None
+    out: dict[str, object] = {
+        "name": name,
+        "path": path,
+        "ledger_id": ledger_id,
+        "size_bytes": size,
+        "description": BK_INDEX_DESCRIPTION,
+        "warnings": [],
+    }
+    if ledger_id is not None:
+        grand, parent_dir = split(head)[0], split(head)[1]
+        expected = (f"{(ledger_id >> 8) & 0xFF:x}", f"{ledger_id & 0xFF:x}")
+        if (split(grand)[1], parent_dir) != expected:
+            out["warnings"] = [
+                f"BookKeeper keeps ledger {ledger_id}'s index in {expected[0]}/{expected[1]}/, "
+                "not here: it would not find this file"
+            ]
+    return out
+
+
+COMPACTING_NOTE = (
+    "a compaction log that was still being written when the bookie stopped. BookKeeper's "
+    "recovery deletes it (the entries are still in the source log). bkref does not compact: "
+    "it neither reads nor removes it"
+)
+COMPACTED_NOTE = (
+    "a flushed compaction log of log {src} whose index update may not have finished. "
+    "BookKeeper's recovery points its index at the entries in it, renames it to {new}.log and "
+    "deletes {src}.log. bkref does not compact and does not finish this: it neither reads nor "
+    "renames it (its id counts as taken when bkref picks new log ids)"
+)
+TMP_NOTE = (
+    "a file bkref writes under this name and renames into place once durable; left by a "
+    "write cut short. bkref never reads it and removes it on a later write"
+)
+
+
+# --- a directory ----------------------------------------------------------------------------
+
+#: Kinds that show a directory is part of a bookie.
+BOOKIE_KINDS = frozenset(
+    {
+        "entry_log",
+        "journal",
+        "last_mark",
+        "last_id",
+        "cookie",
+        "instance_id",
+        "bkref_index",
+        "bk_index_file",
+        "rocksdb",
+        "compacting_log",
+        "compacted_log",
+    }
+)
+#: Kinds whose files inspect reads: anything else than a regular file there is a problem.
+_READ_KINDS = frozenset(BOOKIE_KINDS - {"bkref_index", "rocksdb", "bk_index_file"})
+
+
+@attrs.define
 class DirReport:
-    """What inspect found in a ledger directory (the one holding the logs)."""
+    """What inspect found in a bookie directory: every name, and each kind's details."""
 
     given_path: str
     path: str
-    logs: tuple[LogReport, ...]
-    last_id_text: str | None
-    compacting: tuple[str, ...]
-    compacted: tuple[str, ...]
-    bookie_files: tuple[str, ...]
-    unknown_files: tuple[str, ...]
+    items: list[Item] = attrs.Factory(list)
+    logs: list[LogReport] = attrs.Factory(list)
+    journals: list[dict[str, object]] = attrs.Factory(list)
+    last_marks: list[dict[str, object]] = attrs.Factory(list)
+    last_id: dict[str, object] | None = None
+    cookies: list[dict[str, object]] = attrs.Factory(list)
+    instance_ids: list[dict[str, object]] = attrs.Factory(list)
+    index: dict[str, object] | None = None
+    bk_index_files: list[dict[str, object]] = attrs.Factory(list)
+    rocksdb_dirs: list[dict[str, object]] = attrs.Factory(list)
+    compaction_leftovers: list[dict[str, object]] = attrs.Factory(list)
+    replay: dict[str, object] | None = None
+    #: Problems of the directory as a whole (a lastMark a crash cannot leave, replay failing).
+    dir_problems: list[str] = attrs.Factory(list)
     error: str | None = None
 
     @property
-    def last_id(self) -> int | None:
-        """lastId as BookKeeper reads it: hex on the first line; <= 0 or junk count as absent."""
-        if self.last_id_text is None:
-            return None
-        line = self.last_id_text.split("\n", 1)[0]
-        if not _HEX_ID.fullmatch(line):
-            return None
-        value = int(line, 16)
-        return value if value > 0 else None
+    def is_bookie_dir(self) -> bool:
+        """Holds at least one thing a bookie writes."""
+        return any(item.kind in BOOKIE_KINDS for item in self.items)
 
     @property
-    def is_ledger_dir(self) -> bool:
-        """Holds at least one file a bookie writes."""
-        return bool(
-            self.logs
-            or self.last_id_text is not None
-            or self.compacting
-            or self.compacted
-            or self.bookie_files
-        )
+    def problems(self) -> list[str]:
+        out = [f"{item.name}: {p}" for item in self.items for p in item.problems]
+        out += self.dir_problems
+        if self.error is not None:
+            out.insert(0, self.error)
+        return out
+
+    @property
+    def warnings(self) -> list[str]:
+        return [f"{item.name}: {w}" for item in self.items for w in item.warnings]
 
     @property
     def exit_code(self) -> int:
-        if self.error is not None or not self.is_ledger_dir:
-            return EXIT_NOT_AN_ENTRY_LOG
-        return max((log.exit_code for log in self.logs), default=EXIT_OK, key=_severity)
+        codes = [log.exit_code for log in self.logs]
+        if self.problems or not self.is_bookie_dir:
+            codes.append(EXIT_DAMAGED)
+        return max(codes, default=EXIT_OK, key=_severity)
+
+
+def _as_list(value: object) -> list[object]:
+    return list(value) if isinstance(value, list) else []
 
 
 def _severity(code: int) -> int:
-    return {EXIT_OK: 0, EXIT_INCONSISTENT: 1, EXIT_NOT_AN_ENTRY_LOG: 2}[code]
+    return {EXIT_OK: 0, EXIT_INCONSISTENT: 1, EXIT_DAMAGED: 2}[code]
 
 
-def inspect_dir(fs: FileSystem, given: str) -> DirReport:
-    """Read every entry log of a ledger directory (or of its current/ subdirectory)."""
+def inspect_dir(fs: FileSystem, given: str, extra_ledger_dirs: Sequence[str] = ()) -> DirReport:
+    """Describe every name of a bookie directory: its ``current/`` sub-directory when it has
+    one (BookKeeper keeps everything there), and the names beside it. ``extra_ledger_dirs``
+    add their lastMark to the replay plan of the journals found here."""
     current = join(given, CURRENT_DIR)
-    path = current if fs.is_dir(current) else given
+    has_current = os.path.isdir(current)
+    report = DirReport(given_path=given, path=current if has_current else given)
     try:
-        names = fs.listdir(path)
-    except BkrefError as exc:
-        return DirReport(given, path, (), None, (), (), (), (), error=str(exc))
-    kinds = _classify(fs, path, names)
-    log_names = sorted(kinds["log"], key=lambda n: (log_id_prefix(n) is None, log_id_prefix(n), n))
-    logs = []
-    for done, name in enumerate(log_names, start=1):
-        logs.append(inspect_log(fs, join(path, name)))
-        _progress(done, len(log_names))
-    return DirReport(
-        given_path=given,
-        path=path,
-        logs=tuple(logs),
-        last_id_text=_read_text(fs, join(path, LAST_ID_FILE_NAME)) if kinds["lastId"] else None,
-        compacting=tuple(kinds["compacting"]),
-        compacted=tuple(kinds["compacted"]),
-        bookie_files=tuple(kinds["bookie"]),
-        unknown_files=tuple(kinds["unknown"]),
-    )
+        names = sorted(os.listdir(given))
+    except OSError as exc:
+        report.error = f"{given}: cannot list: {exc.strerror or exc}"
+        return report
+    places: list[tuple[str, str, list[str]]] = [("", given, [n for n in names if n != CURRENT_DIR])]
+    if has_current:
+        try:
+            places.append((CURRENT_DIR + "/", current, sorted(os.listdir(current))))
+        except OSError as exc:
+            report.error = f"{current}: cannot list: {exc.strerror or exc}"
+    logs_to_read: list[tuple[str, str]] = []
+    for prefix, directory, entries in places:
+        for name in entries:
+            _describe_name(fs, report, prefix + name, join(directory, name), logs_to_read)
+    logs_to_read.sort(key=lambda item: (log_id_prefix(split(item[1])[1]) or 0, item[1]))
+    for done, (_rel, path) in enumerate(logs_to_read, start=1):
+        log = inspect_log(fs, path)
+        report.logs.append(log)
+        _progress(done, len(logs_to_read))
+    if report.journals or extra_ledger_dirs:
+        report.replay = _replay_plan(fs, report, extra_ledger_dirs)
+    else:
+        _choose_mark(report.last_marks)
+    _mark_problems(report)
+    report.items.sort(key=lambda item: item.name)
+    return report
 
 
-def _classify(fs: FileSystem, path: str, names: Sequence[str]) -> dict[str, list[str]]:
-    kinds: dict[str, list[str]] = {
-        k: [] for k in ("log", "lastId", "compacting", "compacted", "bookie", "unknown")
-    }
-    for name in names:
-        if name.endswith(LOG_SUFFIX):
-            kinds["log"].append(name)
-        elif name == LAST_ID_FILE_NAME:
-            kinds["lastId"].append(name)
-        elif name.endswith(COMPACTING_SUFFIX):
-            kinds["compacting"].append(name)
-        elif name.endswith(COMPACTED_SUFFIX):
-            kinds["compacted"].append(name)
-        elif (
-            name in _BOOKIE_FILES
-            or name.endswith(JOURNAL_FILE_SUFFIX)
-            or fs.is_dir(join(path, name))
-        ):
-            kinds["bookie"].append(name)
-        else:
-            kinds["unknown"].append(name)
-    return kinds
+def _lstat(path: str) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except OSError:
+        return None
+
+
+def _name_kind(name: str) -> str:
+    """What a regular file of this name would be in a bookie directory."""
+    if name.endswith(COMPACTING_SUFFIX):
+        return "compacting_log"
+    if name.endswith(COMPACTED_SUFFIX) and parse_compacted_file_name(name) is not None:
+        return "compacted_log"
+    if parse_log_file_name(name) is not None or (
+        name.endswith(".log") and log_id_prefix(name) is not None
+    ):
+        return "entry_log"
+    if parse_journal_file_name(name) is not None:
+        return "journal"
+    if _LAST_MARK_NAME.fullmatch(name):
+        return "last_mark"
+    if name == LAST_ID_FILE_NAME:
+        return "last_id"
+    if name == VERSION_FILE_NAME:
+        return "cookie"
+    if name == INSTANCE_ID_FILE_NAME:
+        return "instance_id"
+    if name.endswith(".tmp"):
+        return "tmp"
+    return "unknown"
+
+
+def _describe_name(
+    fs: FileSystem, report: DirReport, rel: str, path: str, logs: list[tuple[str, str]]
+) -> None:
+    """Add what ``path`` is to ``report``; lstat first, open only regular files."""
+    st = _lstat(path)
+    if st is None:
+        report.items.append(Item(rel, path, "missing", None, "unknown", "vanished while read"))
+        return
+    kind_of_type = _file_type(st.st_mode)
+    name = split(path)[1]
+    if kind_of_type == "symlink":
+        try:
+            target = os.readlink(path)
+        except OSError as exc:
+            target = f"? ({exc.strerror})"
+        text = f"symbolic link to {target!r}: described, not followed"
+        report.items.append(Item(rel, path, "symlink", None, "symlink", text))
+        return
+    if kind_of_type == "directory":
+        _describe_subdir(fs, report, rel, path, logs)
+        return
+    size = st.st_size if kind_of_type == "file" else None
+    kind = _name_kind(name)
+    if kind_of_type != "file":
+        text = f"a {kind_of_type}: never opened"
+        problems: tuple[str, ...] = ()
+        if kind in _READ_KINDS:
+            problems = (f"named like a bookie file ({kind}) but a {kind_of_type}: never opened",)
+        report.items.append(Item(rel, path, kind_of_type, None, "special", text, problems))
+        return
+    item = Item(rel, path, "file", size, kind, "")
+    if kind == "entry_log":
+        logs.append((rel, path))
+        text = EMPTY_LOG_NOTE if size == 0 else "entry log"
+        report.items.append(attrs.evolve(item, description=text))
+    elif kind == "journal":
+        journal = describe_journal(fs, path)
+        report.journals.append(journal)
+        report.items.append(
+            attrs.evolve(
+                item,
+                description=_journal_summary(journal),
+                problems=tuple(map(str, _as_list(journal["problems"]))),
+                warnings=tuple(map(str, _as_list(journal["warnings"]))),
+            )
+        )
+    elif kind == "last_mark":
+        mark = describe_last_mark(fs, path)
+        report.last_marks.append(mark)
+        error = mark["error"]
+        text = f"lastMark: journal {mark['journal_file']}, offset {mark['offset']}"
+        problems = (str(error),) if error is not None else ()
+        report.items.append(
+            attrs.evolve(item, description=text if not error else "lastMark", problems=problems)
+        )
+    elif kind == "last_id":
+        report.last_id = describe_last_id(fs, path)
+        report.items.append(
+            attrs.evolve(item, description="lastId: the last entry log id allocated")
+        )
+    elif kind == "cookie":
+        cookie = describe_cookie(fs, path)
+        report.cookies.append(cookie)
+        error = cookie["error"]
+        report.items.append(
+            attrs.evolve(
+                item,
+                description=_cookie_summary(cookie),
+                problems=(str(error),) if error is not None else (),
+            )
+        )
+    elif kind == "instance_id":
+        instance = _read_text(fs, path)
+        report.instance_ids.append({"name": name, "path": path, "text": instance})
+        report.items.append(attrs.evolve(item, description=f"instance id file: {instance!r}"))
+    elif kind in ("compacting_log", "compacted_log"):
+        leftover = _describe_leftover(fs, path, kind)
+        report.compaction_leftovers.append(leftover)
+        report.items.append(attrs.evolve(item, description=str(leftover["note"])))
+    elif kind == "tmp":
+        report.items.append(attrs.evolve(item, description=TMP_NOTE))
+    else:
+        report.items.append(
+            attrs.evolve(item, description="unknown file: not a file a bookie writes")
+        )
 
 
 def _read_text(fs: FileSystem, path: str) -> str | None:
     try:
-        handle = fs.open(path, read_only=True)
+        return _read_small(fs, path, 256).decode("utf-8", "backslashreplace")
     except BkrefError:
         return None
+
+
+def _describe_leftover(fs: FileSystem, path: str, kind: str) -> dict[str, object]:
+    name = split(path)[1]
+    if kind == "compacting_log":
+        log_id: int | None = parse_compacting_file_name(name)
+        src: int | None = None
+        note = COMPACTING_NOTE
+    else:
+        ids = parse_compacted_file_name(name)
+        assert ids is not None
+        log_id, src = ids
+        note = COMPACTED_NOTE.format(new=f"{log_id:x}", src=f"{src:x}")
+    log = inspect_log(fs, path)
+    return {
+        "name": name,
+        "path": path,
+        "kind": "compacting" if kind == "compacting_log" else "compacted",
+        "log_id": log_id,
+        "src_log_id": src,
+        "size_bytes": log.size_bytes,
+        "log": log_json(log),
+        "note": note,
+    }
+
+
+def _describe_subdir(
+    fs: FileSystem, report: DirReport, rel: str, path: str, logs: list[tuple[str, str]]
+) -> None:
+    name = split(path)[1]
+    if name == INDEX_DIR_NAME:
+        index = describe_index(fs, path)
+        report.index = index
+        error = index["error"]
+        text = _index_summary(index)
+        problems = (str(error),) if error is not None else ()
+        report.items.append(Item(rel, path, "directory", None, "bkref_index", text, problems))
+        return
+    if name in ROCKSDB_DIRS:
+        rocks = _describe_rocksdb(path)
+        report.rocksdb_dirs.append(rocks)
+        kind = "rocksdb" if rocks["has_current"] else "unknown"
+        text = (
+            f"{rocks['storage']} (RocksDB, {rocks['files']} files, "
+            f"{rocks['size_bytes']} bytes): not read"
+        )
+        report.items.append(Item(rel, path, "directory", None, kind, text))
+        return
+    if _IDX_DIR.fullmatch(name):
+        found = _walk_bk_index(report, rel, path)
+        text = f"BookKeeper ledger index sub-directory ({found} .idx files)"
+        kind = "bk_index_dir" if found else "unknown"
+        report.items.append(
+            Item(
+                rel, path, "directory", None, kind, text if found else "unknown directory: not read"
+            )
+        )
+        return
+    report.items.append(
+        Item(rel, path, "directory", None, "unknown", "unknown directory: not read")
+    )
+
+
+def _walk_bk_index(report: DirReport, rel: str, path: str) -> int:
+    """The ``<yy>/<hex>.idx`` files under a BookKeeper ``<xx>`` index directory; every other
+    name is an unknown item. Never follows a link, never opens anything."""
+    found = 0
     try:
-        return handle.pread(0, 256).decode("utf-8", "backslashreplace")
-    except BkrefError:
-        return None
-    finally:
-        handle.close()
+        subs = sorted(os.listdir(path))
+    except OSError:
+        return 0
+    for sub in subs:
+        sub_path, sub_rel = join(path, sub), f"{rel}/{sub}"
+        st = _lstat(sub_path)
+        if st is None or not stat.S_ISDIR(st.st_mode) or not _IDX_DIR.fullmatch(sub):
+            kind_of_type = "missing" if st is None else _file_type(st.st_mode)
+            size = st.st_size if st is not None and stat.S_ISREG(st.st_mode) else None
+            report.items.append(
+                Item(sub_rel, sub_path, kind_of_type, size, "unknown", "unknown: not read")
+            )
+            continue
+        try:
+            files = sorted(os.listdir(sub_path))
+        except OSError:
+            continue
+        for file_name in files:
+            file_path, file_rel = join(sub_path, file_name), f"{sub_rel}/{file_name}"
+            st = _lstat(file_path)
+            regular = st is not None and stat.S_ISREG(st.st_mode)
+            if regular and _IDX_NAME.fullmatch(file_name):
+                described = _describe_bk_index(file_path)
+                report.bk_index_files.append(described)
+                found += 1
+                report.items.append(
+                    Item(
+                        file_rel,
+                        file_path,
+                        "file",
+                        st.st_size if st else None,
+                        "bk_index_file",
+                        f"{BK_INDEX_DESCRIPTION}, ledger {described['ledger_id']}",
+                        warnings=tuple(map(str, _as_list(described["warnings"]))),
+                    )
+                )
+                continue
+            kind_of_type = "missing" if st is None else _file_type(st.st_mode)
+            size = st.st_size if regular and st is not None else None
+            report.items.append(
+                Item(file_rel, file_path, kind_of_type, size, "unknown", "unknown: not read")
+            )
+    return found
+
+
+def _describe_rocksdb(path: str) -> dict[str, object]:
+    """Names and sizes only: the files are RocksDB's, read by nothing in bkref."""
+    files = total = 0
+    has_current = False
+    try:
+        names = os.listdir(path)
+    except OSError:
+        names = []
+    for name in names:
+        st = _lstat(join(path, name))
+        if st is not None and stat.S_ISREG(st.st_mode):
+            files += 1
+            total += st.st_size
+            has_current = has_current or name == "CURRENT"
+    return {
+        "name": split(path)[1],
+        "path": path,
+        "storage": ROCKSDB_DIRS[split(path)[1]],
+        "files": files,
+        "size_bytes": total,
+        "has_current": has_current,
+    }
+
+
+def _replay_plan(
+    fs: FileSystem, report: DirReport, extra_ledger_dirs: Sequence[str]
+) -> dict[str, object]:
+    """Where journal replay would start (the largest lastMark of journal 0 among the
+    directories given) and where it would stop, by the engine's replay over the journals
+    found here (read-only)."""
+    marks = [m for m in report.last_marks if m["journal_index"] == 0]
+    for directory in extra_ledger_dirs:
+        base = (
+            join(directory, CURRENT_DIR)
+            if os.path.isdir(join(directory, CURRENT_DIR))
+            else directory
+        )
+        path = join(base, LAST_MARK_FILE_NAME)
+        if _lstat(path) is None:
+            marks.append({**describe_last_mark(fs, path), "error": f"{path} does not exist"})
+        else:
+            marks.append(describe_last_mark(fs, path))
+            report.last_marks.append(marks[-1])
+    best = _choose_mark(marks)
+    mark = (
+        NO_MARK if best is None else LogMark(int(str(best["journal_id"])), int(str(best["offset"])))
+    )
+    out: dict[str, object] = {
+        "last_mark": None
+        if best is None
+        else {
+            "journal_file": best["journal_file"],
+            "journal_id": mark.journal_id,
+            "offset": mark.offset,
+        },
+        "last_mark_path": None if best is None else best["path"],
+        "journals": [],
+        "records": 0,
+        "end": None,
+        "error": None,
+        "note": None,
+    }
+    if best is None:
+        out["note"] = (
+            "no lastMark found among the directories given (lastMark lives in the ledger "
+            "directories: pass them with --ledger-dir); without one, replay reads every journal"
+        )
+    journal_dirs = {split(str(j["path"]))[0] for j in report.journals}
+    if len(journal_dirs) != 1:
+        return out
+    journal_dir = journal_dirs.pop()
+    try:
+        replay = JournalReplay(ReadOnlyFs(fs), journal_dir, mark, skip_invalid=False)
+        out["journals"] = [journal_file_name(jid) for jid in replay.journal_ids]
+        count = 0
+        for _ in replay:
+            count += 1
+        out["records"] = count
+        end = replay.end_mark
+        out["end"] = {
+            "journal_file": journal_file_name(end.journal_id),
+            "journal_id": end.journal_id,
+            "offset": end.offset,
+        }
+    except BkrefError as exc:
+        out["error"] = str(exc)
+        report.dir_problems.append(f"journal replay would fail: {exc}")
+    return out
+
+
+def _choose_mark(marks: list[dict[str, object]]) -> dict[str, object] | None:
+    """The mark recovery uses: the largest readable lastMark of journal 0 (LastLogMark.readLog);
+    sets ``used`` on every mark."""
+    usable = [m for m in marks if m["error"] is None and m["journal_index"] == 0]
+    best = max(
+        usable, key=lambda m: (int(str(m["journal_id"])), int(str(m["offset"]))), default=None
+    )
+    for mark in marks:
+        mark["used"] = mark is best
+    return best
+
+
+def _mark_problems(report: DirReport) -> None:
+    """A lastMark that a crash cannot produce: past the end of its journal, or not at a
+    record boundary of it (bkref and BookKeeper write a mark at the end of a flushed group)."""
+    journals = {j["journal_id"]: j for j in report.journals}
+    extra: list[str] = []
+    for mark in report.last_marks:
+        journal = journals.get(mark["journal_id"])
+        if mark["error"] is not None or journal is None or journal["header_bytes"] is None:
+            continue
+        offset, size = int(str(mark["offset"])), journal["size_bytes"]
+        boundaries = {0, journal["header_bytes"], journal["scan_end_offset"]}
+        for rec in _as_list(journal["records"]):
+            assert isinstance(rec, dict)
+            boundaries.update({rec["offset"], rec["offset"] + rec["size"] + 4})
+        if isinstance(size, int) and offset > size:
+            extra.append(
+                f"{mark['path']}: offset {offset} is past the end of journal "
+                f"{journal['name']} ({size} bytes): a crash cannot leave this; damaged"
+            )
+        elif offset not in boundaries and journal["stop"] != "invalid_record":
+            extra.append(
+                f"{mark['path']}: offset {offset} is not a record boundary of journal "
+                f"{journal['name']}: a crash cannot leave this; damaged"
+            )
+    report.dir_problems.extend(extra)
 
 
 def _progress(done: int, total: int) -> None:
@@ -454,78 +1580,248 @@ def _progress(done: int, total: int) -> None:
         print(f"bkref inspect: {done}/{total} logs read", file=sys.stderr)
 
 
-def _compacted_json(name: str) -> dict[str, object]:
-    ids = parse_compacted_file_name(name)
-    if ids is None:
-        return {"name": name, "log_id": None, "src_log_id": None}
-    return {"name": name, "log_id": ids[0], "src_log_id": ids[1]}
+# --- one file given as PATH -----------------------------------------------------------------
+
+
+def describe_file(fs: FileSystem, path: str) -> tuple[dict[str, object], str, int] | None:
+    """(JSON object, text, exit code) for one file of a bookie, None when its name is not
+    one a bookie writes. An entry log keeps the object of ``log_json``; the others are the
+    objects of the directory report's sections (docs/inspect.md)."""
+    name = split(path)[1]
+    kind = _name_kind(name)
+    if kind == "unknown" and name.endswith(".log"):
+        kind = "entry_log"  # named like a log: say why it is not one
+    parent_name = split(split(path)[0])[1]
+    if kind == "unknown" and _IDX_NAME.fullmatch(name):
+        obj = _describe_bk_index(path)
+        return obj, _lines_of(obj), EXIT_OK
+    if kind == "unknown" and parent_name == INDEX_DIR_NAME:
+        seq = parse_segment_file_name(name)
+        if seq is not None:
+            obj = _describe_segment(ReadOnlyFs(fs), path, seq)
+            return obj, _lines_of(obj), EXIT_OK if obj["error"] is None else EXIT_DAMAGED
+    if kind == "entry_log":
+        log = inspect_log(fs, path)
+        return log_json(log), format_log(log), log.exit_code
+    reason = _not_regular(path)
+    if kind in ("unknown", "tmp"):
+        return None
+    if reason is not None:
+        obj = {"name": name, "path": path, "error": reason}
+        return obj, _lines_of(obj), EXIT_DAMAGED
+    if kind == "journal":
+        obj = describe_journal(fs, path)
+        return obj, format_journal(obj), EXIT_DAMAGED if obj["problems"] else EXIT_OK
+    if kind == "last_mark":
+        obj = describe_last_mark(fs, path)
+        obj["used"] = obj["error"] is None
+        return obj, _lines_of(obj), EXIT_DAMAGED if obj["error"] else EXIT_OK
+    if kind == "last_id":
+        obj = describe_last_id(fs, path)
+        return obj, _lines_of(obj), EXIT_OK
+    if kind == "cookie":
+        obj = describe_cookie(fs, path)
+        return obj, _lines_of(obj), EXIT_DAMAGED if obj["error"] else EXIT_OK
+    if kind == "instance_id":
+        obj = {"name": name, "path": path, "text": _read_text(fs, path)}
+        return obj, _lines_of(obj), EXIT_OK
+    obj = _describe_leftover(fs, path, kind)
+    return obj, _lines_of(obj), EXIT_OK
+
+
+def _lines_of(obj: dict[str, object]) -> str:
+    """A small object as aligned ``key  value`` lines (the text of a one-file report)."""
+    lines = [f"{obj.get('name', '')}  ({obj.get('path', '')})"]
+    for key, value in obj.items():
+        if key in ("name", "path") or value is None or value == [] or key == "log":
+            continue
+        lines.append(
+            _wrapped(f"  {key:<16} ", value if isinstance(value, str) else json.dumps(value))
+        )
+    return "\n".join(lines)
+
+
+# --- JSON and text of a directory -----------------------------------------------------------
 
 
 def dir_json(report: DirReport) -> dict[str, object]:
-    """The JSON object of a directory: its logs and the directory facts."""
+    """The JSON object of a directory (docs/inspect.md, "directory object")."""
     return {
         "path": report.given_path,
-        "ledger_dir": report.path,
-        "error": report.error,
-        "logs": [log_json(log) for log in report.logs],
+        "dir": report.path,
+        "is_bookie_dir": report.is_bookie_dir,
+        "files": [item.as_json() for item in report.items],
+        "entry_logs": [log_json(log) for log in report.logs],
+        "journals": report.journals,
+        "last_marks": report.last_marks,
+        "replay": report.replay,
         "last_id": report.last_id,
-        "last_id_text": report.last_id_text,
-        "compacting": list(report.compacting),
-        "compacted": [_compacted_json(name) for name in report.compacted],
-        "bookie_files": list(report.bookie_files),
-        "unknown_files": list(report.unknown_files),
-        "is_ledger_dir": report.is_ledger_dir,
+        "cookies": report.cookies,
+        "instance_ids": report.instance_ids,
+        "index": report.index,
+        "bk_index_files": report.bk_index_files,
+        "rocksdb_dirs": report.rocksdb_dirs,
+        "compaction_leftovers": report.compaction_leftovers,
+        "problems": report.problems,
+        "warnings": report.warnings,
+        "exit_code": report.exit_code,
     }
 
 
 def format_dir(report: DirReport) -> str:
-    """The human report of a directory: one row per log, then the directory facts."""
-    lines = [f"ledger directory  {report.path}"]
-    if report.error is not None:
-        lines.append(f"  error: {report.error}")
-        return "\n".join(lines)
-    if not report.is_ledger_dir:
-        lines.append("  error: no entry log or other BookKeeper file here: not a ledger directory")
-    lines.append(f"  lastId          {_last_id_text(report)}")
-    lines.append(f"  entry logs      {len(report.logs)}")
+    """The human report of a directory: a section per kind of file, problems last."""
+    lines = [f"bookie directory  {report.path}"]
     if report.logs:
+        empty = sum(log.empty for log in report.logs)
+        note = f" ({empty} empty: preallocated, normal)" if empty else ""
+        lines.append(f"  entry logs      {len(report.logs)}{note}")
         rows: list[tuple[str, ...]] = [
             ("log", "size", "source", "ledgers", "entries", "torn tail", "note")
         ]
         rows += [_log_row(log) for log in report.logs]
         lines.extend("    " + line for line in _aligned(rows, "lrlrrrl"))
-    for label, names in (
-        ("compacting", report.compacting),
-        ("compacted", report.compacted),
-        ("bookie files", report.bookie_files),
-        ("unknown files", report.unknown_files),
-    ):
-        if names:
-            lines.append(f"  {label:<15} {', '.join(names)}")
-    if report.compacting or report.compacted:
-        lines.append("  note: compaction recovery deletes .compacting and finishes .compacted")
+    if report.journals:
+        lines.append(f"  journals        {len(report.journals)}")
+        for journal in report.journals:
+            lines.append(_wrapped("    ", f"{journal['name']}: {_journal_summary(journal)}"))
+    for mark in report.last_marks:
+        used = " (the one recovery uses)" if mark["used"] else ""
+        if mark["error"] is None:
+            text = f"{mark['path']}: journal {mark['journal_file']}, offset {mark['offset']}{used}"
+        else:
+            text = f"{mark['path']}: {mark['error']}"
+        lines.append(_wrapped("  lastMark        ", text))
+    if report.replay is not None:
+        lines.append(_wrapped("  replay          ", _replay_text(report.replay)))
+    if report.last_id is not None:
+        lines.append(f"  lastId          {_last_id_text(report)}")
+    for cookie in report.cookies:
+        lines.append(_wrapped("  VERSION         ", f"{cookie['path']}: {_cookie_summary(cookie)}"))
+    for instance in report.instance_ids:
+        lines.append(_wrapped("  instanceId      ", f"{instance['path']}: {instance['text']!r}"))
+    if report.index is not None:
+        lines.append(_wrapped("  bkref index     ", _index_summary(report.index)))
+    if report.bk_index_files:
+        ids = ", ".join(str(f["ledger_id"]) for f in report.bk_index_files[:TEXT_LEDGERS_MAX])
+        more = " ..." if len(report.bk_index_files) > TEXT_LEDGERS_MAX else ""
+        text = (
+            f"{len(report.bk_index_files)} {BK_INDEX_DESCRIPTION}s (.idx), ledgers "
+            f"{ids}{more}; contents not read"
+        )
+        lines.append(_wrapped("  BookKeeper idx  ", text))
+    for rocks in report.rocksdb_dirs:
+        text = f"{rocks['name']}/: {rocks['storage']}, RocksDB, {rocks['files']} files, not read"
+        lines.append(_wrapped("  RocksDB         ", text))
+    for leftover in report.compaction_leftovers:
+        lines.append(_wrapped("  compaction      ", f"{leftover['name']}: {leftover['note']}"))
+    others = [i for i in report.items if i.kind in ("unknown", "special", "symlink", "tmp")]
+    for item in others:
+        size = "" if item.size_bytes is None else f", {item.size_bytes} bytes"
+        lines.append(
+            _wrapped("  other           ", f"{item.name} ({item.type}{size}): {item.description}")
+        )
+    lines.extend(_wrapped("  error: ", problem) for problem in report.problems)
     for log in report.logs:
         if log.error is not None:
             lines.append(_wrapped("  error: ", f"{log.name}: {log.error}"))
         elif log.scan is not None:
             lines.extend(_wrapped("  warning: ", f"{log.name}: {w}") for w in log_warnings(log))
+    lines.extend(_wrapped("  warning: ", warning) for warning in report.warnings)
     return "\n".join(lines)
 
 
+def format_journal(journal: dict[str, object]) -> str:
+    """The human report of one journal: summary, the first records, problems."""
+    lines = [f"{journal['name']}  ({journal['path']})", _wrapped("  ", _journal_summary(journal))]
+    records = _as_list(journal["records"])
+    for rec in records[:TEXT_RECORDS_MAX]:
+        assert isinstance(rec, dict)
+        lines.append(
+            f"    {rec['offset']:>10}  {rec['kind']:<5}  ledger {rec['ledger']}  "
+            f"entry {rec['entry']}  {rec['size']} bytes"
+        )
+    if len(records) > TEXT_RECORDS_MAX:
+        lines.append(f"    ... {len(records) - TEXT_RECORDS_MAX} more records (--json lists all)")
+    lines.extend(_wrapped("  error: ", str(p)) for p in _as_list(journal["problems"]))
+    lines.extend(_wrapped("  warning: ", str(w)) for w in _as_list(journal["warnings"]))
+    return "\n".join(lines)
+
+
+def _journal_summary(journal: dict[str, object]) -> str:
+    if journal["version"] is None:
+        return "journal, not readable"
+    counts = journal["counts"]
+    assert isinstance(counts, dict)
+    kinds = ", ".join(f"{counts[k]} {k}" for k in ("data", "key", "fence", "lac"))
+    return (
+        f"journal version {journal['version']}, {journal['size_bytes']} bytes, "
+        f"{len(_as_list(journal['records']))} records ({kinds}), "
+        f"{journal['padding_records']} padding ({journal['padding_bytes']} bytes); "
+        f"the scan stops at offset {journal['scan_end_offset']}: {journal['stop_reason']}"
+    )
+
+
+def _replay_text(replay: dict[str, object]) -> str:
+    mark = replay["last_mark"]
+    start = "the oldest journal (no lastMark)"
+    if isinstance(mark, dict):
+        start = f"journal {mark['journal_file']}, offset {mark['offset']} (lastMark)"
+    text = f"would start at {start}"
+    journals = _as_list(replay["journals"])
+    end = replay["end"]
+    if isinstance(end, dict):
+        text += (
+            f", read {len(journals)} journal(s) ({', '.join(map(str, journals))}), "
+            f"{replay['records']} records, and end at journal {end['journal_file']}, "
+            f"offset {end['offset']}"
+        )
+    if replay["error"] is not None:
+        text += f"; it would fail: {replay['error']}"
+    if replay["note"] is not None:
+        text += f". {replay['note']}"
+    return text
+
+
+def _cookie_summary(cookie: dict[str, object]) -> str:
+    if cookie["error"] is not None:
+        return f"BookKeeper cookie, unreadable: {cookie['error']}"
+    return (
+        f"BookKeeper cookie, layout {cookie['layout_version']}: bookie {cookie['bookie_host']}, "
+        f"journal dirs {cookie['journal_dirs']}, ledger dirs {cookie['ledger_dirs']}, "
+        f"index dirs {cookie['index_dirs']}, instance id {cookie['instance_id']}"
+    )
+
+
+def _index_summary(index: dict[str, object]) -> str:
+    if index["error"] is not None:
+        return f"bkref's ledger index, damaged: {index['error']}"
+    segments = _as_list(index["segments"])
+    return (
+        f"bkref's ledger index: {len(segments)} segment(s), chain {index['chain']}, "
+        f"{index['ledgers']} ledgers ({index['keyed_ledgers']} with a master key), "
+        f"{index['entries']} entries, fenced {index['fenced_ledgers']}, "
+        f"deleted {index['deleted_ledgers']}"
+    )
+
+
 def _last_id_text(report: DirReport) -> str:
-    if report.last_id_text is None:
-        return "absent"
-    shown = json.dumps(report.last_id_text)
-    if report.last_id is None:
+    assert report.last_id is not None
+    text, value = report.last_id["text"], report.last_id["value"]
+    if text is None:
+        return "unreadable"
+    shown = json.dumps(text)
+    if not isinstance(value, int):
         return f"unusable ({shown}); BookKeeper then uses the largest log id"
     ids = [log.log_id for log in report.logs if log.log_id is not None]
-    behind = ids and max(ids) > report.last_id
+    behind = ids and max(ids) > value
     note = " (behind the largest log id: not fsynced before a crash?)" if behind else ""
-    return f"{report.last_id:x} ({shown}){note}"
+    return f"{value:x} ({shown}){note}"
 
 
 def _log_row(log: LogReport) -> tuple[str, ...]:
     size = "-" if log.size_bytes is None else str(log.size_bytes)
+    if log.empty:
+        return (log.name, size, "empty", "0", "0", "0", "preallocated, normal")
     if log.error is not None or log.metadata is None or log.scan is None:
         return (log.name, size, "-", "-", "-", "-", "not an entry log")
     meta = log.metadata
