@@ -1367,6 +1367,7 @@ def _describe_subdir(
         text = _index_summary(index)
         problems = (str(error),) if error is not None else ()
         report.items.append(Item(rel, path, "directory", None, "bkref_index", text, problems))
+        _index_items(report, rel, path, index)
         return
     if name in ROCKSDB_DIRS:
         rocks = _describe_rocksdb(path)
@@ -1441,6 +1442,36 @@ def _walk_bk_index(report: DirReport, rel: str, path: str) -> int:
                 Item(file_rel, file_path, kind_of_type, size, "unknown", "unknown: not read")
             )
     return found
+
+
+def _index_items(report: DirReport, rel: str, path: str, index: dict[str, object]) -> None:
+    """One item per name in bkref's index directory (the index as a whole carries the
+    problems: a damaged segment stops the whole load)."""
+    segments = {
+        str(seg["name"]): seg for seg in _as_list(index["segments"]) if isinstance(seg, dict)
+    }
+    try:
+        names = sorted(os.listdir(path))
+    except OSError:
+        return
+    for name in names:
+        full = join(path, name)
+        st = _lstat(full)
+        kind_of_type = "missing" if st is None else _file_type(st.st_mode)
+        size = st.st_size if st is not None and stat.S_ISREG(st.st_mode) else None
+        if name in segments:
+            seg = segments[name]
+            kind = "index_segment"
+            text = f"bkref index segment {seg['seq']}, {seg['kind']}, {seg['ledgers']} ledgers"
+            if seg["error"] is not None:
+                text = f"bkref index segment, damaged: {seg['error']}"
+        elif name == DELETED_FILE_NAME:
+            kind, text = "index_deleted", "bkref's deleted-ledgers file"
+        elif name.endswith(".tmp"):
+            kind, text = "tmp", TMP_NOTE
+        else:
+            kind, text = "unknown", "unknown: not read"
+        report.items.append(Item(f"{rel}/{name}", full, kind_of_type, size, kind, text))
 
 
 def _describe_rocksdb(path: str) -> dict[str, object]:

@@ -176,10 +176,8 @@ JOURNAL = b"BKLG" + struct.pack(">i", 6) + bytes(600)
     ("name", "data", "says"),
     [
         ("cafe.log", JPEG, "not b'BKLO'"),
-        ("1.txn", JOURNAL, "b'BKLG'"),
-        ("0.log", b"", "fewer than the 20"),
         ("5.log", bk_layout.header()[:10], "fewer than the 20"),
-        ("lastMark", b"\x00" * 16, "does not begin with a hex log id"),
+        ("abc.log", JOURNAL, "not b'BKLO'"),
         ("-1.log", bk_layout.header(), "does not begin with a hex log id"),
         ("1ffffffff.log", bk_layout.header(), "larger than a Java int"),
     ],
@@ -197,23 +195,51 @@ def test_a_file_that_is_not_an_entry_log_exits_1_with_a_clear_report(
     assert says in str(obj["error"])
 
 
-def test_a_foreign_file_reports_what_it_found(
+def test_a_journal_named_like_an_entry_log_reports_what_it_found(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, obj = run_json(capsys, write(tmp_path / "1.txn", JOURNAL))
+    code, obj = run_json(capsys, write(tmp_path / "1.log", JOURNAL))
     assert code == 1
     assert obj["magic"] == "BKLG"
     assert obj["version"] == 6
     assert obj["size_bytes"] == len(JOURNAL)
 
 
-def test_a_missing_path_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_journal_is_never_read_as_an_entry_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, obj = run_json(capsys, write(tmp_path / "1.txn", JOURNAL))
+    assert code == 0
+    assert obj["version"] == 6
+    assert obj["header_bytes"] == 512
+    assert obj["records"] == []
+    assert obj["stop"] == "preallocated_zeros"
+    assert "magic" not in obj and "ledgers_map" not in obj
+
+
+def test_an_empty_log_is_the_preallocated_one_not_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, obj = run_json(capsys, write(tmp_path / "0.log", b""))
+    assert code == 0
+    assert obj["empty"] is True
+    assert obj["entries"] == []
+    assert obj["ledgers_map_source"] == "empty"
+    code, out, _ = run_cli(capsys, str(tmp_path / "0.log"))
+    assert code == 0
+    assert "preallocates" in out
+
+
+def test_a_missing_path_is_refused_with_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, err = run_cli(capsys, str(tmp_path / "nope.log"))
-    assert code == 1
+    assert code == inspect_cmd.EXIT_REFUSED == 2
     assert "no such file or directory" in err
+    assert len(err.splitlines()) == 1
     assert out == ""
     code, obj = run_json(capsys, tmp_path / "nope.log")
-    assert code == 1
+    assert code == 2
     assert "no such file or directory" in str(obj["error"])
 
 
@@ -225,7 +251,7 @@ def test_help_documents_the_exit_codes_and_the_torn_tail_choice(
     assert info.value.code == 0
     out = capsys.readouterr().out
     assert "exit codes:" in out
-    for code in ("0", "1", "2", "3"):
+    for code in ("0", "1", "2", "3", "141"):
         assert f"\n  {code}  " in out
     assert "torn tail" in out.lower()
 
@@ -257,9 +283,9 @@ def test_a_ledger_directory_reports_every_log_and_the_directory_facts(
 ) -> None:
     logs = make_ledger_dir(tmp_path)
     code, obj = run_json(capsys, tmp_path / sub if sub else tmp_path)
-    assert code == 0
-    assert obj["ledger_dir"] == str(tmp_path / "current")
-    reported = obj["logs"]
+    assert code == 1  # VERSION "4" has no cookie fields: a problem
+    assert obj["dir"] == str(tmp_path / "current")
+    reported = obj["entry_logs"]
     assert isinstance(reported, list)
     assert [log["name"] for log in reported] == ["0.log", "1.log", "a.log"]
     for log in reported:
@@ -267,12 +293,27 @@ def test_a_ledger_directory_reports_every_log_and_the_directory_facts(
         source = "map" if built.map_offset is not None else "scan"
         expected = built.as_inspect_json(int(log["name"][:-4], 16), source=source)
         assert {key: log[key] for key in BRIEF_KEYS} == expected
-    assert obj["last_id"] == 10
-    assert obj["last_id_text"] == "a\n"
-    assert obj["compacting"] == ["b.log.compacting"]
-    assert obj["compacted"] == [{"name": "c.log.1.compacted", "log_id": 12, "src_log_id": 1}]
-    assert obj["bookie_files"] == ["0", "VERSION"]
-    assert obj["unknown_files"] == ["notes.txt"]
+    assert obj["last_id"] == {
+        "name": "lastId",
+        "path": str(tmp_path / "current" / "lastId"),
+        "text": "a\n",
+        "value": 10,
+    }
+    leftovers = obj["compaction_leftovers"]
+    assert isinstance(leftovers, list)
+    assert [(x["name"], x["kind"], x["log_id"], x["src_log_id"]) for x in leftovers] == [
+        ("b.log.compacting", "compacting", 11, None),
+        ("c.log.1.compacted", "compacted", 12, 1),
+    ]
+    assert "BookKeeper's recovery deletes it" in leftovers[0]["note"]
+    assert "renames it to c.log and deletes 1.log" in leftovers[1]["note"]
+    assert "bkref does not compact" in leftovers[1]["note"]
+    files = obj["files"]
+    assert isinstance(files, list)
+    kinds = {f["name"].removeprefix("current/"): f["kind"] for f in files}
+    assert kinds["VERSION"] == "cookie"
+    assert kinds["notes.txt"] == kinds["0"] == "unknown"
+    assert kinds["lastId"] == "last_id"
 
 
 def test_the_directory_text_report_has_one_aligned_row_per_log(
@@ -280,7 +321,7 @@ def test_the_directory_text_report_has_one_aligned_row_per_log(
 ) -> None:
     logs = make_ledger_dir(tmp_path)
     code, out, err = run_cli(capsys, str(tmp_path))
-    assert code == 0
+    assert code == 1
     lines = out.splitlines()
     start = next(i for i, line in enumerate(lines) if line.split()[:2] == ["log", "size"])
     rows = lines[start + 1 : start + 4]
@@ -289,7 +330,7 @@ def test_the_directory_text_report_has_one_aligned_row_per_log(
         for name, built in logs.items()
     ]
     assert len({line.index("map") for line in rows[:2]}) == 1
-    assert "unknown files   notes.txt" in out
+    assert "current/notes.txt (file, 5 bytes): unknown file" in out
     assert "lastId          a (" in out
     assert err == ""  # no progress line for three logs
 
@@ -301,26 +342,29 @@ def test_a_bad_log_in_a_directory_exits_1_and_the_others_are_still_reported(
     write(tmp_path / "current" / "d.log", JPEG)
     code, obj = run_json(capsys, tmp_path)
     assert code == 1
-    logs = obj["logs"]
+    logs = obj["entry_logs"]
     assert isinstance(logs, list)
     assert [log["name"] for log in logs] == ["0.log", "1.log", "a.log", "d.log"]
     assert logs[3]["error"] is not None
     assert logs[0]["ledgers_map_source"] == "map"
 
 
-@pytest.mark.parametrize("files", [{}, {"photo.jpg": JPEG, "readme": b"hi"}])
-def test_a_directory_without_bookie_files_is_not_a_ledger_directory(
+@pytest.mark.parametrize(
+    "files", [{}, {"photo.jpg": JPEG, "readme": b"hi", "install.log": b"x", "ab/c": b""}]
+)
+def test_a_directory_without_bookie_files_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], files: dict[str, bytes]
 ) -> None:
     for name, data in files.items():
         write(tmp_path / name, data)
-    code, out, _ = run_cli(capsys, str(tmp_path))
-    assert code == 1
-    assert "not a ledger directory" in out
+    code, out, err = run_cli(capsys, str(tmp_path))
+    assert code == 2
+    assert out == ""
+    assert len(err.splitlines()) == 1
+    assert "holds nothing a bookie writes" in err
     code, obj = run_json(capsys, tmp_path)
-    assert code == 1
-    assert obj["is_ledger_dir"] is False
-    assert obj["unknown_files"] == sorted(files)
+    assert code == 2
+    assert set(obj) == {"path", "error"}
 
 
 def test_many_logs_print_progress_on_stderr(
@@ -331,7 +375,7 @@ def test_many_logs_print_progress_on_stderr(
         write(tmp_path / f"{log_id:x}.log", bk_layout.build_log([(log_id, 0, b"")]).data)
     code, obj = run_json(capsys, tmp_path)
     assert code == 0
-    logs = obj["logs"]
+    logs = obj["entry_logs"]
     assert isinstance(logs, list)
     assert [log["log_id"] for log in logs] == list(range(count))  # numeric order, not names
     code, out, err = run_cli(capsys, str(tmp_path))
@@ -356,6 +400,6 @@ def test_any_file_gives_a_report_never_an_exception(data: bytes) -> None:
         log = inspect_cmd.inspect_log(OsFileSystem(), str(path))
     assert log.exit_code in (0, 1, 3)
     assert (log.exit_code == 1) == (log.error is not None)
-    assert (log.error is None) == (data.startswith(b"BKLO") and len(data) >= 20)
+    assert (log.error is None) == (data.startswith(b"BKLO") and len(data) >= 20 or not data)
     json.dumps(inspect_cmd.log_json(log))
     assert inspect_cmd.format_log(log).startswith("7.log")
