@@ -608,6 +608,8 @@ def found_keys(capsys: pytest.CaptureFixture[str], root: Path) -> dict[str, set[
                 add(kind, obj)
         for log in report["entry_logs"]:  # type: ignore[attr-defined]
             add("entry_log_error" if log.get("error") else "entry_log", log)
+            for entry in log.get("entries", []):
+                add("log_entry", entry)
         for journal in report["journals"]:  # type: ignore[attr-defined]
             add("journal_counts", journal["counts"])
             for record in journal["records"]:
@@ -625,6 +627,12 @@ def found_keys(capsys: pytest.CaptureFixture[str], root: Path) -> dict[str, set[
     capsys.readouterr()
     proofs.cli.main.main(["inspect", str(root / "nothing-here"), "--json"])
     add("refusal", json.loads(capsys.readouterr().out))
+    os.mkfifo(root / "lastMark")
+    assert run_json(capsys, str(root / "lastMark"))[0] == 1
+    proofs.cli.main.main(["inspect", str(root / "lastMark"), "--json"])
+    add("unreadable_file", json.loads(capsys.readouterr().out))
+    one_journal = root / "bk" / "journal" / "current" / bkj.journal_name(JOURNAL_ID)
+    add("journal", run_json(capsys, str(one_journal))[1])
     return found
 
 
