@@ -69,6 +69,7 @@ from impl.format.names import (
     DELETED_FILE_NAME,
     INDEX_DIR_NAME,
     INSTANCE_ID_FILE_NAME,
+    JOURNAL_FILE_SUFFIX,
     LAST_ID_FILE_NAME,
     LAST_MARK_FILE_NAME,
     VERSION_FILE_NAME,
@@ -740,27 +741,27 @@ def describe_journal(fs: FileSystem, path: str) -> dict[str, object]:
     valid_version = MIN_COMPAT_VERSION <= version <= CURRENT_VERSION
     start = header_size(version) if valid_version else 0
     out["header_bytes"] = start if valid_version else None
-    records: list[JournalRecord] = []
+    records: list[dict[str, object]] = []
+    counts = {"data": 0, "key": 0, "fence": 0, "lac": 0}
+    pads = pad_bytes = 0
+    previous = start
     replay = JournalReplay(ro, directory, LogMark(journal_id, 0), skip_invalid=False)
     end: int | None = None
     error: str | None = None
     try:
-        records.extend(replay)
+        for record in replay:  # one at a time: the payloads are not kept
+            counts[record.kind] += 1
+            if record.offset > previous:
+                pads, pad_bytes = pads + 1, pad_bytes + record.offset - previous
+            previous = record.end_offset
+            records.append(_record_json(record))
         end = replay.end_mark.offset
     except BkrefError as exc:
         error = str(exc)
-    counts = {"data": 0, "key": 0, "fence": 0, "lac": 0}
-    pads = pad_bytes = 0
-    previous = start
-    for record in records:
-        counts[record.kind] += 1
-        if record.offset > previous:
-            pads, pad_bytes = pads + 1, pad_bytes + record.offset - previous
-        previous = record.end_offset
     if end is not None and end > previous:
         pads, pad_bytes = pads + 1, pad_bytes + end - previous
     out["counts"], out["padding_records"], out["padding_bytes"] = counts, pads, pad_bytes
-    out["records"] = [_record_json(record) for record in records]
+    out["records"] = records
     if error is not None:
         at = re.search(r"at offset (\d+)", error)
         stop_at = int(at.group(1)) if at else previous
@@ -1182,7 +1183,8 @@ def inspect_dir(fs: FileSystem, given: str, extra_ledger_dirs: Sequence[str] = (
     except OSError as exc:
         report.error = f"{given}: cannot list: {exc.strerror or exc}"
         return report
-    places: list[tuple[str, str, list[str]]] = [("", given, [n for n in names if n != CURRENT_DIR])]
+    beside = [n for n in names if not (has_current and n == CURRENT_DIR)]
+    places: list[tuple[str, str, list[str]]] = [("", given, beside)]
     if has_current:
         try:
             places.append((CURRENT_DIR + "/", current, sorted(os.listdir(current))))
@@ -1223,7 +1225,9 @@ def _name_kind(name: str) -> str:
         name.endswith(".log") and log_id_prefix(name) is not None
     ):
         return "entry_log"
-    if parse_journal_file_name(name) is not None:
+    if parse_journal_file_name(name) is not None or (
+        name.endswith(JOURNAL_FILE_SUFFIX) and _HEX_ID.fullmatch(name[: -len(JOURNAL_FILE_SUFFIX)])
+    ):
         return "journal"
     if _LAST_MARK_NAME.fullmatch(name):
         return "last_mark"
