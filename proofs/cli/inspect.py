@@ -1720,7 +1720,7 @@ def format_dir(report: DirReport) -> str:
         for journal in report.journals:
             lines.append(_wrapped("    ", f"{journal['name']}: {_journal_summary(journal)}"))
     for mark in report.last_marks:
-        used = " (the one recovery uses)" if mark["used"] else ""
+        used = " (the largest inspected: recovery uses the largest of all)" if mark["used"] else ""
         if mark["error"] is None:
             text = f"{mark['path']}: journal {mark['journal_file']}, offset {mark['offset']}{used}"
         else:

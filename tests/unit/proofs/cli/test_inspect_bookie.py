@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import proofs.cli.inspect as inspect_cmd
 import proofs.cli.main
@@ -236,7 +238,7 @@ def test_the_text_report_of_a_bookkeeper_ledger_directory_names_everything(
         "2 (1 empty: preallocated, normal)",
         "preallocated, normal",
         f"journal {bkj.journal_name(JOURNAL_ID)}, offset",
-        "(the one recovery uses)",
+        "(the largest inspected: recovery uses the largest of all)",
         "instance id 0a1b2c3d-aaaa-bbbb-cccc-0123456789ab",
         "2 BookKeeper ledger index files (.idx), ledgers 1, 258",
         "ledgers/: DbLedgerStorage's ledgers index",
@@ -649,3 +651,54 @@ def test_docs_document_every_json_key_and_no_other(
 def test_docs_are_linked_from_readme_and_design() -> None:
     assert "docs/inspect.md" in (REPO / "README.md").read_text()
     assert "inspect.md" in (REPO / "docs" / "design.md").read_text()
+
+
+FUZZ_NAMES = (
+    "0.log",
+    "1.log",
+    "5.txn",
+    "6.txn",
+    "lastMark",
+    "lastMark.1",
+    "lastId",
+    "VERSION",
+    "instanceId",
+    "2.log.compacting",
+    "3.log.1.compacted",
+    "bkref-index/0000000000000001.seg",
+    "bkref-index/0000000000000002.seg",
+    "bkref-index/deleted-ledgers",
+    "0/1/1.idx",
+    "ledgers/CURRENT",
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    files=st.dictionaries(
+        st.sampled_from(FUZZ_NAMES),
+        st.one_of(
+            st.binary(max_size=700),
+            st.builds(lambda tail: bkj.header(6) + tail, st.binary(max_size=300)),
+            st.builds(lambda tail: bk_layout.header() + tail, st.binary(max_size=300)),
+        ),
+        min_size=1,
+    )
+)
+def test_any_bookie_directory_gives_a_report_never_an_exception(
+    tmp_path_factory: pytest.TempPathFactory, files: dict[str, bytes]
+) -> None:
+    root = tmp_path_factory.mktemp("fuzz")
+    for name, data in files.items():
+        write(root / "current" / name, data)
+    report = inspect_cmd.inspect_dir(OsFileSystem(), str(root))
+    obj = inspect_cmd.dir_json(report)
+    json.dumps(obj)
+    assert report.is_bookie_dir
+    assert report.exit_code in (0, 1, 3)
+    assert (report.exit_code == 1) == bool(
+        report.problems or any(log.error is not None for log in report.logs)
+    )
+    inspect_cmd.format_dir(report)
