@@ -138,7 +138,7 @@ exit codes:
      journal with an invalid record, a bad lastMark or cookie, a damaged index)
   {EXIT_REFUSED}  bad command-line usage, or PATH is missing or holds nothing a bookie writes
   {EXIT_INCONSISTENT}  a log's ledgers map disagrees with a scan of the same log
-  {EXIT_BROKEN_PIPE}  standard output was closed by its reader (e.g. | head); nothing printed
+  {EXIT_BROKEN_PIPE}  standard output was closed by its reader (e.g. | head); the rest is dropped
 """
 
 _HEX_ID = re.compile(r"[0-9a-fA-F]+")

@@ -18,7 +18,7 @@ from spec.errors import BkrefError, ConfigError
 #: (name, module, one-line help). Modules are imported only when their command runs, so a
 #: slow import (pyspark, later) never slows ``bkref --help``.
 COMMANDS: tuple[tuple[str, str, str], ...] = (
-    ("inspect", "proofs.cli.inspect", "report on an entry log file or a ledger directory"),
+    ("inspect", "proofs.cli.inspect", "describe every file of a bookie directory, or one file"),
     ("config", "proofs.cli.config", "show the effective configuration, validated"),
     ("adapter", "proofs.cli.adapter", "serve a bookie over the JSON-lines protocol (stdio)"),
     (
