@@ -118,8 +118,8 @@ TEXT_FILE_MAX_BYTES = 64 * 1024
 ZERO_CHECK_CHUNK = 1 << 20
 
 EPILOG = f"""\
-PATH is a bookie's journal directory, a ledger directory, their current/ sub-directory, or one
-file of them (an entry log <hex>.log, a journal <hex>.txn, lastMark, lastId, VERSION, a
+PATH is a bookie's journal directory, a ledger directory, their current/ sub-directory,
+bkref's index directory (current/bkref-index), or one file of them (an entry log <hex>.log, a journal <hex>.txn, lastMark, lastId, VERSION, a
 compaction leftover, an index segment). Every file is described: entry logs (a 0-byte log is
 the empty one BookKeeper preallocates), journals (records, padding, key / fence / explicit-LAC
 records, where a scan stops and why), lastMark and where replay would start, lastId, the
@@ -1178,6 +1178,9 @@ def inspect_dir(fs: FileSystem, given: str, extra_ledger_dirs: Sequence[str] = (
     current = join(given, CURRENT_DIR)
     has_current = os.path.isdir(current)
     report = DirReport(given_path=given, path=current if has_current else given)
+    if split(given.rstrip("/"))[1] == INDEX_DIR_NAME:  # bkref's index directory itself
+        _describe_subdir(fs, report, INDEX_DIR_NAME, given.rstrip("/"), [])
+        return report
     try:
         names = sorted(os.listdir(given))
     except OSError as exc:

@@ -439,6 +439,9 @@ def test_bkrefs_own_bookie_is_described_and_left_unchanged(
     assert isinstance(journals, list)
     kinds = {r["kind"] for j in journals for r in j["records"]}
     assert {"data", "key", "fence"} <= kinds
+    code, iobj = run_json(capsys, str(tmp_path / "ledgers" / "current" / "bkref-index"))
+    assert code == 0
+    assert iobj["index"] == index
     assert snapshot(tmp_path) == before, "inspect changed the bookie"
 
 
