@@ -119,13 +119,14 @@ ZERO_CHECK_CHUNK = 1 << 20
 
 EPILOG = f"""\
 PATH is a bookie's journal directory, a ledger directory, their current/ sub-directory,
-bkref's index directory (current/bkref-index), or one file of them (an entry log <hex>.log, a journal <hex>.txn, lastMark, lastId, VERSION, a
-compaction leftover, an index segment). Every file is described: entry logs (a 0-byte log is
-the empty one BookKeeper preallocates), journals (records, padding, key / fence / explicit-LAC
-records, where a scan stops and why), lastMark and where replay would start, lastId, the
-VERSION cookie, bkref's index (bkref-index/), BookKeeper's .idx files and RocksDB directories
-(named, not read), compaction leftovers, unknown files. Nothing is ever written; FIFOs, sockets
-and devices are never opened; symbolic links are described, not followed.
+bkref's index directory (current/bkref-index), or one file of them (an entry log <hex>.log,
+a journal <hex>.txn, lastMark, lastId, VERSION, a compaction leftover, an index segment).
+Every file is described: entry logs (a 0-byte log is the empty one BookKeeper preallocates),
+journals (records, padding, key / fence / explicit-LAC records, where a scan stops and why),
+lastMark and where replay would start, lastId, the VERSION cookie, bkref's index, BookKeeper's
+.idx files and RocksDB directories (named, not read), compaction leftovers, unknown files.
+Nothing is ever written; FIFOs, sockets and devices are never opened; symbolic links are
+described, not followed.
 
 A torn tail (bytes after the last whole record of an entry log or journal, left by a crash or
 by a file still being written) is a warning, not an error: the scan stops there and every
