@@ -46,7 +46,7 @@ LAST_ID_FILE_NAME: Final = "lastId"
 LAST_MARK_FILE_NAME: Final = "lastMark"
 #: The index's deleted-ledgers file, in the index directory.
 DELETED_FILE_NAME: Final = "deleted-ledgers"
-#: BookKeeper's cookie and instance id files: recognised (by ``bkref inspect``), never read.
+#: BookKeeper's cookie and an instance id file: read and shown by ``bkref inspect`` only.
 VERSION_FILE_NAME: Final = "VERSION"
 INSTANCE_ID_FILE_NAME: Final = "instanceId"
 
