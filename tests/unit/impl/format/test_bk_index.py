@@ -10,6 +10,7 @@ make the decoders raise anything but their typed errors.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import struct
 
@@ -270,20 +271,16 @@ def test_describe_summarises_a_file_and_never_raises() -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=1100))
 def test_no_bytes_make_the_idx_decoder_raise_an_untyped_error(data: bytes) -> None:
-    try:
+    with contextlib.suppress(BkIndexError):
         codec.decode_idx_file(data)
-    except BkIndexError:
-        pass
     codec.describe_idx(None, data)
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=64))
 def test_no_bytes_make_the_ledger_data_decoder_raise_an_untyped_error(data: bytes) -> None:
-    try:
+    with contextlib.suppress(BkIndexDamaged):
         codec.decode_ledger_data(data)
-    except BkIndexDamaged:
-        pass
 
 
 # --- DbLedgerStorage's LedgerData --------------------------------------------------------------

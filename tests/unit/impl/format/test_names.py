@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from impl.format import names
 from impl.format.entry_log import MAX_LOG_ID
+from tests.unit import bk_index_layout
 from tests.unit import bk_journal_layout as bk
 
 log_ids = st.integers(min_value=0, max_value=MAX_LOG_ID)
@@ -284,8 +285,6 @@ def test_bookkeeper_4804_a_decimal_named_log_is_never_the_right_log(
 @given(st.integers(min_value=0, max_value=2**63 - 1))
 @settings(max_examples=300, deadline=None)
 def test_bk_index_paths_are_get_ledger_name_and_parse_back(ledger_id: int) -> None:
-    from tests.unit import bk_index_layout
-
     parts = names.bk_index_path_parts(ledger_id)
     assert "/".join(parts) == bk_index_layout.idx_path(ledger_id)
     assert names.parse_bk_index_file_name(parts[2]) == (ledger_id, False)

@@ -130,7 +130,7 @@ def test_row_torn_headers_are_collected_and_damaged_ones_raise() -> None:
         f"{DIRS[0]}/0/3/3.idx",
     ]
     put_idx(disk, DIRS[1], 9, bk.idx_file(KEY, version=5))
-    with pytest.raises(BkIndexDamaged, match="/bk/l1/current/0/9/9.idx offset 4"):
+    with pytest.raises(BkIndexDamaged, match=r"/bk/l1/current/0/9/9\.idx offset 4"):
         read_bk_metadata(disk, DIRS)
 
 
