@@ -47,6 +47,7 @@ import attrs
 from impl.config.config import ServerConfig, load_config
 from impl.format import names
 from impl.format.bk_index import decode_ledger_data
+from impl.format.ledger_index import MASTER_KEY_MAX_BYTES
 from impl.format.names import CURRENT_DIR, DB_LEDGERS_DIR_NAME, INDEX_DIR_NAME
 from impl.index.bk_metadata import BkIdxLedger, BkMetadata
 from proofs.cli.config import read_conf_file
@@ -304,6 +305,12 @@ def read_db_ledgers(db_dir: Path, report: Report) -> None:
                 data = decode_ledger_data(value, where)
                 if not data.exists:
                     continue
+                if len(data.master_key) > MASTER_KEY_MAX_BYTES:
+                    raise BkrefError(
+                        f"{where}: ledger {ledger_id}'s master key is {len(data.master_key)} "
+                        f"bytes, more than bkref's index holds ({MASTER_KEY_MAX_BYTES}); "
+                        "BookKeeper's own keys are 20-byte digests, so the database is damaged"
+                    )
                 report.db_lacs += data.explicit_lac is not None
                 if data.limbo:
                     report.db_limbo.append(ledger_id)

@@ -302,3 +302,29 @@ def test_without_rocksdict_a_dbledgerstorage_import_stops_unless_told(
     code, err = run_import(capsys, str(tmp_path / "out"), *args, "--skip-db-metadata")
     assert code == 0, err
     assert "was not read (--skip-db-metadata)" in err
+
+
+def test_a_damaged_ledgers_value_or_an_oversized_key_fails_the_import(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rocksdict import Options, Rdict
+
+    for number, value in enumerate([b"\x08\x01\x10", bki.ledger_data(b"k" * 5000)]):
+        source = tmp_path / f"bk{number}"
+        build_db_bookie(source)
+        db = Rdict(str(source / "ledgers0" / "current" / "ledgers"), options=Options(raw_mode=True))
+        db[bki.ledger_key(3)] = value
+        db.close()
+        (source / "ledgers0" / "current" / "ledgers" / "rocksdict-config.json").unlink()
+        before = tree_hash(source)
+        code, err = run_import(
+            capsys,
+            str(tmp_path / f"out{number}"),
+            "--journal-dir",
+            str(source / "journal"),
+            "--ledger-dirs",
+            str(source / "ledgers0"),
+        )
+        assert code == 1
+        assert "key 0000000000000003" in err
+        assert tree_hash(source) == before
