@@ -57,9 +57,8 @@ from impl.format.journal import JournalRecord
 from impl.format.ledger_index import MASTER_KEY_MAX_BYTES
 from impl.format.names import journal_file_name
 from impl.fs.api import FileSystem
-from impl.index.bk_metadata import find_idx_files
 from impl.index.ledger_index import LedgerIndex
-from impl.index.rebuild import rebuild_index
+from impl.index.rebuild import may_hold_bk_metadata, rebuild_index
 from impl.journal.last_mark import LogMark, read_last_mark
 from impl.journal.replay import Progress, replay
 from impl.limits import LIMITS, Limits
@@ -146,6 +145,16 @@ class Recovered:
     report: RecoveryReport
 
 
+def _has_bk_index_files(fs: FileSystem, ledger_dirs: Sequence[str]) -> bool:
+    """Whether BookKeeper ``.idx`` files are in the ledger directories (loaded only when a
+    directory has sub-directories: a directory bkref wrote has none but its index)."""
+    if not may_hold_bk_metadata(fs, ledger_dirs):
+        return False
+    from impl.index.bk_metadata import find_idx_files
+
+    return bool(find_idx_files(fs, ledger_dirs)[0])
+
+
 def cleanup_compaction_leftovers(fs: FileSystem, layout: BookieLayout) -> None:
     """Recovery step 1, a hook for the compaction issue: remove ``.compacting`` files and
     finish or undo interrupted compactions. Nothing to do while bkref does not compact."""
@@ -169,7 +178,7 @@ def recover(
     cleanup_compaction_leftovers(fs, layout)  # (1)
     index = LedgerIndex.load(fs, layout.index_dir, limits=limits)  # (2)
     rebuilt: int | None = None
-    bk_files = not index.persisted and bool(find_idx_files(fs, layout.ledger_dirs)[0])
+    bk_files = not index.persisted and _has_bk_index_files(fs, layout.ledger_dirs)
     if must_rebuild_index(index.persisted, entry_logger.log_ids(), bk_files):
         say(f"ledger index not found in {layout.index_dir}: rebuilding it from entry logs")
         try:

@@ -32,20 +32,22 @@ one BookKeeper deleted, and is indexed like any other).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 
 from impl.entrylog.ledger_dirs import LedgerDirs
 from impl.entrylog.reader import ScannedRecord, extract_metadata, iter_records
 from impl.format.entry_log import LOGFILE_HEADER_SIZE
-from impl.format.names import parse_log_file_name
+from impl.format.names import INDEX_DIR_NAME, parse_log_file_name
 from impl.fs.api import FileSystem, join
-from impl.index.bk_metadata import BkMetadata, read_bk_metadata
 from impl.index.ledger_index import LedgerIndex
 from impl.limits import LIMITS, Limits
 from spec.errors import EntryLogError, FsError
 from spec.ids import LOCATION_OFFSET_END, EntryId, EntryLogId, LedgerId, make_location
+
+if TYPE_CHECKING:
+    from impl.index.bk_metadata import BkMetadata
 
 Progress = Callable[[str], None]
 #: How a log was read: too short for a record, by a scan only, by its map then a scan, or by
@@ -80,10 +82,11 @@ class RebuildStats:
     duplicate_logs: tuple[str, ...]
     failures: tuple[RebuildFailure, ...]
     #: What BookKeeper's index files gave (spec/format/bk_index.md): keys and fences set,
-    #: explicit LACs seen (not kept), torn headers skipped; an empty BkMetadata when none.
+    #: explicit LACs seen (not kept), torn headers skipped; None when the ledger directories
+    #: hold no sub-directory where such files could be (a directory bkref wrote).
     bk_keys: int = 0
     bk_fences: int = 0
-    bk_metadata: BkMetadata = attrs.field(factory=BkMetadata)
+    bk_metadata: BkMetadata | None = None
 
     def summary(self) -> str:
         """One line for the bookie's log."""
@@ -95,7 +98,7 @@ class RebuildStats:
         )
         if self.failures:
             line += f", {len(self.failures)} unreadable (skipped)"
-        if self.bk_metadata.found_anything:
+        if self.bk_metadata is not None and self.bk_metadata.found_anything:
             line += (
                 f"; from BookKeeper's index files {self.bk_keys} master keys and "
                 f"{self.bk_fences} fence flags"
@@ -129,7 +132,7 @@ class _Tally:
             if source == "all deleted":
                 self.all_deleted += 1
 
-    def stats(self, bk_keys: int, bk_fences: int, bk_metadata: BkMetadata) -> RebuildStats:
+    def stats(self, bk_keys: int, bk_fences: int, bk_metadata: BkMetadata | None) -> RebuildStats:
         return RebuildStats(
             logs=self.logs,
             logs_from_map=self.from_map,
@@ -170,8 +173,13 @@ def rebuild_index(
     each ledger not deleted its master key and fence flag (``apply_bk_metadata``); raises
     BkIndexDamaged for a damaged header, before anything is put."""
     dirs = ledger_dirs.dirs if isinstance(ledger_dirs, LedgerDirs) else tuple(ledger_dirs)
-    bk_metadata = read_bk_metadata(fs, dirs)
-    bk_keys, bk_fences = apply_bk_metadata(bk_metadata, index, progress)
+    bk_metadata: BkMetadata | None = None
+    bk_keys = bk_fences = 0
+    if may_hold_bk_metadata(fs, dirs):
+        from impl.index.bk_metadata import read_bk_metadata
+
+        bk_metadata = read_bk_metadata(fs, dirs)
+        bk_keys, bk_fences = apply_bk_metadata(bk_metadata, index, progress)
     tally = _Tally()
     logs = _find_logs(fs, dirs, tally, progress)
     tally.logs = len(logs)
@@ -193,6 +201,22 @@ def rebuild_index(
     if progress is not None and (len(logs) >= every or stats.failures):
         progress(stats.summary())
     return stats
+
+
+def may_hold_bk_metadata(fs: FileSystem, dirs: Sequence[str]) -> bool:
+    """Whether a ledger directory holds a sub-directory other than bkref's own index: where
+    BookKeeper keeps its ``.idx`` files (``<xx>/<yy>/``) and its RocksDB ``ledgers``
+    database. A directory only bkref wrote has none, and then the BookKeeper readers
+    (impl/index/bk_metadata.py) are not even loaded."""
+    for directory in dirs:
+        try:
+            names = fs.listdir(directory)
+        except FsError:
+            continue
+        for name in names:
+            if name != INDEX_DIR_NAME and fs.is_dir(join(directory, name)):
+                return True
+    return False
 
 
 def apply_bk_metadata(

@@ -450,7 +450,7 @@ def _open_copy(config: ServerConfig, report: Report) -> None:
     db_keys, db_fences = apply_bk_metadata(BkMetadata(tuple(report.db_ledgers)), index)
     index.flush()  # the copy's files are fsynced: the locations it names are durable
     say(stats.summary())
-    idx = stats.bk_metadata
+    idx = stats.bk_metadata or BkMetadata()
     say(
         f"carried over: {stats.entries_indexed} entries from the entry logs; "
         f"{stats.bk_keys} master keys and {stats.bk_fences} fence flags from "
