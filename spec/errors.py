@@ -134,6 +134,28 @@ class NotAnEntryLog(EntryLogError):
     """The file is not an entry log (too short for a header, or a foreign magic)."""
 
 
+class BkIndexError(BkrefError):
+    """BookKeeper's ledger metadata (spec/format/bk_index.md) cannot be read: ``path`` is the
+    file (an ``.idx`` header, or a DbLedgerStorage ``ledgers`` value), ``offset`` where the
+    problem is, ``problem`` what is wrong."""
+
+    def __init__(self, path: str, offset: int, problem: str) -> None:
+        super().__init__(f"{path} offset {offset}: {problem}")
+        self.path = path
+        self.offset = offset
+        self.problem = problem
+
+
+class BkIndexTorn(BkIndexError):
+    """The header is short or all zeros: what a crash can leave of a header BookKeeper had
+    not yet forced. The ledger's key and fence must come from elsewhere (the journal)."""
+
+
+class BkIndexDamaged(BkIndexError):
+    """The bytes are no index header BookKeeper writes and no crash leaves: damage, or a
+    foreign file. Restore the file from a backup."""
+
+
 class NoWritableLedgerDir(BkrefError):
     """Every ledger directory is full: an add cannot be written. Free disk space or add a
     ledger directory; nothing already written is lost."""

@@ -10,7 +10,8 @@ BookKeeper's directories and the other way round:
 - ``<ledger dir>/current/lastMark``: the checkpointed journal mark, in every ledger dir;
 - ``<first ledger dir>/current/bkref-index/``: our ledger index (spec/format/ledger_index.md).
   BookKeeper keeps its own index files in ``<ledger dir>/current/<xx>/<yy>/`` sub-directories;
-  we neither read nor write those.
+  we never write those, and read their headers only to rebuild our index
+  (spec/format/bk_index.md, impl/index/bk_metadata.py).
 
 Only the first journal directory is supported: BookKeeper runs one journal per directory
 with ``lastMark.<index>`` files; with more than one ``journalDirectories`` entry the bookie

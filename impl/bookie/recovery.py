@@ -28,8 +28,9 @@ ones of the request path):
 
 - Replay re-adds a data record of a ledger whose key it does not know if the index knows
   the ledger: in a directory written by BookKeeper the keys live in BookKeeper's index files,
-  which we do not read, and the ledger is known from the rebuild of the entry logs. Such a
-  ledger takes the key of its next caller. A data record of a ledger neither keyed nor
+  read by the rebuild when readable (impl/index/bk_metadata.py), and the ledger is known from
+  the rebuild of the entry logs. A ledger without either takes the key of its next caller. A
+  data record of a ledger neither keyed nor
   indexed is skipped, as BookKeeper skips it (readMasterKey: NoLedgerException), so a record
   made of zeros cannot create ledger 0. A fence record is applied even to an unknown ledger
   (created fenced, without a key), where BookKeeper skips it: property 2 comes first.
@@ -57,11 +58,11 @@ from impl.format.ledger_index import MASTER_KEY_MAX_BYTES
 from impl.format.names import journal_file_name
 from impl.fs.api import FileSystem
 from impl.index.ledger_index import LedgerIndex
-from impl.index.rebuild import rebuild_index
+from impl.index.rebuild import may_hold_bk_metadata, rebuild_index
 from impl.journal.last_mark import LogMark, read_last_mark
 from impl.journal.replay import Progress, replay
 from impl.limits import LIMITS, Limits
-from spec.errors import EntryLogError, FsError, NoWritableLedgerDir, RecoveryError
+from spec.errors import BkIndexDamaged, EntryLogError, FsError, NoWritableLedgerDir, RecoveryError
 from spec.ids import EntryId, EntryLogId, LedgerId
 
 __all__ = [
@@ -121,12 +122,14 @@ def replay_action(
     return ReplayAction.PRESENT if entry_present else ReplayAction.RE_ADD
 
 
-def must_rebuild_index(index_persisted: bool, log_ids: Sequence[EntryLogId]) -> bool:
+def must_rebuild_index(
+    index_persisted: bool, log_ids: Sequence[EntryLogId], bk_index_files: bool = False
+) -> bool:
     """Whether recovery rebuilds the index from the entry logs: only when our index was never
-    persisted and there are logs to index (a directory written by BookKeeper, or an index
-    moved aside by an operator). An index that was persisted is never rebuilt: it holds keys
-    and fences the logs do not."""
-    return not index_persisted and bool(log_ids)
+    persisted and there are logs to index, or BookKeeper's ``.idx`` files to take keys and
+    fences from (a directory written by BookKeeper, or an index moved aside by an operator).
+    An index that was persisted is never rebuilt: it holds keys and fences the logs do not."""
+    return not index_persisted and (bool(log_ids) or bk_index_files)
 
 
 # --- the procedure ------------------------------------------------------------------------------
@@ -140,6 +143,16 @@ class Recovered:
 
     index: LedgerIndex
     report: RecoveryReport
+
+
+def _has_bk_index_files(fs: FileSystem, ledger_dirs: Sequence[str]) -> bool:
+    """Whether BookKeeper ``.idx`` files are in the ledger directories (loaded only when a
+    directory has sub-directories: a directory bkref wrote has none but its index)."""
+    if not may_hold_bk_metadata(fs, ledger_dirs):
+        return False
+    from impl.index.bk_metadata import find_idx_files
+
+    return bool(find_idx_files(fs, ledger_dirs)[0])
 
 
 def cleanup_compaction_leftovers(fs: FileSystem, layout: BookieLayout) -> None:
@@ -165,7 +178,8 @@ def recover(
     cleanup_compaction_leftovers(fs, layout)  # (1)
     index = LedgerIndex.load(fs, layout.index_dir, limits=limits)  # (2)
     rebuilt: int | None = None
-    if must_rebuild_index(index.persisted, entry_logger.log_ids()):
+    bk_files = not index.persisted and _has_bk_index_files(fs, layout.ledger_dirs)
+    if must_rebuild_index(index.persisted, entry_logger.log_ids(), bk_files):
         say(f"ledger index not found in {layout.index_dir}: rebuilding it from entry logs")
         try:
             stats = rebuild_index(fs, list(layout.ledger_dirs), index, say, limits=limits)
@@ -173,6 +187,11 @@ def recover(
             raise RecoveryError(
                 f"cannot read an entry log while rebuilding the ledger index: {exc}. Nothing "
                 "was persisted; check the disk, then start again (the rebuild starts over)"
+            ) from exc
+        except BkIndexDamaged as exc:
+            raise RecoveryError(
+                f"BookKeeper's ledger index file is damaged: {exc}. Nothing was persisted; "
+                "start again once the file is restored"
             ) from exc
         if stats.logs < limits.rebuild_progress_every_logs and not stats.failures:
             say(stats.summary())  # rebuild_index prints it itself on large directories

@@ -167,6 +167,42 @@ def parse_segment_file_name(name: str) -> int | None:
     return None if match is None else int(match.group(1), 16)
 
 
+# --- BookKeeper's own ledger metadata (read, never written: spec/format/bk_index.md) ----------
+
+#: InterleavedLedgerStorage's per-ledger index file (IndexPersistenceMgr.IDX).
+IDX_SUFFIX: Final = ".idx"
+#: An index file being relocated to another directory (IndexPersistenceMgr.RLOC).
+RLOC_SUFFIX: Final = ".rloc"
+#: DbLedgerStorage's ledger metadata database, a RocksDB directory under ``current``.
+DB_LEDGERS_DIR_NAME: Final = "ledgers"
+_IDX_NAME = re.compile(_HEX + re.escape(IDX_SUFFIX))
+
+
+def bk_index_path_parts(ledger_id: int) -> tuple[str, str, str]:
+    """(grand parent, parent, file name) of a ledger's ``.idx`` file relative to an index
+    directory (IndexPersistenceMgr.getLedgerName): the second-lowest and the lowest byte of
+    the id in lower-case hex without leading zeros, then ``<hex id>.idx``."""
+    assert 0 <= ledger_id <= INT64_MAX, ledger_id
+    return (
+        f"{(ledger_id >> 8) & 0xFF:x}",
+        f"{ledger_id & 0xFF:x}",
+        f"{ledger_id:x}{IDX_SUFFIX}",
+    )
+
+
+def parse_bk_index_file_name(name: str) -> tuple[int, bool] | None:
+    """(ledger id, is a ``.rloc``) of ``<hex>.idx`` or ``<hex>.idx.rloc``, as BookKeeper's
+    getActiveLedgers reads them (hex in either case, Long.parseLong: at most INT64_MAX), or
+    None for any other name."""
+    rloc = name.endswith(IDX_SUFFIX + RLOC_SUFFIX)
+    stem = name[: -len(RLOC_SUFFIX)] if rloc else name
+    match = _IDX_NAME.fullmatch(stem)
+    if match is None:
+        return None
+    ledger_id = int(match.group(1), 16)
+    return (ledger_id, rloc) if ledger_id <= INT64_MAX else None
+
+
 # --- files written then renamed ---------------------------------------------------------------
 
 

@@ -13,27 +13,41 @@ Order: logs in ascending id, records in file order, every put replacing the prev
 a later log wins over an earlier one for the same entry (compaction copies entries forward
 into newer logs) and a later record over an earlier one inside a log.
 
-Not verified here: master keys and fence flags (they are not in the entry logs: only the
-journal records still there bring them back), ids that wrapped past 2**31-1 (ascending id is
-then not write order), and the content of the entries (reads check the ids at the location).
+Master keys and fence flags are not in the entry logs. BookKeeper's InterleavedLedgerStorage
+keeps them in the header of each ledger's ``.idx`` file (spec/format/bk_index.md), so the
+rebuild reads those headers too (impl/index/bk_metadata.py) and gives each ledger not deleted
+its key and fence, even a ledger with no entry in any log yet: without them, after lastMark
+has passed the journal's key and fence records, a BookKeeper ledger would take any key and
+forget its fence. A damaged header stops the rebuild (BkIndexDamaged); a torn one (what a
+crash leaves) is reported and skipped, the journal then being the only source. The explicit
+LAC in a header is counted, not kept: bkref's index has no place for it. DbLedgerStorage's
+RocksDB ledgers index is only noticed here (``bkref import`` reads it).
+
+Not verified here: ids that wrapped past 2**31-1 (ascending id is then not write order), the
+content of the entries (reads check the ids at the location), and the positions in the
+``.idx`` files (the logs are scanned instead; a ledger in the logs without an ``.idx`` may be
+one BookKeeper deleted, and is indexed like any other).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 
 from impl.entrylog.ledger_dirs import LedgerDirs
 from impl.entrylog.reader import ScannedRecord, extract_metadata, iter_records
 from impl.format.entry_log import LOGFILE_HEADER_SIZE
-from impl.format.names import parse_log_file_name
+from impl.format.names import INDEX_DIR_NAME, parse_log_file_name
 from impl.fs.api import FileSystem, join
 from impl.index.ledger_index import LedgerIndex
 from impl.limits import LIMITS, Limits
 from spec.errors import EntryLogError, FsError
 from spec.ids import LOCATION_OFFSET_END, EntryId, EntryLogId, LedgerId, make_location
+
+if TYPE_CHECKING:
+    from impl.index.bk_metadata import BkMetadata
 
 Progress = Callable[[str], None]
 #: How a log was read: too short for a record, by a scan only, by its map then a scan, or by
@@ -67,6 +81,12 @@ class RebuildStats:
     map_mismatches: tuple[EntryLogId, ...]
     duplicate_logs: tuple[str, ...]
     failures: tuple[RebuildFailure, ...]
+    #: What BookKeeper's index files gave (spec/format/bk_index.md): keys and fences set,
+    #: explicit LACs seen (not kept), torn headers skipped; None when the ledger directories
+    #: hold no sub-directory where such files could be (a directory bkref wrote).
+    bk_keys: int = 0
+    bk_fences: int = 0
+    bk_metadata: BkMetadata | None = None
 
     def summary(self) -> str:
         """One line for the bookie's log."""
@@ -78,6 +98,11 @@ class RebuildStats:
         )
         if self.failures:
             line += f", {len(self.failures)} unreadable (skipped)"
+        if self.bk_metadata is not None and self.bk_metadata.found_anything:
+            line += (
+                f"; from BookKeeper's index files {self.bk_keys} master keys and "
+                f"{self.bk_fences} fence flags"
+            )
         return line
 
 
@@ -107,7 +132,7 @@ class _Tally:
             if source == "all deleted":
                 self.all_deleted += 1
 
-    def stats(self) -> RebuildStats:
+    def stats(self, bk_keys: int, bk_fences: int, bk_metadata: BkMetadata | None) -> RebuildStats:
         return RebuildStats(
             logs=self.logs,
             logs_from_map=self.from_map,
@@ -121,6 +146,9 @@ class _Tally:
             map_mismatches=tuple(self.mismatches),
             duplicate_logs=tuple(self.duplicates),
             failures=tuple(self.failures),
+            bk_keys=bk_keys,
+            bk_fences=bk_fences,
+            bk_metadata=bk_metadata,
         )
 
 
@@ -139,8 +167,19 @@ def rebuild_index(
     it says nothing about what the log holds, and a skipped log would become, once recovery
     checkpoints the index, a durable index without its entries. ``limits``
     (impl/limits.py): a progress line every ``rebuild_progress_every_logs`` logs (and the
-    summary when there are at least that many), logs scanned ``scan_chunk_bytes`` at a time."""
+    summary when there are at least that many), logs scanned ``scan_chunk_bytes`` at a time.
+
+    Before the logs, the headers of BookKeeper's ``.idx`` files in the same directories give
+    each ledger not deleted its master key and fence flag (``apply_bk_metadata``); raises
+    BkIndexDamaged for a damaged header, before anything is put."""
     dirs = ledger_dirs.dirs if isinstance(ledger_dirs, LedgerDirs) else tuple(ledger_dirs)
+    bk_metadata: BkMetadata | None = None
+    bk_keys = bk_fences = 0
+    if may_hold_bk_metadata(fs, dirs):
+        from impl.index.bk_metadata import read_bk_metadata
+
+        bk_metadata = read_bk_metadata(fs, dirs)
+        bk_keys, bk_fences = apply_bk_metadata(bk_metadata, index, progress)
     tally = _Tally()
     logs = _find_logs(fs, dirs, tally, progress)
     tally.logs = len(logs)
@@ -157,11 +196,60 @@ def rebuild_index(
                 f"index rebuild: {done}/{len(logs)} entry logs read, "
                 f"{tally.indexed} entries indexed"
             )
-    stats = tally.stats()
+    stats = tally.stats(bk_keys, bk_fences, bk_metadata)
     _check_stats(stats)
     if progress is not None and (len(logs) >= every or stats.failures):
         progress(stats.summary())
     return stats
+
+
+def may_hold_bk_metadata(fs: FileSystem, dirs: Sequence[str]) -> bool:
+    """Whether a ledger directory holds a sub-directory other than bkref's own index: where
+    BookKeeper keeps its ``.idx`` files (``<xx>/<yy>/``) and its RocksDB ``ledgers``
+    database. A directory only bkref wrote has none, and then the BookKeeper readers
+    (impl/index/bk_metadata.py) are not even loaded."""
+    for directory in dirs:
+        try:
+            names = fs.listdir(directory)
+        except FsError:
+            continue
+        for name in names:
+            if name != INDEX_DIR_NAME and fs.is_dir(join(directory, name)):
+                return True
+    return False
+
+
+def apply_bk_metadata(
+    metadata: BkMetadata, index: LedgerIndex, progress: Progress | None = None
+) -> tuple[int, int]:
+    """Give each ledger of ``metadata`` that ``index`` does not mark deleted its master key
+    (when the index has none yet) and its fence flag; return (keys set, fences set). Says on
+    ``progress`` what could not be carried over: torn headers, explicit LACs, DbLedgerStorage
+    databases."""
+    keys = fences = 0
+    for ledger in metadata.ledgers:
+        if index.is_deleted(ledger.ledger_id):
+            continue
+        if index.master_key(ledger.ledger_id) is None:
+            index.set_master_key(ledger.ledger_id, ledger.master_key)
+            keys += 1
+        if ledger.fenced and not index.is_fenced(ledger.ledger_id):
+            index.set_fenced(ledger.ledger_id)
+            fences += 1
+    if progress is not None and metadata.found_anything:
+        progress(metadata.summary())
+        for path, why in metadata.torn:
+            progress(
+                f"BookKeeper index file {path}: not carried over ({why}); this ledger's key "
+                "and fence come only from the journal"
+            )
+        for path in metadata.db_ledgers_dirs:
+            progress(
+                f"DbLedgerStorage ledger metadata {path}: not read when a directory is opened "
+                "in place (it needs RocksDB): master keys and fence flags older than lastMark "
+                "are not carried over. Use `bkref import` to copy the bookie with them"
+            )
+    return keys, fences
 
 
 def _fail(tally: _Tally, progress: Progress | None, failure: RebuildFailure) -> None:

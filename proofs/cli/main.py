@@ -33,6 +33,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "proofs.cli.record",
         "run a bookie's adapter (any implementation), relay its stdio, record a trace",
     ),
+    (
+        "import",
+        "proofs.cli.bk_import",
+        "copy a BookKeeper bookie into new bkref directories (keys, fences) and open it once",
+    ),
 )
 
 

@@ -62,6 +62,7 @@ MODEL_MAP: dict[str, str] = {
     "impl/fs/os_backend.py": NOT_MODELLED + "tests/unit/impl/fs/test_os_backend.py",
     "impl/index/ledger_index.py": "models/index/ledger_index.py",
     "impl/index/rebuild.py": NOT_MODELLED + "tests/unit/impl/index/test_rebuild.py",
+    "impl/index/bk_metadata.py": NOT_MODELLED + "tests/unit/impl/index/test_bk_metadata.py",
     "impl/journal/journal.py": NOT_MODELLED + "tests/unit/impl/journal/test_journal.py",
     "impl/journal/last_mark.py": "models/journal/last_mark.py",
     "impl/server/dispatcher.py": NOT_MODELLED + "tests/unit/impl/server/test_dispatcher.py",
@@ -74,6 +75,7 @@ MODEL_MAP: dict[str, str] = {
     "impl/bookie/state.py": NOT_MODELLED + "spec/state.py",
     "impl/format/ledger_index.py": NOT_MODELLED + "tests/unit/impl/format/test_ledger_index.py",
     "impl/format/names.py": NOT_MODELLED + "tests/unit/impl/format/test_names.py",
+    "impl/format/bk_index.py": NOT_MODELLED + "tests/unit/impl/format/test_bk_index.py",
     "impl/journal/replay.py": NOT_MODELLED + "tests/unit/impl/journal/test_replay.py",
     "impl/limits.py": NOT_MODELLED + "tests/unit/impl/test_limits.py",
 }

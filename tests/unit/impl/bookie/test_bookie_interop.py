@@ -181,8 +181,8 @@ def test_bkref_opens_a_bookkeeper_directory_on_real_files(tmp_path: Path) -> Non
         bookie.add_entry(LedgerId(2), EntryId(5), KEY, b"late")
     with pytest.raises(Unauthorized):
         bookie.add_entry(LedgerId(3), EntryId(3), OTHER_KEY, b"thief")
-    # Ledger 1's key record lies before the mark and BookKeeper's index files, which hold
-    # it, are not read: the next caller's key sticks (a documented limit of the interop).
+    # Ledger 1's key record lies before the mark and this directory has no BookKeeper index
+    # file holding it: the next caller's key sticks (test_bookie_bk_metadata.py has them).
     bookie.add_entry(LedgerId(1), EntryId(12), KEY, b"more")
     built.entries[(1, 12)] = b"more"
     bookie.shutdown()

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from impl.format import names
 from impl.format.entry_log import MAX_LOG_ID
+from tests.unit import bk_index_layout
 from tests.unit import bk_journal_layout as bk
 
 log_ids = st.integers(min_value=0, max_value=MAX_LOG_ID)
@@ -276,3 +277,24 @@ def test_bookkeeper_4804_a_decimal_named_log_is_never_the_right_log(
     assert names.parse_log_file_name(decimal_log) != new_id
     # The hex spelling is the one that names it.
     assert names.parse_log_file_name(names.log_file_name(new_id)) == new_id
+
+
+# --- BookKeeper's .idx files (spec/format/bk_index.md, "Where index files live") -----------------
+
+
+@given(st.integers(min_value=0, max_value=2**63 - 1))
+@settings(max_examples=300, deadline=None)
+def test_bk_index_paths_are_get_ledger_name_and_parse_back(ledger_id: int) -> None:
+    parts = names.bk_index_path_parts(ledger_id)
+    assert "/".join(parts) == bk_index_layout.idx_path(ledger_id)
+    assert names.parse_bk_index_file_name(parts[2]) == (ledger_id, False)
+    assert names.parse_bk_index_file_name(parts[2] + names.RLOC_SUFFIX) == (ledger_id, True)
+
+
+def test_bk_index_names_of_the_page() -> None:
+    assert names.bk_index_path_parts(0) == ("0", "0", "0.idx")
+    assert names.bk_index_path_parts(300) == ("1", "2c", "12c.idx")
+    assert names.bk_index_path_parts(0x10203) == ("2", "3", "10203.idx")
+    assert names.parse_bk_index_file_name("12C.idx") == (300, False)  # as Long.parseLong
+    for foreign in ("12c.rloc", "12c.idx.tmp", ".idx", "x.idx", "12c", "10000000000000000.idx"):
+        assert names.parse_bk_index_file_name(foreign) is None, foreign
