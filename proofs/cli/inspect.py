@@ -48,6 +48,7 @@ from impl.entrylog.reader import (
     read_header,
     scan,
 )
+from impl.format.bk_index import describe_idx
 from impl.format.entry_log import LOGFILE_HEADER_SIZE, MAGIC, MAX_LOG_ID, Header
 from impl.format.journal import (
     CURRENT_VERSION,
@@ -1050,8 +1051,9 @@ BK_INDEX_DESCRIPTION = "BookKeeper ledger index file"
 def _describe_bk_index(path: str) -> dict[str, object]:
     """A BookKeeper ledger index file (InterleavedLedgerStorage,
     ``current/<hex (id >> 8) & 0xff>/<hex id & 0xff>/<hex id>.idx``): its ledger id from the
-    name, its size, and whether it sits where IndexPersistenceMgr.getLedgerName puts it. Its
-    contents (master key, fence flag, explicit LAC, entry offsets) are not read here yet."""
+    name, its size, whether it sits where IndexPersistenceMgr.getLedgerName puts it, and its
+    header and positions as impl/format/bk_index.py reads them (spec/format/bk_index.md).
+    A torn header is a warning (a crash can leave one); a damaged one is a problem."""
     head, name = split(path)
     match = _IDX_NAME.fullmatch(name)
     ledger_id = int(match.group(1), 16) if match else None
@@ -1075,6 +1077,64 @@ def _describe_bk_index(path: str) -> dict[str, object]:
                 f"BookKeeper keeps ledger {ledger_id}'s index in {expected[0]}/{expected[1]}/, "
                 "not here: it would not find this file"
             ]
+    out["contents"] = _bk_index_contents(ledger_id, path)
+    return out
+
+
+def _bk_index_line(described: dict[str, object]) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    """One ``.idx`` file's line, problems and warnings: a damaged header is a problem, a torn
+    one (a crash can leave it: spec/format/bk_index.md) a warning."""
+    contents = described["contents"]
+    assert isinstance(contents, dict)
+    warnings = tuple(map(str, _as_list(described["warnings"])))
+    text = f"{BK_INDEX_DESCRIPTION}, ledger {described['ledger_id']}"
+    error = contents["error"]
+    if error is not None:
+        if contents["torn"]:
+            return f"{text}, torn header", (), (*warnings, str(error))
+        return f"{text}, damaged header", (str(error),), warnings
+    fenced = "fenced" if contents["fenced"] else "not fenced"
+    lac = contents["explicit_lac"]
+    text += (
+        f": master key of {contents['master_key_bytes']} bytes, {fenced}, "
+        f"{contents['positions']} entry positions"
+        + ("" if lac is None else f", explicit LAC {lac}")
+    )
+    return text, (), warnings
+
+
+#: The keys of a ``bk_index_file``'s ``contents`` (docs/inspect.md), always all present.
+BK_INDEX_CONTENT_KEYS = (
+    "header_version",
+    "master_key_bytes",
+    "fenced",
+    "state_bits",
+    "explicit_lac",
+    "positions",
+    "last_entry",
+    "tail_bytes",
+    "header_slack_nonzero",
+    "error",
+    "torn",
+)
+
+
+def _bk_index_contents(ledger_id: int | None, path: str) -> dict[str, object]:
+    """The decoded header and positions of one ``.idx`` file (never raises): every key of
+    :data:`BK_INDEX_CONTENT_KEYS`, None where it does not apply."""
+    out: dict[str, object] = dict.fromkeys(BK_INDEX_CONTENT_KEYS)
+    try:
+        with open(path, "rb") as handle:  # a regular file: the caller lstat-ed it
+            data = handle.read()
+    except OSError as exc:
+        out["error"] = f"cannot read {path}: {exc.strerror or exc}"
+        out["torn"] = False
+        return out
+    summary = describe_idx(ledger_id, data, path)
+    for key in BK_INDEX_CONTENT_KEYS:
+        out[key] = summary.get(key)
+    if out["error"] is None:
+        out["torn"] = None
     return out
 
 
@@ -1432,6 +1492,7 @@ def _walk_bk_index(report: DirReport, rel: str, path: str) -> int:
                 described = _describe_bk_index(file_path)
                 report.bk_index_files.append(described)
                 found += 1
+                text, problems, warnings = _bk_index_line(described)
                 report.items.append(
                     Item(
                         file_rel,
@@ -1439,8 +1500,9 @@ def _walk_bk_index(report: DirReport, rel: str, path: str) -> int:
                         "file",
                         st.st_size if st else None,
                         "bk_index_file",
-                        f"{BK_INDEX_DESCRIPTION}, ledger {described['ledger_id']}",
-                        warnings=tuple(map(str, _as_list(described["warnings"]))),
+                        text,
+                        problems=problems,
+                        warnings=warnings,
                     )
                 )
                 continue
@@ -1743,9 +1805,12 @@ def format_dir(report: DirReport) -> str:
     if report.bk_index_files:
         ids = ", ".join(str(f["ledger_id"]) for f in report.bk_index_files[:TEXT_LEDGERS_MAX])
         more = " ..." if len(report.bk_index_files) > TEXT_LEDGERS_MAX else ""
+        contents = [f["contents"] for f in report.bk_index_files]
+        fenced = sum(1 for c in contents if isinstance(c, dict) and c["fenced"])
+        unread = sum(1 for c in contents if isinstance(c, dict) and c["error"] is not None)
         text = (
             f"{len(report.bk_index_files)} {BK_INDEX_DESCRIPTION}s (.idx), ledgers "
-            f"{ids}{more}; contents not read"
+            f"{ids}{more}; {fenced} fenced, {unread} with a header that does not read"
         )
         lines.append(_wrapped("  BookKeeper idx  ", text))
     for rocks in report.rocksdb_dirs:

@@ -30,6 +30,7 @@ from impl.clock import ManualClock
 from impl.config.config import load_config
 from impl.fs.os_backend import OsFileSystem
 from spec.ids import EntryId, LedgerId
+from tests.unit import bk_index_layout as bki
 from tests.unit import bk_journal_layout as bkj
 from tests.unit import bk_layout
 
@@ -611,6 +612,8 @@ def found_keys(capsys: pytest.CaptureFixture[str], root: Path) -> dict[str, set[
         ):
             for obj in report[key]:  # type: ignore[attr-defined]
                 add(kind, obj)
+        for idx in report["bk_index_files"]:  # type: ignore[attr-defined]
+            add("bk_index_contents", idx["contents"])
         for log in report["entry_logs"]:  # type: ignore[attr-defined]
             add("entry_log_error" if log.get("error") else "entry_log", log)
             for entry in log.get("entries", []):
@@ -705,3 +708,38 @@ def test_any_bookie_directory_gives_a_report_never_an_exception(
         report.problems or any(log.error is not None for log in report.logs)
     )
     inspect_cmd.format_dir(report)
+
+
+def test_bookkeepers_idx_files_are_read_key_fence_lac_and_positions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each ``.idx`` file's header and positions, as the page says (the files come from the
+    page's independent writer, tests/unit/bk_index_layout.py); a torn header is a warning, a
+    damaged one a problem (exit 1)."""
+    current = tmp_path / "ledgers" / "current"
+    lac = bki.lac_buffer(0x102, 4)
+    good = bki.idx_file(
+        b"k" * 20, {0: bki.location(3, 1024), 4: bki.location(3, 2048)}, fenced=True, lac=lac
+    )
+    write(current / bki.idx_path(0x102), good)
+    write(current / bki.idx_path(7), bki.idx_file(b"", {}, version=0))
+    code, report = run_json(capsys, str(tmp_path / "ledgers"))
+    assert code == 0, report["problems"]
+    by_ledger = {f["ledger_id"]: f["contents"] for f in report["bk_index_files"]}  # type: ignore[attr-defined]
+    assert by_ledger[0x102]["master_key_bytes"] == 20
+    assert by_ledger[0x102]["fenced"] is True
+    assert by_ledger[0x102]["explicit_lac"] == 4
+    assert (by_ledger[0x102]["positions"], by_ledger[0x102]["last_entry"]) == (2, 4)
+    assert by_ledger[7]["fenced"] is False and by_ledger[7]["header_version"] == 0
+    assert by_ledger[7]["explicit_lac"] is None and by_ledger[7]["error"] is None
+    _, text, _ = run_text(capsys, str(tmp_path / "ledgers"))
+    assert "ledgers 7, 258; 1 fenced, 0 with a header" in " ".join(text.split())
+
+    write(current / bki.idx_path(9), bytes(100))  # short, all zero: a crash can leave it
+    code, report = run_json(capsys, str(tmp_path / "ledgers"))
+    assert code == 0 and report["problems"] == []
+    assert any("9.idx" in w or "torn" in w.lower() for w in report["warnings"])  # type: ignore[attr-defined]
+    write(current / bki.idx_path(9), bki.idx_file(b"k", {}, signature=b"XXXX"))
+    code, report = run_json(capsys, str(tmp_path / "ledgers"))
+    assert code == 1
+    assert any("9.idx" in p for p in report["problems"])  # type: ignore[attr-defined]
