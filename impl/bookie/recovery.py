@@ -53,21 +53,29 @@ from impl.bookie.state import RecoveryReport
 from impl.config.config import ServerConfig
 from impl.entrylog.logger import EntryLogger
 from impl.format.journal import JournalRecord
-from impl.format.ledger_index import MASTER_KEY_MAX_BYTES
-from impl.format.names import journal_file_name
-from impl.fs.api import FileSystem
+from impl.format.ledger_index import DELETED_RECORD_SIZE, MASTER_KEY_MAX_BYTES
+from impl.format.names import DELETED_FILE_NAME, journal_file_name, segment_file_name
+from impl.fs.api import FileSystem, join
 from impl.index.ledger_index import LedgerIndex
 from impl.index.rebuild import rebuild_index
-from impl.journal.last_mark import LogMark, read_last_mark
+from impl.journal.last_mark import IndexCoverage, LogMark, checked_last_mark
 from impl.journal.replay import Progress, replay
 from impl.limits import LIMITS, Limits
-from spec.errors import EntryLogError, FsError, NoWritableLedgerDir, RecoveryError
+from spec.errors import (
+    REPLICA_ADVICE,
+    DamagedFile,
+    EntryLogError,
+    FsError,
+    NoWritableLedgerDir,
+    RecoveryError,
+)
 from spec.ids import EntryId, EntryLogId, LedgerId
 
 __all__ = [
     "Progress",
     "Recovered",
     "ReplayAction",
+    "check_index_coverage",
     "cleanup_compaction_leftovers",
     "must_rebuild_index",
     "recover",
@@ -129,6 +137,43 @@ def must_rebuild_index(index_persisted: bool, log_ids: Sequence[EntryLogId]) -> 
     return not index_persisted and bool(log_ids)
 
 
+def check_index_coverage(index: LedgerIndex, coverage: IndexCoverage | None) -> None:
+    """Refuse an index that holds less than lastMark says it held when the mark was written
+    (impl/journal/last_mark.py): a checkpoint writes lastMark only after the index flush
+    returned and every counted delete was fsynced, so no crash leaves less. Less is a deleted
+    newest segment (or a deleted index), or a shortened or missing deleted-ledgers file.
+    None (a lastMark BookKeeper or an older bkref wrote): nothing to check against."""
+    if coverage is None:
+        return
+    if index.newest_segment_seq < coverage.segment_seq:
+        newest = index.newest_segment_seq
+        have = f"segment {newest:016x}" if newest else "no segment"
+        raise DamagedFile(
+            join(index.index_dir, segment_file_name(coverage.segment_seq)),
+            None,
+            f"the ledger index was durable up to segment {coverage.segment_seq:016x} when "
+            f"lastMark was written, and {index.index_dir} now holds {have}: segments were "
+            "deleted (or the index directory moved). The journal before lastMark may be gone, "
+            "so the master keys, fences and entries in the missing segments exist nowhere else",
+            "restore the missing segment files (or the whole index directory) from a backup "
+            "taken while the bookie was stopped. Do not start with the index as it is or "
+            "moved aside: a rebuild from the entry logs loses master keys, fences and deletes. "
+            f"{REPLICA_ADVICE}",
+        )
+    if index.deleted_records < coverage.deleted_records:
+        path = join(index.index_dir, DELETED_FILE_NAME)
+        raise DamagedFile(
+            path,
+            index.deleted_records * DELETED_RECORD_SIZE,
+            f"lastMark records {coverage.deleted_records} durable deletes, and the file holds "
+            f"{index.deleted_records} intact records: it was truncated or removed, and the "
+            "ledgers deleted in the lost records would come back (unfenced, readable)",
+            "restore the file from a backup taken while the bookie was stopped, or write the "
+            "missing records back by hand (16 bytes each: 'BKDL', int64 ledger id, CRC32 of "
+            f"those 12 bytes) if you know which ledgers were deleted. {REPLICA_ADVICE}",
+        )
+
+
 # --- the procedure ------------------------------------------------------------------------------
 
 
@@ -163,7 +208,11 @@ def recover(
     idempotent). The index, its rebuild and the replay get ``limits`` (impl/limits.py)."""
     sync_previous_run(fs, layout)  # (0)
     cleanup_compaction_leftovers(fs, layout)  # (1)
+    # lastMark first: a damaged one is refused before the index is even read. Nothing below
+    # writes before replay, and replay refuses damage before the checkpoint (Bookie.open).
+    checked = checked_last_mark(fs, list(layout.ledger_dirs))
     index = LedgerIndex.load(fs, layout.index_dir, limits=limits)  # (2)
+    check_index_coverage(index, checked.coverage)
     rebuilt: int | None = None
     if must_rebuild_index(index.persisted, entry_logger.log_ids()):
         say(f"ledger index not found in {layout.index_dir}: rebuilding it from entry logs")
@@ -177,7 +226,7 @@ def recover(
         if stats.logs < limits.rebuild_progress_every_logs and not stats.failures:
             say(stats.summary())  # rebuild_index prints it itself on large directories
         rebuilt = stats.entries_indexed
-    mark = read_last_mark(fs, list(layout.ledger_dirs))  # (3)
+    mark = checked.mark  # (3)
     replayer = JournalReplayer(index, entry_logger, say)
     records = replay(
         fs,
@@ -187,6 +236,8 @@ def recover(
         max_record_bytes=config.netty_max_frame_size_bytes,
         progress=say,
         limits=limits,
+        mark_file=checked.path,
+        bkref_mark=checked.coverage is not None,
     )
     for record in records:
         replayer.apply(record)

@@ -324,6 +324,8 @@ def test_the_bookie_rebuilds_its_index_with_the_limits_it_was_given() -> None:
         bookie.shutdown()
         for name in _segments(disk, bookie):  # the index is gone: rebuilt from the logs
             disk.unlink(f"{bookie.layout.index_dir}/{name}")
+        for ledger_dir in bookie.layout.ledger_dirs:  # as in a BookKeeper directory: a
+            disk.unlink(f"{ledger_dir}/lastMark")  # bkref lastMark would refuse the loss
         lines: list[str] = []
         reopened = open_bookie(disk, progress=lines.append, limits=limits)
         assert reopened.recovery.index_rebuilt
