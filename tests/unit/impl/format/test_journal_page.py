@@ -17,8 +17,8 @@ from impl.format import names
 from impl.fs.api import join
 from impl.journal.last_mark import NO_MARK, LogMark, decode_last_mark, encode_last_mark
 from impl.journal.replay import replay
-from spec.errors import DamagedFile
 from models.fs.simdisk import SimDisk
+from spec.errors import DamagedFile
 from tests.unit import bk_journal_layout as bk
 from tests.unit import format_page
 
