@@ -128,8 +128,11 @@ class JournalReplay:
         self._done = False
         self.notes: list[str] = []
         self.records_replayed = 0
+        #: Stops ``_survey`` checked: (journal id, offset) -> the damage found, or None.
+        self._verified: dict[tuple[int, int], str | None] = {}
         if self._ids and self._ids[0] == mark.journal_id:
             self._check_mark()
+        self._survey()
 
     @property
     def journal_ids(self) -> list[int]:
@@ -318,7 +321,11 @@ class JournalReplay:
         """Replay of this journal stops at ``offset``. Given ``handle`` (a zero length or a
         record cut short, where data may follow), first check that a crash can leave it."""
         if handle is not None:
-            damage = self._check_stop(handle, where, offset, zero=why.startswith("a zero"))
+            key = (self._current, offset)
+            if key in self._verified:
+                damage = self._verified[key]
+            else:
+                damage = self._check_stop(handle, where, offset, zero=why.startswith("a zero"))
             if damage is not None:
                 return self._damaged(where, offset, damage)
         self._say(f"journal {where[0]}: replay stopped at offset {offset}: {why}")
@@ -470,7 +477,7 @@ class JournalReplay:
             if mark.offset > size:
                 problem = f"lastMark {mark} points past the end of journal {path} ({size} bytes)"
             else:
-                reached, stop = self._walk(handle, version, size, mark.offset)
+                reached, stop = self._walk(handle, version, size, header_size(version), mark.offset)
                 if reached > mark.offset:
                     problem = (
                         f"lastMark {mark} is not on a record boundary of journal {path}: a "
@@ -502,33 +509,87 @@ class JournalReplay:
                 f"journal lost bytes, restore it from a copy. {REPLICA_ADVICE}",
             )
 
-    def _walk(self, handle: FileHandle, version: int, size: int, target: int) -> tuple[int, str]:
-        """Follow the records of a journal from its header to the first offset at or past
-        ``target``: (that offset, ""), or (where the records stop, why) when they stop before
-        it. Reads ``replay_chunk_bytes`` at a time and only the length fields."""
-        position = header_size(version)
+    def _walk(
+        self, handle: FileHandle, version: int, size: int, start: int, target: int
+    ) -> tuple[int, str]:
+        """Follow the records of a journal from ``start`` as the scan does, reading only the
+        length fields, ``replay_chunk_bytes`` at a time, to the first offset at or past
+        ``target``: (that offset, ""), or (where the scan would stop before it, why): "end"
+        (the end of the file, or a padding record cut short), "zero" (a zero length), "cut"
+        (a record cut short) or "invalid" (an invalid length)."""
+        position = start
         buf, base = b"", position
+        max_record = self._max_record_bytes
         while position < target:
             i = position - base
             if len(buf) - i < PADDING_HEADER_SIZE:
                 buf, base, i = handle.pread(position, self._chunk_bytes), position, 0
-                if len(buf) < RECORD_SIZE_PREFIX:
-                    return position, "the end of the file"
-            length = _LEN.unpack_from(buf, i)[0]
-            if MIN_PAYLOAD_SIZE <= length <= self._max_record_bytes:
+            if len(buf) - i < RECORD_SIZE_PREFIX:
+                return position, "end"
+            length: int = _LEN.unpack_from(buf, i)[0]
+            if MIN_PAYLOAD_SIZE <= length <= max_record:
+                if position + RECORD_SIZE_PREFIX + length > size:
+                    return position, "cut"
                 position += RECORD_SIZE_PREFIX + length
+            elif length == 0:
+                return position, "zero"
             elif length == PADDING_MASK and version >= V5:
                 if len(buf) - i < PADDING_HEADER_SIZE:
-                    return position, "a padding record cut short"
-                zeros = _LEN.unpack_from(buf, i + RECORD_SIZE_PREFIX)[0]
-                if zeros < 0:
+                    return position, "end"
+                zeros: int = _LEN.unpack_from(buf, i + RECORD_SIZE_PREFIX)[0]
+                if not 0 <= zeros <= max_record:
                     return position, "invalid"
+                if position + PADDING_HEADER_SIZE + zeros > size:
+                    return position, "end"
                 position += PADDING_HEADER_SIZE + zeros
-            elif length == 0:
-                return position, "a zero length"
             else:
                 return position, "invalid"
         return position, ""
+
+    def _survey(self) -> None:
+        """Before any record is yielded, find where the scan of each journal will stop and
+        refuse a stop no crash leaves (``_check_stop``) or an invalid length: the caller then
+        has written nothing. (An invalid meta record, which only decoding finds, is refused
+        when the scan meets it.) Costs one more pass over the lengths of what is replayed."""
+        for journal_id in self._ids:
+            path = join(self._dir, self._files[journal_id])
+            try:
+                handle = self._fs.open(path, read_only=True)
+            except FsError:
+                continue  # the scan reports it
+            try:
+                size = handle.size()
+                version = decode_version(handle.pread(0, VERSION_HEADER_SIZE))
+                if not MIN_COMPAT_VERSION <= version <= CURRENT_VERSION:
+                    continue  # the scan refuses the file with its own message
+                start = header_size(version)
+                if journal_id == self._mark.journal_id:
+                    start = max(start, self._mark.offset)
+                stop, why = self._walk(handle, version, size, start, size + 1)
+                where = (path, version, size)
+                self._current = journal_id
+                if why in ("zero", "cut"):
+                    damage = self._check_stop(handle, where, stop, zero=why == "zero")
+                    if damage is not None and not self._skip_invalid:
+                        self._damaged(where, stop, damage)
+                    self._verified[journal_id, stop] = damage
+                elif why == "invalid" and not self._skip_invalid:
+                    self._scan_refuses(journal_id, stop)
+            except FsError:
+                continue  # the scan reports it
+            finally:
+                handle.close()
+
+    def _scan_refuses(self, journal_id: int, offset: int) -> None:
+        """Let the scan raise its own error for the invalid record at ``offset``, before
+        anything was yielded (the scan starts there, so nothing before it is read)."""
+        self._current = journal_id
+        scan = self._scan(journal_id, offset)
+        while True:
+            try:
+                next(scan)
+            except StopIteration:
+                return
 
     def _invalid(self, where: _Where, offset: int, reason: str) -> int:
         path, version, size = where
