@@ -52,9 +52,14 @@ from impl.bookie.layout import BookieLayout, sync_previous_run
 from impl.bookie.state import RecoveryReport
 from impl.config.config import ServerConfig
 from impl.entrylog.logger import EntryLogger
-from impl.format.journal import JournalRecord
+from impl.format.journal import MIN_PAYLOAD_SIZE, JournalRecord
 from impl.format.ledger_index import DELETED_RECORD_SIZE, MASTER_KEY_MAX_BYTES
-from impl.format.names import DELETED_FILE_NAME, journal_file_name, segment_file_name
+from impl.format.names import (
+    DELETED_FILE_NAME,
+    journal_file_name,
+    log_file_name,
+    segment_file_name,
+)
 from impl.fs.api import FileSystem, join
 from impl.index.ledger_index import LedgerIndex
 from impl.index.rebuild import rebuild_index
@@ -76,6 +81,7 @@ __all__ = [
     "Recovered",
     "ReplayAction",
     "check_index_coverage",
+    "check_indexed_logs",
     "cleanup_compaction_leftovers",
     "must_rebuild_index",
     "recover",
@@ -174,6 +180,45 @@ def check_index_coverage(index: LedgerIndex, coverage: IndexCoverage | None) -> 
         )
 
 
+def check_indexed_logs(fs: FileSystem, index: LedgerIndex, entry_logger: EntryLogger) -> None:
+    """Refuse an index that places entries in an entry log that is missing or too short to
+    hold them. A checkpoint forces the entry logs (and their names) before it flushes the
+    index, so no crash leaves that; reading on would answer those entries with io_error, and
+    a replay would not re-add them (the index says they are there)."""
+    for log_id, (count, largest) in sorted(index.log_extents().items()):
+        name = log_file_name(log_id)
+        path = entry_logger.find_log(EntryLogId(log_id))
+        if path is None:
+            raise DamagedFile(
+                name,
+                None,
+                f"the ledger index places {count} entries in entry log {name}, which is in no "
+                "ledger directory: it was deleted or moved",
+                "put the file back into its ledger directory (look for it in a directory "
+                f"removed from ledgerDirectories, or in a backup). {REPLICA_ADVICE}",
+            )
+        try:
+            handle = fs.open(path, read_only=True)
+            try:
+                size = handle.size()
+            finally:
+                handle.close()
+        except FsError as exc:
+            raise RecoveryError(
+                f"cannot read entry log {path}: {exc}. Check the disk, then start again"
+            ) from exc
+        if size < largest + MIN_PAYLOAD_SIZE:
+            raise DamagedFile(
+                path,
+                size,
+                f"the file ends at offset {size}, and the ledger index places an entry at "
+                f"offset {largest}: the log was truncated after the checkpoint that made it "
+                "durable",
+                "restore the log from a backup taken while the bookie was stopped. "
+                f"{REPLICA_ADVICE}",
+            )
+
+
 # --- the procedure ------------------------------------------------------------------------------
 
 
@@ -213,6 +258,7 @@ def recover(
     checked = checked_last_mark(fs, list(layout.ledger_dirs))
     index = LedgerIndex.load(fs, layout.index_dir, limits=limits)  # (2)
     check_index_coverage(index, checked.coverage)
+    check_indexed_logs(fs, index, entry_logger)
     rebuilt: int | None = None
     if must_rebuild_index(index.persisted, entry_logger.log_ids()):
         say(f"ledger index not found in {layout.index_dir}: rebuilding it from entry logs")

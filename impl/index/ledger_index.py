@@ -477,6 +477,17 @@ class LedgerIndex:
         index from the entry logs (impl/index/rebuild.py)."""
         return self._persisted
 
+    def log_extents(self) -> dict[int, tuple[int, int]]:
+        """Per entry log id, how many entries the index places in it and the largest payload
+        offset among them (recovery checks the logs hold them)."""
+        extents: dict[int, tuple[int, int]] = {}
+        for ledger in self._ledgers.values():
+            for location in ledger.entries.values():
+                log_id, offset = location >> 32, location & 0xFFFFFFFF
+                count, largest = extents.get(log_id, (0, 0))
+                extents[log_id] = (count + 1, max(largest, offset))
+        return extents
+
     @property
     def newest_segment_seq(self) -> int:
         """The newest segment a load would read now (0: none), durable once ``flush``
