@@ -10,10 +10,12 @@ The steps (BookieImpl's start, with InterleavedLedgerStorage):
 0. fsync every file and directory the previous process left (impl/bookie/layout.py,
    ``sync_previous_run``: it may have died before its fsyncs);
 1. clean up what an interrupted compaction left (a named no-op until compaction lands);
-2. load the ledger index, or rebuild it from the entry logs when it was never persisted but
-   logs exist (a directory written by BookKeeper);
-3. read lastMark and replay the journal from it, applying each record to the entry logs and
-   the index (:class:`JournalReplayer`);
+2. read lastMark (refusing a damaged one), load the ledger index, check it holds what
+   lastMark records it held and that the entry logs hold what it places in them, or rebuild
+   it from the entry logs when it was never persisted but logs exist (a directory written by
+   BookKeeper);
+3. replay the journal from lastMark, applying each record to the entry logs and the index
+   (:class:`JournalReplayer`); the replay checks the mark and every journal's stop first;
 4. a checkpoint at where replay ended, and 5. a new journal file: both are the composition
    root's (impl/bookie/bookie.py, ``Bookie.open``), which owns the checkpoint and the journal.
 
@@ -37,6 +39,12 @@ ones of the request path):
   same bytes (BookKeeper re-adds every record); otherwise it appends it again.
 - Replay skips the records of deleted ledgers (a deleted ledger stays deleted).
 - Explicit-LAC records are replayed as no-ops: bkref has no explicit LAC yet.
+
+Damage (spec/format/journal.md, entry_log.md, ledger_index.md: "Damage"): every state of a
+recovery input that no crash leaves, and that can be told, raises DamagedFile in steps 2 and
+3 before anything is written (replay surveys each journal before it yields a record), so the
+recovery checkpoint never makes the damage permanent. The advice in those errors never moves
+the index or lastMark aside over lost data and never resurrects a delete.
 
 Not verified here: compaction leftovers (the hook does nothing), multiple journal directories.
 """
@@ -137,9 +145,10 @@ def replay_action(
 
 def must_rebuild_index(index_persisted: bool, log_ids: Sequence[EntryLogId]) -> bool:
     """Whether recovery rebuilds the index from the entry logs: only when our index was never
-    persisted and there are logs to index (a directory written by BookKeeper, or an index
-    moved aside by an operator). An index that was persisted is never rebuilt: it holds keys
-    and fences the logs do not."""
+    persisted and there are logs to index (a directory written by BookKeeper). An index that
+    was persisted is never rebuilt: it holds keys and fences the logs do not; one deleted or
+    moved aside is refused before this (``check_index_coverage``) once a bkref lastMark
+    records it."""
     return not index_persisted and bool(log_ids)
 
 

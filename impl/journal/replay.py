@@ -12,6 +12,11 @@ the writer opens its first file). Replay is also a hot loop of its own
 takes the data records out of a chunk in one tight loop (``_data_run``), falling back to one
 record at a time only at a chunk boundary, padding, a meta record or the end.
 
+Damage (spec/format/journal.md, "Damage"): before it yields the first record, a replay checks
+that lastMark lies on a record boundary of its journal and, for every journal it will read,
+that a crash can leave the place its scan will stop (``_survey``), so a refused start has
+written nothing. Both raise DamagedFile.
+
 Where this differs from BookKeeper is listed on :class:`JournalReplay`.
 """
 
