@@ -376,10 +376,13 @@ class JournalReplayer:
 
     def _set_key(self, record: JournalRecord) -> None:
         if len(record.payload) > MASTER_KEY_MAX_BYTES:
-            raise RecoveryError(
-                f"{_where(record)}: the key record of ledger {record.ledger_id} holds a key of "
+            raise DamagedFile(
+                journal_file_name(record.journal_id),
+                record.offset,
+                f"the key record of ledger {record.ledger_id} holds a key of "
                 f"{len(record.payload)} bytes, more than any bookie accepts "
-                f"({MASTER_KEY_MAX_BYTES}): the journal is damaged. Restore it from a copy."
+                f"({MASTER_KEY_MAX_BYTES})",
+                f"restore the journal from a copy. {REPLICA_ADVICE}",
             )
         self._index.set_master_key(LedgerId(record.ledger_id), record.payload)
 

@@ -191,11 +191,7 @@ class JournalReplay:
             size = handle.size()
             version = decode_version(handle.pread(0, VERSION_HEADER_SIZE))
             if not MIN_COMPAT_VERSION <= version <= CURRENT_VERSION:
-                raise RecoveryError(
-                    f"journal {path} has format version {version}; bkref (like BookKeeper) reads "
-                    f"versions {MIN_COMPAT_VERSION} to {CURRENT_VERSION}. The file is not a "
-                    "journal or was written by a newer bookie: move it away or use that bookie"
-                )
+                raise _version_error(path, version)
             offset = max(start, header_size(version))
             self._say(
                 f"replaying journal {path}: version {version}, {size} bytes, from offset {offset}"
@@ -566,7 +562,7 @@ class JournalReplay:
                 size = handle.size()
                 version = decode_version(handle.pread(0, VERSION_HEADER_SIZE))
                 if not MIN_COMPAT_VERSION <= version <= CURRENT_VERSION:
-                    continue  # the scan refuses the file with its own message
+                    raise _version_error(path, version)
                 start = header_size(version)
                 if journal_id == self._mark.journal_id:
                     start = max(start, self._mark.offset)
@@ -620,6 +616,19 @@ class JournalReplay:
             f"ledger could take writes again; do that only with the ledgers re-replicated. "
             f"{REPLICA_ADVICE}",
         )
+
+
+def _version_error(path: str, version: int) -> DamagedFile:
+    return DamagedFile(
+        path,
+        4,
+        f"format version {version}; bkref (like BookKeeper) reads versions "
+        f"{MIN_COMPAT_VERSION} to {CURRENT_VERSION}, so the file is not a journal, was damaged, "
+        "or was written by a newer bookie",
+        "if a newer bookie wrote it, start that bookie on these directories. Otherwise restore "
+        "the file from a copy. Do not move it away to start: the adds, fences and master keys "
+        f"after lastMark in it would be lost on this bookie. {REPLICA_ADVICE}",
+    )
 
 
 _Where = tuple[str, int, int]  # path, version, file size

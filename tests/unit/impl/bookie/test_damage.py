@@ -27,7 +27,7 @@ from impl.fs.api import join
 from impl.journal.last_mark import LogMark
 from models.fs.simdisk import SimDisk
 from spec.crash import LoseUnsynced
-from spec.errors import BookieIOError, DamagedFile
+from spec.errors import BookieIOError, DamagedFile, NoEntry
 from spec.ids import EntryId, LedgerId
 from tests.paths import ROOT
 from tests.unit.impl.bookie.test_bookie import (
@@ -251,6 +251,24 @@ def test_j12_a_journal_between_the_mark_and_the_newest_deleted_is_not_detectable
     disk.unlink(join(JOURNAL_DIR, middle))
     bookie = starts(disk)
     assert bookie.read_entry(LedgerId(3), EntryId(0)) == body(3, 0)
+
+
+def test_j13_a_version_outside_1_to_6_is_refused() -> None:
+    disk, journal = groups_after_mark()
+    patch(disk, journal, 4, struct.pack(">i", 9))
+    error = refused(disk, journal, 4, text="format version 9")
+    assert "Do not move it away" in error.advice
+
+
+def test_j14_a_journal_cut_inside_an_earlier_group_is_not_detectable() -> None:
+    """With nothing after the cut, it cannot be told from a last group torn by a crash: the
+    groups after it are lost without a word."""
+    disk, journal = groups_after_mark()
+    second = next(o for o, _n in record_offsets(disk.read_file(journal))[1:] if o % 512 == 0)
+    overwrite(disk, journal, disk.read_file(journal)[: second + 10])
+    bookie = starts(disk)
+    with pytest.raises(NoEntry):
+        bookie.read_entry(LedgerId(1), EntryId(5))
 
 
 # --- lastMark (spec/format/journal.md, "Damage") --------------------------------------------------
