@@ -171,7 +171,9 @@ def check_index_coverage(index: LedgerIndex, coverage: IndexCoverage | None) -> 
             "deleted (or the index directory moved). The journal before lastMark may be gone, "
             "so the master keys, fences and entries in the missing segments exist nowhere else",
             "restore the missing segment files (or the whole index directory) from a backup "
-            "taken while the bookie was stopped. Do not start with the index as it is or "
+            "taken while the bookie was stopped, whose newest segment is "
+            f"{coverage.segment_seq:016x} or later (an older one is refused the same way: the "
+            "journal it would need may be trimmed). Do not start with the index as it is or "
             "moved aside: a rebuild from the entry logs loses master keys, fences and deletes. "
             f"{REPLICA_ADVICE}",
         )
