@@ -519,25 +519,30 @@ class JournalReplay:
         (the end of the file, or a padding record cut short), "zero" (a zero length), "cut"
         (a record cut short) or "invalid" (an invalid length)."""
         position = start
-        buf, base = b"", position
-        max_record = self._max_record_bytes
+        buf, base, in_hand = b"", position, 0
+        max_record, chunk_bytes, unpack = (
+            self._max_record_bytes,
+            self._chunk_bytes,
+            _LEN.unpack_from,
+        )
         while position < target:
             i = position - base
-            if len(buf) - i < PADDING_HEADER_SIZE:
-                buf, base, i = handle.pread(position, self._chunk_bytes), position, 0
-            if len(buf) - i < RECORD_SIZE_PREFIX:
+            if in_hand - i < PADDING_HEADER_SIZE:
+                buf, base, i = handle.pread(position, chunk_bytes), position, 0
+                in_hand = len(buf)
+            if in_hand - i < RECORD_SIZE_PREFIX:
                 return position, "end"
-            length: int = _LEN.unpack_from(buf, i)[0]
+            length: int = unpack(buf, i)[0]
             if MIN_PAYLOAD_SIZE <= length <= max_record:
-                if position + RECORD_SIZE_PREFIX + length > size:
-                    return position, "cut"
                 position += RECORD_SIZE_PREFIX + length
+                if position > size:
+                    return position - RECORD_SIZE_PREFIX - length, "cut"
             elif length == 0:
                 return position, "zero"
             elif length == PADDING_MASK and version >= V5:
-                if len(buf) - i < PADDING_HEADER_SIZE:
+                if in_hand - i < PADDING_HEADER_SIZE:
                     return position, "end"
-                zeros: int = _LEN.unpack_from(buf, i + RECORD_SIZE_PREFIX)[0]
+                zeros: int = unpack(buf, i + RECORD_SIZE_PREFIX)[0]
                 if not 0 <= zeros <= max_record:
                     return position, "invalid"
                 if position + PADDING_HEADER_SIZE + zeros > size:
