@@ -226,6 +226,35 @@ class RecoveryError(BkrefError):
     lastMark is missing). The message says which file and what to do."""
 
 
+class DamagedFile(RecoveryError):
+    """A recovery input holds a state no crash can leave (spec/format/journal.md,
+    entry_log.md, ledger_index.md: "Damage"): recovery stops before it writes anything that
+    would make the damage permanent. ``path`` is the file, ``offset`` the byte where the
+    damage was found (None when the file as a whole is wrong: missing, or the wrong size),
+    ``problem`` what is wrong and ``advice`` what the operator can do, which never resurrects
+    a delete, drops a fence or loses an acknowledged entry without saying so."""
+
+    def __init__(self, path: str, offset: int | None, problem: str, advice: str) -> None:
+        where = path if offset is None else f"{path} at offset {offset}"
+        super().__init__(
+            f"damaged file {where}: {problem}. No crash leaves this state, so bkref does not "
+            f"start and changed nothing. What to do: {advice}"
+        )
+        self.path = path
+        self.offset = offset
+        self.problem = problem
+        self.advice = advice
+
+
+#: The end of every DamagedFile advice where no repair on the bookie itself is safe.
+REPLICA_ADVICE = (
+    "If no intact copy exists, no repair on this bookie keeps every acknowledged entry, fence, "
+    "master key and delete: take the bookie out of service, clear its journal and ledger "
+    "directories, and let BookKeeper's autorecovery re-replicate its ledgers from the other "
+    "bookies of their ensembles"
+)
+
+
 class TraceError(BkrefError):
     """A trace (spec/trace.md) cannot be read: ``name`` is the trace, ``line`` the 1-based
     line number (None when the problem is the trace as a whole, e.g. an empty one). The

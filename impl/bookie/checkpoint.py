@@ -29,7 +29,7 @@ from impl.entrylog.logger import EntryLogger
 from impl.fs.api import FileSystem
 from impl.index.ledger_index import LedgerIndex
 from impl.journal.journal import Journal
-from impl.journal.last_mark import LogMark, write_last_mark
+from impl.journal.last_mark import IndexCoverage, LogMark, write_last_mark
 
 
 class Checkpointer:
@@ -93,7 +93,11 @@ class Checkpointer:
         # Only now may the journal before the mark be forgotten: persist the mark in every
         # ledger directory (the largest wins at start, so it never moves back) ...
         if journal is None or mark != self._last_mark:
-            write_last_mark(self._fs, list(self._ledger_dirs), mark)
+            # With the mark, what the index durably holds now: a later start refuses an index
+            # with less (a deleted newest segment, a shortened deleted-ledgers file).
+            index = self._index
+            coverage = IndexCoverage(index.newest_segment_seq, index.deleted_records)
+            write_last_mark(self._fs, list(self._ledger_dirs), mark, coverage=coverage)
         self._last_mark = mark
         # ... and delete the journals wholly before it, keeping journalMaxBackups.
         if journal is not None:

@@ -10,10 +10,12 @@ The steps (BookieImpl's start, with InterleavedLedgerStorage):
 0. fsync every file and directory the previous process left (impl/bookie/layout.py,
    ``sync_previous_run``: it may have died before its fsyncs);
 1. clean up what an interrupted compaction left (a named no-op until compaction lands);
-2. load the ledger index, or rebuild it from the entry logs when it was never persisted but
-   logs exist (a directory written by BookKeeper);
-3. read lastMark and replay the journal from it, applying each record to the entry logs and
-   the index (:class:`JournalReplayer`);
+2. read lastMark (refusing a damaged one), load the ledger index, check it holds what
+   lastMark records it held and that the entry logs hold what it places in them, or rebuild
+   it from the entry logs when it was never persisted but logs exist (a directory written by
+   BookKeeper);
+3. replay the journal from lastMark, applying each record to the entry logs and the index
+   (:class:`JournalReplayer`); the replay checks the mark and every journal's stop first;
 4. a checkpoint at where replay ended, and 5. a new journal file: both are the composition
    root's (impl/bookie/bookie.py, ``Bookie.open``), which owns the checkpoint and the journal.
 
@@ -39,6 +41,12 @@ ones of the request path):
 - Replay skips the records of deleted ledgers (a deleted ledger stays deleted).
 - Explicit-LAC records are replayed as no-ops: bkref has no explicit LAC yet.
 
+Damage (spec/format/journal.md, entry_log.md, ledger_index.md: "Damage"): every state of a
+recovery input that no crash leaves, and that can be told, raises DamagedFile in steps 2 and
+3 before anything is written (replay surveys each journal before it yields a record), so the
+recovery checkpoint never makes the damage permanent. The advice in those errors never moves
+the index or lastMark aside over lost data and never resurrects a delete.
+
 Not verified here: compaction leftovers (the hook does nothing), multiple journal directories.
 """
 
@@ -53,22 +61,37 @@ from impl.bookie.layout import BookieLayout, sync_previous_run
 from impl.bookie.state import RecoveryReport
 from impl.config.config import ServerConfig
 from impl.entrylog.logger import EntryLogger
-from impl.format.journal import JournalRecord
-from impl.format.ledger_index import MASTER_KEY_MAX_BYTES
-from impl.format.names import journal_file_name
-from impl.fs.api import FileSystem
+from impl.format.journal import MIN_PAYLOAD_SIZE, JournalRecord
+from impl.format.ledger_index import DELETED_RECORD_SIZE, MASTER_KEY_MAX_BYTES
+from impl.format.names import (
+    DELETED_FILE_NAME,
+    journal_file_name,
+    log_file_name,
+    segment_file_name,
+)
+from impl.fs.api import FileSystem, join
 from impl.index.ledger_index import LedgerIndex
 from impl.index.rebuild import may_hold_bk_metadata, rebuild_index
-from impl.journal.last_mark import LogMark, read_last_mark
+from impl.journal.last_mark import IndexCoverage, LogMark, checked_last_mark
 from impl.journal.replay import Progress, replay
 from impl.limits import LIMITS, Limits
-from spec.errors import BkIndexDamaged, EntryLogError, FsError, NoWritableLedgerDir, RecoveryError
+from spec.errors import (
+    REPLICA_ADVICE,
+    BkIndexDamaged,
+    DamagedFile,
+    EntryLogError,
+    FsError,
+    NoWritableLedgerDir,
+    RecoveryError,
+)
 from spec.ids import EntryId, EntryLogId, LedgerId
 
 __all__ = [
     "Progress",
     "Recovered",
     "ReplayAction",
+    "check_index_coverage",
+    "check_indexed_logs",
     "cleanup_compaction_leftovers",
     "must_rebuild_index",
     "recover",
@@ -127,9 +150,88 @@ def must_rebuild_index(
 ) -> bool:
     """Whether recovery rebuilds the index from the entry logs: only when our index was never
     persisted and there are logs to index, or BookKeeper's ``.idx`` files to take keys and
-    fences from (a directory written by BookKeeper, or an index moved aside by an operator).
-    An index that was persisted is never rebuilt: it holds keys and fences the logs do not."""
+    fences from (a directory written by BookKeeper). An index that was persisted is never
+    rebuilt: it holds keys and fences the logs do not; one deleted or moved aside is refused
+    before this (``check_index_coverage``) once a bkref lastMark records it."""
     return not index_persisted and (bool(log_ids) or bk_index_files)
+
+
+def check_index_coverage(index: LedgerIndex, coverage: IndexCoverage | None) -> None:
+    """Refuse an index that holds less than lastMark says it held when the mark was written
+    (impl/journal/last_mark.py): a checkpoint writes lastMark only after the index flush
+    returned and every counted delete was fsynced, so no crash leaves less. Less is a deleted
+    newest segment (or a deleted index), or a shortened or missing deleted-ledgers file.
+    None (a lastMark BookKeeper or an older bkref wrote): nothing to check against."""
+    if coverage is None:
+        return
+    if index.newest_segment_seq < coverage.segment_seq:
+        newest = index.newest_segment_seq
+        have = f"segment {newest:016x}" if newest else "no segment"
+        raise DamagedFile(
+            join(index.index_dir, segment_file_name(coverage.segment_seq)),
+            None,
+            f"the ledger index was durable up to segment {coverage.segment_seq:016x} when "
+            f"lastMark was written, and {index.index_dir} now holds {have}: segments were "
+            "deleted (or the index directory moved). The journal before lastMark may be gone, "
+            "so the master keys, fences and entries in the missing segments exist nowhere else",
+            "restore the missing segment files (or the whole index directory) from a backup "
+            "taken while the bookie was stopped, whose newest segment is "
+            f"{coverage.segment_seq:016x} or later (an older one is refused the same way: the "
+            "journal it would need may be trimmed). Do not start with the index as it is or "
+            "moved aside: a rebuild from the entry logs loses master keys, fences and deletes. "
+            f"{REPLICA_ADVICE}",
+        )
+    if index.deleted_records < coverage.deleted_records:
+        path = join(index.index_dir, DELETED_FILE_NAME)
+        raise DamagedFile(
+            path,
+            index.deleted_records * DELETED_RECORD_SIZE,
+            f"lastMark records {coverage.deleted_records} durable deletes, and the file holds "
+            f"{index.deleted_records} intact records: it was truncated or removed, and the "
+            "ledgers deleted in the lost records would come back (unfenced, readable)",
+            "restore the file from a backup taken while the bookie was stopped, or write the "
+            "missing records back by hand (16 bytes each: 'BKDL', int64 ledger id, CRC32 of "
+            f"those 12 bytes) if you know which ledgers were deleted. {REPLICA_ADVICE}",
+        )
+
+
+def check_indexed_logs(fs: FileSystem, index: LedgerIndex, entry_logger: EntryLogger) -> None:
+    """Refuse an index that places entries in an entry log that is missing or too short to
+    hold them. A checkpoint forces the entry logs (and their names) before it flushes the
+    index, so no crash leaves that; reading on would answer those entries with io_error, and
+    a replay would not re-add them (the index says they are there)."""
+    for log_id, (count, largest) in sorted(index.log_extents().items()):
+        name = log_file_name(log_id)
+        path = entry_logger.find_log(EntryLogId(log_id))
+        if path is None:
+            raise DamagedFile(
+                name,
+                None,
+                f"the ledger index places {count} entries in entry log {name}, which is in no "
+                "ledger directory: it was deleted or moved",
+                "put the file back into its ledger directory (look for it in a directory "
+                f"removed from ledgerDirectories, or in a backup). {REPLICA_ADVICE}",
+            )
+        try:
+            handle = fs.open(path, read_only=True)
+            try:
+                size = handle.size()
+            finally:
+                handle.close()
+        except FsError as exc:
+            raise RecoveryError(
+                f"cannot read entry log {path}: {exc}. Check the disk, then start again"
+            ) from exc
+        if size < largest + MIN_PAYLOAD_SIZE:
+            raise DamagedFile(
+                path,
+                size,
+                f"the file ends at offset {size}, and the ledger index places an entry at "
+                f"offset {largest}: the log was truncated after the checkpoint that made it "
+                "durable",
+                "restore the log from a backup taken while the bookie was stopped. "
+                f"{REPLICA_ADVICE}",
+            )
 
 
 # --- the procedure ------------------------------------------------------------------------------
@@ -176,7 +278,12 @@ def recover(
     idempotent). The index, its rebuild and the replay get ``limits`` (impl/limits.py)."""
     sync_previous_run(fs, layout)  # (0)
     cleanup_compaction_leftovers(fs, layout)  # (1)
+    # lastMark first: a damaged one is refused before the index is even read. Nothing below
+    # writes before replay, and replay refuses damage before the checkpoint (Bookie.open).
+    checked = checked_last_mark(fs, list(layout.ledger_dirs))
     index = LedgerIndex.load(fs, layout.index_dir, limits=limits)  # (2)
+    check_index_coverage(index, checked.coverage)
+    check_indexed_logs(fs, index, entry_logger)
     rebuilt: int | None = None
     bk_files = not index.persisted and _has_bk_index_files(fs, layout.ledger_dirs)
     if must_rebuild_index(index.persisted, entry_logger.log_ids(), bk_files):
@@ -196,7 +303,7 @@ def recover(
         if stats.logs < limits.rebuild_progress_every_logs and not stats.failures:
             say(stats.summary())  # rebuild_index prints it itself on large directories
         rebuilt = stats.entries_indexed
-    mark = read_last_mark(fs, list(layout.ledger_dirs))  # (3)
+    mark = checked.mark  # (3)
     replayer = JournalReplayer(index, entry_logger, say)
     records = replay(
         fs,
@@ -206,6 +313,8 @@ def recover(
         max_record_bytes=config.netty_max_frame_size_bytes,
         progress=say,
         limits=limits,
+        mark_file=checked.path,
+        bkref_mark=checked.coverage is not None,
     )
     for record in records:
         replayer.apply(record)
@@ -289,10 +398,13 @@ class JournalReplayer:
 
     def _set_key(self, record: JournalRecord) -> None:
         if len(record.payload) > MASTER_KEY_MAX_BYTES:
-            raise RecoveryError(
-                f"{_where(record)}: the key record of ledger {record.ledger_id} holds a key of "
+            raise DamagedFile(
+                journal_file_name(record.journal_id),
+                record.offset,
+                f"the key record of ledger {record.ledger_id} holds a key of "
                 f"{len(record.payload)} bytes, more than any bookie accepts "
-                f"({MASTER_KEY_MAX_BYTES}): the journal is damaged. Restore it from a copy."
+                f"({MASTER_KEY_MAX_BYTES})",
+                f"restore the journal from a copy. {REPLICA_ADVICE}",
             )
         self._index.set_master_key(LedgerId(record.ledger_id), record.payload)
 

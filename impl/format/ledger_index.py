@@ -17,8 +17,9 @@ Why a module of its own (beside impl/format/entry_log.py and impl/format/journal
 bytes are the contract between runs of the bookie, so they are defined apart from the index's
 behaviour (impl/index/ledger_index.py: what is kept in memory, when a segment is written or
 merged, how a load chains segments). This module is pure: bytes in, bytes or values out;
-decoders return the reason as a string instead of raising, and the index turns it into a
-RecoveryError naming the file. File names are impl/format/names.py.
+decoders return the reason (a string, or a DeletedFileDamage with its offset) instead of
+raising, and the index turns it into a RecoveryError naming the file. File names are
+impl/format/names.py.
 """
 
 from __future__ import annotations
@@ -218,31 +219,66 @@ def encode_deleted_record(ledger_id: int) -> bytes:
     return head + struct.pack(">I", zlib.crc32(head))
 
 
-def decode_deleted_file(data: bytes) -> tuple[list[LedgerId], int] | str:
-    """The deleted ledgers and the length of the intact prefix, or why the file is corrupt.
+@attrs.frozen
+class DeletedFileDamage:
+    """Why a deleted-ledgers file is damaged, and the offset of the damage."""
 
-    A record that fails its checks ends the intact prefix; it and whatever follows are the
-    remains of an unacknowledged append (spec page, "Crash states"), unless an intact record
-    follows: then the file was damaged after the fact, and that is an error.
+    offset: int
+    problem: str
+
+
+def decode_deleted_file(data: bytes) -> tuple[list[LedgerId], int] | DeletedFileDamage:
+    """The deleted ledgers and the length of the intact prefix, or why the file is damaged.
+
+    A crash leaves at most one record that is not intact, the last one, and only as what an
+    interrupted 16-byte append leaves: zeros (the size reached the disk, the data did not) or
+    a sector of garbage. Each append first cuts the file back to its intact prefix and is
+    fsynced before the next one, and records never straddle a sector. So these are damage
+    (spec page, "Damage"): an intact record after one that is not; more than one record that
+    is not intact; a piece shorter than a record at the end; and a last record that is a
+    real record with a flipped bit (its magic is "BKDL", or its CRC matches its ledger id
+    under the right magic): that delete was acknowledged, and reading past it would
+    resurrect the ledger.
     """
     ledgers: list[LedgerId] = []
     good_bytes: int | None = None
-    for offset in range(0, len(data) - DELETED_RECORD_SIZE + 1, DELETED_RECORD_SIZE):
+    written = False
+    whole = len(data) - len(data) % DELETED_RECORD_SIZE
+    for offset in range(0, whole, DELETED_RECORD_SIZE):
         magic, ledger_id, crc = _DELETED.unpack_from(data, offset)
-        intact = (
-            magic == DELETED_RECORD_MAGIC
-            and ledger_id >= 0
-            and zlib.crc32(data[offset : offset + 12]) == crc
-        )
+        head = data[offset : offset + 12]
+        intact = magic == DELETED_RECORD_MAGIC and ledger_id >= 0 and zlib.crc32(head) == crc
         if intact and good_bytes is not None:
-            return (
+            return DeletedFileDamage(
+                good_bytes,
                 f"the record at offset {good_bytes} is damaged but the intact record at "
-                f"offset {offset} follows it: the file was corrupted, not torn by a crash"
+                f"offset {offset} follows it: the file was corrupted, not torn by a crash",
             )
         if intact:
             ledgers.append(LedgerId(ledger_id))
-        elif good_bytes is None:
-            good_bytes = offset
+            continue
+        if good_bytes is not None:
+            return DeletedFileDamage(
+                good_bytes,
+                f"the records at offsets {good_bytes} and {offset} are both not intact; a "
+                "crash leaves at most the last record torn",
+            )
+        good_bytes = offset
+        written = magic == DELETED_RECORD_MAGIC or (
+            zlib.crc32(DELETED_RECORD_MAGIC + head[4:]) == crc
+        )
+    if good_bytes is not None and written:
+        return DeletedFileDamage(
+            good_bytes,
+            f"the record at offset {good_bytes} was written whole (its magic or its CRC is "
+            "right) and then damaged: an acknowledged delete, not a torn append",
+        )
+    if len(data) != whole:
+        return DeletedFileDamage(
+            whole,
+            f"the file is {len(data)} bytes, not a multiple of the {DELETED_RECORD_SIZE}-byte "
+            "record: no crash cuts a record short (records never straddle a sector)",
+        )
     if good_bytes is None:
         good_bytes = len(ledgers) * DELETED_RECORD_SIZE
     return ledgers, good_bytes

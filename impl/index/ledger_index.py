@@ -37,6 +37,7 @@ from impl.format.ledger_index import (
     SEGMENT_HEADER_SIZE,
     SEGMENT_KIND_DELTA,
     SEGMENT_KIND_FULL,
+    DeletedFileDamage,
     Segment,
     decode_deleted_file,
     decode_segment,
@@ -53,7 +54,7 @@ from impl.format.names import (
 )
 from impl.fs.api import FileSystem, join, parent
 from impl.limits import LIMITS, Limits
-from spec.errors import RecoveryError
+from spec.errors import REPLICA_ADVICE, DamagedFile
 from spec.ids import INT64_MAX, EntryId, LedgerId, Location
 
 # --- value objects ----------------------------------------------------------------------------
@@ -92,12 +93,15 @@ class _Ledger:
         self.fenced = False
 
 
-def _recovery_error(path: str, what: str) -> RecoveryError:
-    return RecoveryError(
-        f"ledger index {path}: {what}. Segments are renamed into place only once durable, so "
-        "this is damage, not a crash leftover. Restore the index directory from a backup, or "
-        "move it aside to rebuild the index from the entry logs at the next start (master "
-        "keys and fence flags no longer in the journal are then lost)."
+def _recovery_error(path: str, what: str) -> DamagedFile:
+    return DamagedFile(
+        path,
+        None,
+        f"{what}; segments are renamed into place only once durable and never "
+        "modified, so this is damage, not a crash leftover",
+        "restore the index directory (all of it: the segments and deleted-ledgers) from a "
+        "backup taken while the bookie was stopped. Do not move it aside: a rebuild from the "
+        f"entry logs loses every master key, fence and delete not in the journal. {REPLICA_ADVICE}",
     )
 
 
@@ -137,7 +141,8 @@ class LedgerIndex:
     def load(cls, fs: FileSystem, index_dir: str, *, limits: Limits = LIMITS) -> LedgerIndex:
         """The index persisted in ``index_dir`` (which need not exist yet).
 
-        Raises RecoveryError when a segment or the deleted-ledgers file is damaged. Makes
+        Raises DamagedFile (a RecoveryError) when a segment or the deleted-ledgers file is
+        damaged, before anything is written. Makes
         durable what it found (an fsync of the deleted-ledgers file and of the directory), so
         nothing this process acts on can vanish in a later crash.
         """
@@ -171,11 +176,16 @@ class LedgerIndex:
             decoded = decode_deleted_file(handle.pread(0, handle.size()))
         finally:
             handle.close()
-        if isinstance(decoded, str):
-            raise RecoveryError(
-                f"deleted-ledgers file {path}: {decoded}. Do not delete it (deleted ledgers "
-                "would come back): restore it from a backup, or repair it by hand (16-byte "
-                "records: 'BKDL', int64 ledger id, CRC32 of both)."
+        if isinstance(decoded, DeletedFileDamage):
+            raise DamagedFile(
+                path,
+                decoded.offset,
+                decoded.problem,
+                "do not delete or truncate the file: every ledger it names would come back, "
+                "and every fenced ledger among them would take writes again. Restore it from "
+                "a backup taken while the bookie was stopped, or repair the record at this "
+                "offset by hand (16 bytes: 'BKDL', int64 ledger id, CRC32 of those 12 bytes) "
+                f"if you know which ledger it deleted. {REPLICA_ADVICE}",
             )
         ledgers, self._deleted_bytes = decoded
         self._deleted.update(ledgers)
@@ -466,6 +476,29 @@ class LedgerIndex:
         """Whether ``load`` found a segment on disk. When it did not, the bookie rebuilds the
         index from the entry logs (impl/index/rebuild.py)."""
         return self._persisted
+
+    def log_extents(self) -> dict[int, tuple[int, int]]:
+        """Per entry log id, how many entries the index places in it and the largest payload
+        offset among them (recovery checks the logs hold them)."""
+        extents: dict[int, tuple[int, int]] = {}
+        for ledger in self._ledgers.values():
+            for location in ledger.entries.values():
+                log_id, offset = location >> 32, location & 0xFFFFFFFF
+                count, largest = extents.get(log_id, (0, 0))
+                extents[log_id] = (count + 1, max(largest, offset))
+        return extents
+
+    @property
+    def newest_segment_seq(self) -> int:
+        """The newest segment a load would read now (0: none), durable once ``flush``
+        returned: what lastMark records as the index's coverage."""
+        return self._last_seq
+
+    @property
+    def deleted_records(self) -> int:
+        """How many records the deleted-ledgers file holds, each durable (fsynced before
+        ``delete_ledger`` returned)."""
+        return self._deleted_bytes // DELETED_RECORD_SIZE
 
     @property
     def index_dir(self) -> str:

@@ -10,6 +10,15 @@ place, so a crash between the truncate and the write leaves an empty file, which
 ``lastMark`` and fsyncs the directory: after a crash each directory holds the old mark or the
 new one, never less (the page argues it). BookKeeper reads the result unchanged.
 
+What bkref adds after the 16 bytes (BookKeeper reads only those): the *index coverage*, the
+newest ledger-index segment and the number of deleted-ledgers records that were durable when
+the mark was written, with a CRC (spec/format/journal.md, "The lastMark file"). A checkpoint
+writes lastMark only after the index flush returned, and the file through a rename, so no
+crash leaves an index older than what its lastMark records: a missing newest segment or a
+shortened deleted-ledgers file is damage, and recovery refuses it (impl/bookie/recovery.py).
+A file of any other size than 0, 16 or 40 bytes, or with a bad CRC or a negative field, is
+damage too (``read_dir_mark`` marks it; BookKeeper would read it as "no mark").
+
 Not verified: that a directory holding a larger mark than the caller's (written by another
 process) is not overwritten by a smaller one; ``write_last_mark`` asserts against what it
 reads, which is a check of the caller, not a lock.
@@ -18,6 +27,7 @@ reads, which is a check of the caller, not a lock.
 from __future__ import annotations
 
 import struct
+import zlib
 from collections.abc import Sequence
 
 import attrs
@@ -25,10 +35,17 @@ import attrs
 from impl.format.journal import LAST_MARK_SIZE
 from impl.format.names import LAST_MARK_FILE_NAME, journal_file_name, tmp_file_name
 from impl.fs.api import FileSystem, join
-from spec.errors import FsError, FsNotFound
+from spec.errors import DamagedFile, FsError, FsNotFound
 from spec.ids import INT64_MAX
 
 _MARK = struct.Struct(">qq")
+#: The index coverage after the mark: magic, newest segment seq, deleted records, then a CRC.
+_COVERAGE = struct.Struct(">4sQQ")
+COVERAGE_MAGIC = b"BKIC"
+#: 16 bytes of mark + 4 magic + 8 seq + 8 deleted records + 4 CRC32 of the 36 bytes before it.
+LAST_MARK_WITH_COVERAGE_SIZE = LAST_MARK_SIZE + _COVERAGE.size + 4
+#: Read this much of a lastMark file: enough to see that a file is longer than it may be.
+_READ_BYTES = LAST_MARK_WITH_COVERAGE_SIZE + 1
 
 
 def _non_negative(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
@@ -77,19 +94,58 @@ NO_MARK = LogMark(0, 0)
 
 
 @attrs.frozen
+class IndexCoverage:
+    """What the ledger index held, durably, when a lastMark was written: its newest segment
+    (0: none) and the number of records of its deleted-ledgers file."""
+
+    segment_seq: int = attrs.field(validator=_non_negative)
+    deleted_records: int = attrs.field(validator=_non_negative)
+
+
+@attrs.frozen
 class DirMark:
-    """What one directory's lastMark file says: a mark, or None and why not."""
+    """What one directory's lastMark file says: a mark, or None and why not. ``damaged``: the
+    file holds what no crash leaves (the reason says what); recovery refuses it."""
 
     directory: str
     mark: LogMark | None
     reason: str = ""
+    coverage: IndexCoverage | None = None
+    damaged: bool = False
 
 
-def encode_last_mark(mark: LogMark) -> bytes:
-    """The 16 bytes of a lastMark file."""
+def encode_last_mark(mark: LogMark, coverage: IndexCoverage | None = None) -> bytes:
+    """The 16 bytes of a lastMark file, and bkref's index coverage after them if given."""
     data = _MARK.pack(mark.journal_id, mark.offset)
     assert len(data) == LAST_MARK_SIZE
+    if coverage is None:
+        return data
+    data += _COVERAGE.pack(COVERAGE_MAGIC, coverage.segment_seq, coverage.deleted_records)
+    data += struct.pack(">I", zlib.crc32(data))
+    assert len(data) == LAST_MARK_WITH_COVERAGE_SIZE
     return data
+
+
+def decode_last_mark_file(data: bytes) -> tuple[LogMark, IndexCoverage | None]:
+    """The mark and the index coverage of a whole lastMark file as bkref writes it (16 or 40
+    bytes). Raises ValueError, with the offset of the problem, for anything else."""
+    if len(data) not in (LAST_MARK_SIZE, LAST_MARK_WITH_COVERAGE_SIZE):
+        raise ValueError(
+            f"{len(data)} bytes; a lastMark holds {LAST_MARK_SIZE} (BookKeeper) or "
+            f"{LAST_MARK_WITH_COVERAGE_SIZE} (bkref: the mark and the index coverage)"
+        )
+    mark = decode_last_mark(data)
+    if len(data) == LAST_MARK_SIZE:
+        return mark, None
+    magic, seq, deleted = _COVERAGE.unpack_from(data, LAST_MARK_SIZE)
+    (crc,) = struct.unpack_from(">I", data, LAST_MARK_WITH_COVERAGE_SIZE - 4)
+    if magic != COVERAGE_MAGIC or crc != zlib.crc32(data[: LAST_MARK_WITH_COVERAGE_SIZE - 4]):
+        raise ValueError(
+            f"the index coverage at offset {LAST_MARK_SIZE} fails its magic or CRC check"
+        )
+    if seq > INT64_MAX or deleted > INT64_MAX:
+        raise ValueError(f"index coverage out of range: segment {seq}, {deleted} deletes")
+    return mark, IndexCoverage(seq, deleted)
 
 
 def decode_last_mark(data: bytes) -> LogMark:
@@ -104,8 +160,11 @@ def decode_last_mark(data: bytes) -> LogMark:
 
 
 def read_dir_mark(fs: FileSystem, directory: str, file_name: str = LAST_MARK_FILE_NAME) -> DirMark:
-    """The lastMark of one directory. A missing, short or garbage file gives no mark and a
-    reason (BookKeeper logs it and treats the directory as holding (0, 0))."""
+    """The lastMark of one directory. A missing, empty or unreadable file gives no mark and a
+    reason (BookKeeper logs it and treats the directory as holding (0, 0); BookKeeper's
+    truncate-then-write leaves an empty file after a crash). A file of another size, or with
+    a negative field or a bad coverage CRC, gives no mark and ``damaged``: no crash of bkref or
+    BookKeeper leaves it."""
     path = join(directory, file_name)
     try:
         handle = fs.open(path, read_only=True)
@@ -114,15 +173,18 @@ def read_dir_mark(fs: FileSystem, directory: str, file_name: str = LAST_MARK_FIL
     except FsError as exc:
         return DirMark(directory, None, f"{path} cannot be opened: {exc}")
     try:
-        data = handle.pread(0, LAST_MARK_SIZE)
+        data = handle.pread(0, _READ_BYTES)
     except FsError as exc:
         return DirMark(directory, None, f"{path} cannot be read: {exc}")
     finally:
         handle.close()
+    if not data:
+        return DirMark(directory, None, f"{path} is empty (a BookKeeper crash leaves that)")
     try:
-        return DirMark(directory, decode_last_mark(data))
+        mark, coverage = decode_last_mark_file(data)
     except ValueError as exc:
-        return DirMark(directory, None, f"{path} is not a lastMark: {exc}")
+        return DirMark(directory, None, f"{path} is not a lastMark: {exc}", damaged=True)
+    return DirMark(directory, mark, coverage=coverage)
 
 
 def read_last_marks(
@@ -145,10 +207,54 @@ def read_last_mark(
     return largest_mark(read_last_marks(fs, ledger_dirs, file_name))
 
 
+@attrs.frozen
+class CheckedMark:
+    """Recovery's reading of lastMark: the largest mark, the file that holds it (None: no
+    mark), and the largest index coverage recorded (None: no file carries one)."""
+
+    mark: LogMark
+    path: str | None
+    coverage: IndexCoverage | None
+
+
+def checked_last_mark(
+    fs: FileSystem, ledger_dirs: Sequence[str], file_name: str = LAST_MARK_FILE_NAME
+) -> CheckedMark:
+    """Recovery's read: the largest lastMark over ``ledger_dirs`` and the largest index
+    coverage recorded in any of them (each was written after what it records was durable, so
+    each is a lower bound). Raises DamagedFile for a damaged file, before anything is
+    written."""
+    marks = read_last_marks(fs, ledger_dirs, file_name)
+    for dir_mark in marks:
+        if dir_mark.damaged:
+            raise DamagedFile(
+                join(dir_mark.directory, file_name),
+                None,
+                dir_mark.reason,
+                "if another ledger directory holds an intact lastMark, or this one is "
+                "beyond repair, delete this file: recovery then replays from the largest "
+                "intact mark (or from the oldest journal present), which re-applies records "
+                "the storage already holds and loses nothing; the check of the index against "
+                "the mark is then skipped until the next checkpoint writes it again",
+            )
+    seqs = [m.coverage.segment_seq for m in marks if m.coverage is not None]
+    deletes = [m.coverage.deleted_records for m in marks if m.coverage is not None]
+    coverage = IndexCoverage(max(seqs), max(deletes)) if seqs else None
+    mark = largest_mark(marks)
+    holders = [join(m.directory, file_name) for m in marks if m.mark == mark]
+    return CheckedMark(mark, holders[0] if holders else None, coverage)
+
+
 def write_last_mark(
-    fs: FileSystem, ledger_dirs: Sequence[str], mark: LogMark, file_name: str = LAST_MARK_FILE_NAME
+    fs: FileSystem,
+    ledger_dirs: Sequence[str],
+    mark: LogMark,
+    file_name: str = LAST_MARK_FILE_NAME,
+    *,
+    coverage: IndexCoverage | None = None,
 ) -> None:
-    """Persist ``mark`` in every directory of ``ledger_dirs``; durable on return.
+    """Persist ``mark`` (and the index ``coverage``, when given) in every directory of
+    ``ledger_dirs``; durable on return. ``coverage`` must already be durable.
 
     Asserts that the mark does not move backwards against any mark already there
     (BookKeeper issue #4740). FsError propagates: the caller must not trim journals then.
@@ -157,10 +263,12 @@ def write_last_mark(
     previous = read_last_mark(fs, ledger_dirs, file_name)
     assert mark >= previous, f"lastMark would move backwards from {previous} to {mark}"
     for directory in ledger_dirs:
-        _write_one(fs, directory, file_name, mark)
+        _write_one(fs, directory, file_name, mark, coverage)
 
 
-def _write_one(fs: FileSystem, directory: str, file_name: str, mark: LogMark) -> None:
+def _write_one(
+    fs: FileSystem, directory: str, file_name: str, mark: LogMark, coverage: IndexCoverage | None
+) -> None:
     """tmp, fsync, rename, fsync the directory; then read back and compare."""
     path = join(directory, file_name)
     tmp = join(directory, tmp_file_name(file_name))
@@ -168,11 +276,11 @@ def _write_one(fs: FileSystem, directory: str, file_name: str, mark: LogMark) ->
         fs.unlink(tmp)  # a leftover of a crash; nobody reads it
     handle = fs.open(tmp, create=True, exclusive=True)
     try:
-        handle.pwrite(0, encode_last_mark(mark))
+        handle.pwrite(0, encode_last_mark(mark, coverage))
         handle.fsync()
     finally:
         handle.close()
     fs.rename(tmp, path)
     fs.fsync_dir(directory)
     written = read_dir_mark(fs, directory, file_name)
-    assert written.mark == mark, (written, mark)
+    assert written.mark == mark and written.coverage == coverage, (written, mark, coverage)

@@ -12,6 +12,11 @@ the writer opens its first file). Replay is also a hot loop of its own
 takes the data records out of a chunk in one tight loop (``_data_run``), falling back to one
 record at a time only at a chunk boundary, padding, a meta record or the end.
 
+Damage (spec/format/journal.md, "Damage"): before it yields the first record, a replay checks
+that lastMark lies on a record boundary of its journal and, for every journal it will read,
+that a crash can leave the place its scan will stop (``_survey``), so a refused start has
+written nothing. Both raise DamagedFile.
+
 Where this differs from BookKeeper is listed on :class:`JournalReplay`.
 """
 
@@ -28,6 +33,7 @@ from impl.format.journal import (
     PADDING_HEADER_SIZE,
     PADDING_MASK,
     RECORD_SIZE_PREFIX,
+    SECTOR_SIZE,
     V5,
     VERSION_HEADER_SIZE,
     InvalidRecord,
@@ -41,7 +47,7 @@ from impl.fs.api import FileHandle, FileSystem, join
 from impl.journal.journal import list_journal_files
 from impl.journal.last_mark import LogMark
 from impl.limits import LIMITS, Limits
-from spec.errors import FsError, RecoveryError
+from spec.errors import REPLICA_ADVICE, DamagedFile, FsError, RecoveryError
 
 #: Receives one human-readable line per replay event (journal started, record skipped, ...).
 Progress = Callable[[str], None]
@@ -50,6 +56,8 @@ _LEN = struct.Struct(">i")
 _IDS = struct.Struct(">qq")
 #: A record's length and ids at once (the replay's common case).
 _HEAD = struct.Struct(">iqq")
+#: The length field of a padding record, as bytes (searched for after a stop).
+_PADDING_HEAD = _LEN.pack(PADDING_MASK)
 
 
 def journals_to_replay(ids: list[int], mark: LogMark, journal_dir: str) -> list[int]:
@@ -58,13 +66,16 @@ def journals_to_replay(ids: list[int], mark: LogMark, journal_dir: str) -> list[
     chosen = sorted(journal_id for journal_id in ids if journal_id >= mark.journal_id)
     if mark.journal_id > 0 and (not chosen or chosen[0] != mark.journal_id):
         present = ", ".join(journal_file_name(jid) for jid in sorted(ids)[-5:]) or "none"
-        raise RecoveryError(
+        raise DamagedFile(
+            join(journal_dir, journal_file_name(mark.journal_id)),
+            None,
             f"Recovery log {mark.journal_id} is missing at {journal_dir}: lastMark {mark} names "
-            f"journal {journal_file_name(mark.journal_id)}, which is not there (newest journals "
-            f"present: {present}). Records after the mark were acknowledged and may exist "
-            "nowhere else. What to do: restore that journal file; if it is lost for good, move "
-            "the lastMark files out of the ledger directories so that replay starts from the "
-            "oldest journal present, knowing that the entries only in the lost journal are gone"
+            f"this journal, which is not there (newest journals present: {present}); the "
+            "records after the mark were acknowledged (adds, fences, master keys) and may "
+            "exist nowhere else",
+            "restore that journal file from a copy. Do not move the lastMark files aside to "
+            "start anyway: the adds, fences and keys only in the lost journal would be gone, "
+            f"and a fenced ledger could take writes again. {REPLICA_ADVICE}",
         )
     return chosen
 
@@ -97,8 +108,17 @@ class JournalReplay:
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
         progress: Progress | None = None,
         limits: Limits = LIMITS,
+        mark_file: str | None = None,
+        bkref_mark: bool = False,
     ) -> None:
         assert max_record_bytes > 0, max_record_bytes
+        #: The lastMark file that holds ``mark``, for messages (None: the caller's own mark).
+        self._mark_file = mark_file
+        #: The mark was written by bkref (its lastMark carries the index coverage): every
+        #: journal after it was written by bkref, one group at a time (see ``_check_stop``).
+        self._bkref_mark = bkref_mark
+        #: The journal being scanned.
+        self._current = 0
         self._fs = fs
         self._dir = journal_dir
         self._mark = mark
@@ -113,6 +133,11 @@ class JournalReplay:
         self._done = False
         self.notes: list[str] = []
         self.records_replayed = 0
+        #: Stops ``_survey`` checked: (journal id, offset) -> the damage found, or None.
+        self._verified: dict[tuple[int, int], str | None] = {}
+        if self._ids and self._ids[0] == mark.journal_id:
+            self._check_mark()
+        self._survey()
 
     @property
     def journal_ids(self) -> list[int]:
@@ -153,6 +178,7 @@ class JournalReplay:
             self._progress(line)
 
     def _scan(self, journal_id: int, start: int) -> Generator[list[JournalRecord], None, int]:
+        self._current = journal_id
         path = join(self._dir, self._files[journal_id])
         try:
             handle = self._fs.open(path, read_only=True)
@@ -165,11 +191,7 @@ class JournalReplay:
             size = handle.size()
             version = decode_version(handle.pread(0, VERSION_HEADER_SIZE))
             if not MIN_COMPAT_VERSION <= version <= CURRENT_VERSION:
-                raise RecoveryError(
-                    f"journal {path} has format version {version}; bkref (like BookKeeper) reads "
-                    f"versions {MIN_COMPAT_VERSION} to {CURRENT_VERSION}. The file is not a "
-                    "journal or was written by a newer bookie: move it away or use that bookie"
-                )
+                raise _version_error(path, version)
             offset = max(start, header_size(version))
             self._say(
                 f"replaying journal {path}: version {version}, {size} bytes, from offset {offset}"
@@ -220,7 +242,13 @@ class JournalReplay:
                 return buf, base, i, None, self._stopped(where, base, "the end of the file")
         length = _LEN.unpack_from(buf, i)[0]
         if length == 0:
-            return buf, base, i, None, self._stopped(where, base + i, "a zero length (the end)")
+            return (
+                buf,
+                base,
+                i,
+                None,
+                self._stopped(where, base + i, "a zero length (the end)", handle),
+            )
         if length < 0 and (length != PADDING_MASK or where[1] < V5):
             return buf, base, i, None, self._invalid(where, base + i, _negative(length, where[1]))
         if length == PADDING_MASK:
@@ -233,7 +261,7 @@ class JournalReplay:
             buf, base, i = self._read_at(handle, base + i, end - i), base + i, 0
             end = RECORD_SIZE_PREFIX + length
             if end > len(buf):
-                return buf, base, i, None, self._stopped(where, base, "a record cut short")
+                return buf, base, i, None, self._stopped(where, base, "a record cut short", handle)
         if length < MIN_PAYLOAD_SIZE:
             return buf, base, i, None, self._invalid(where, base + i, _too_short(length))
         payload = buf[i + RECORD_SIZE_PREFIX : end]
@@ -288,9 +316,286 @@ class JournalReplay:
         kind, body = meta
         return JournalRecord(kind, ledger_id, entry_id, body, journal_id, offset, end)
 
-    def _stopped(self, where: _Where, offset: int, why: str) -> int:
+    def _stopped(
+        self, where: _Where, offset: int, why: str, handle: FileHandle | None = None
+    ) -> int:
+        """Replay of this journal stops at ``offset``. Given ``handle`` (a zero length or a
+        record cut short, where data may follow), first check that a crash can leave it."""
+        if handle is not None:
+            key = (self._current, offset)
+            if key in self._verified:
+                damage = self._verified[key]
+            else:
+                damage = self._check_stop(handle, where, offset, zero=why.startswith("a zero"))
+            if damage is not None:
+                return self._damaged(where, offset, damage)
         self._say(f"journal {where[0]}: replay stopped at offset {offset}: {why}")
         return offset
+
+    # --- damage (spec/format/journal.md, "Damage") ---------------------------------------
+
+    def _check_stop(self, handle: FileHandle, where: _Where, offset: int, zero: bool) -> str | None:
+        """Why a stop at ``offset`` cannot come from a crash, or None when it can.
+
+        bkref writes a journal one group at a time (records, then padding to the alignment,
+        a multiple of 512), syncs it, and only then writes the next; it never preallocates.
+        So after a crash only the last group of a file can be incomplete, and it is missing
+        whole 512-byte sectors (zeros where the size reached the disk and the data did not)
+        or ends early. Two shapes are therefore damage (V5+ journals, which pad):
+
+        - a zero length inside a sector that holds data: a sector reaches the disk whole, and
+          the writer never writes a zero length (BookKeeper's preallocated zeros start on an
+          aligned boundary too, after its padding);
+        - a later group after the stop: a padding record ending on a sector boundary before
+          the end of the file, followed by a record. Only in journals bkref wrote after its
+          own mark: BookKeeper may have several groups in flight when it crashes.
+
+        The end of the file, and zeros up to it, are always a crash state (and BookKeeper's
+        preallocated tail)."""
+        _path, version, size = where
+        if version < V5 or not self._nonzero_after(handle, offset, size):
+            return None
+        if zero and self._sectors_hold_data(handle, offset, size):
+            return (
+                "a zero length where a record belongs, inside a 512-byte sector that holds "
+                "data: a crash leaves whole sectors unwritten, and the writer never writes a "
+                "zero length"
+            )
+        at_mark = self._current == self._mark.journal_id and offset == self._mark.offset
+        if self._bkref_mark and not at_mark:
+            later = self._later_group(handle, offset, size)
+            if later is not None:
+                return (
+                    f"replay would stop here, yet a later group of records starts at offset "
+                    f"{later} (after a padding record): bkref syncs each group before it "
+                    "writes the next, so a crash leaves only the last group incomplete"
+                )
+        return None
+
+    def _nonzero_after(self, handle: FileHandle, offset: int, size: int) -> bool:
+        """Whether any byte from ``offset`` to the end of the file is not zero."""
+        position = offset
+        while position < size:
+            chunk = handle.pread(position, self._chunk_bytes)
+            if not chunk:
+                return False
+            if chunk.count(0) != len(chunk):
+                return True
+            position += len(chunk)
+        return False
+
+    def _sectors_hold_data(self, handle: FileHandle, offset: int, size: int) -> bool:
+        """Whether every 512-byte sector the length field at ``offset`` touches holds a byte
+        that is not zero."""
+        first, last = offset // SECTOR_SIZE, min(offset + RECORD_SIZE_PREFIX, size) - 1
+        for sector in range(first, last // SECTOR_SIZE + 1):
+            data = handle.pread(sector * SECTOR_SIZE, SECTOR_SIZE)
+            if data.count(0) == len(data):
+                return False
+        return True
+
+    def _later_group(self, handle: FileHandle, offset: int, size: int) -> int | None:
+        """The offset of a group that starts after ``offset``: the end of a padding record
+        found after it, on a sector boundary, before the end of the file, where a record or
+        another padding record starts. None when there is none."""
+        step = max(self._chunk_bytes, SECTOR_SIZE)
+        start = offset + RECORD_SIZE_PREFIX
+        for base in range(start, size, step):
+            chunk = handle.pread(base, step + PADDING_HEADER_SIZE)
+            found = chunk.find(_PADDING_HEAD)
+            while 0 <= found < step:
+                group = self._padding_end(handle, base + found, size)
+                if group is not None:
+                    return group
+                found = chunk.find(_PADDING_HEAD, found + 1)
+        return None
+
+    def _padding_end(self, handle: FileHandle, position: int, size: int) -> int | None:
+        """Where the padding record at ``position`` ends, if it is one whose end is a sector
+        boundary inside the file with a record (or padding) starting there."""
+        head = handle.pread(position, PADDING_HEADER_SIZE)
+        if len(head) < PADDING_HEADER_SIZE:
+            return None
+        zeros: int = _LEN.unpack_from(head, RECORD_SIZE_PREFIX)[0]
+        end: int = position + PADDING_HEADER_SIZE + zeros
+        if zeros < 0 or end % SECTOR_SIZE or end + RECORD_SIZE_PREFIX > size:
+            return None
+        if handle.pread(position + PADDING_HEADER_SIZE, zeros).count(0) != zeros:
+            return None
+        length = _LEN.unpack_from(handle.pread(end, RECORD_SIZE_PREFIX), 0)[0]
+        if length == PADDING_MASK:
+            return end
+        if MIN_PAYLOAD_SIZE <= length <= self._max_record_bytes and (
+            end + RECORD_SIZE_PREFIX + length <= size
+        ):
+            return end
+        return None
+
+    def _damaged(self, where: _Where, offset: int, problem: str) -> int:
+        """A stop no crash leaves: skip the rest of this journal under
+        skipReplayJournalInvalidRecord, as for an invalid record; otherwise refuse."""
+        path, _version, size = where
+        if self._skip_invalid:
+            self._say(
+                f"journal {path}: damaged at offset {offset}: {problem}; "
+                "skipReplayJournalInvalidRecord=true, so the rest of this journal "
+                f"({max(0, size - offset)} bytes) is skipped"
+            )
+            return max(size, offset)
+        raise DamagedFile(
+            path,
+            offset,
+            problem,
+            "restore the journal from a copy. skipReplayJournalInvalidRecord=true starts "
+            f"without the records from offset {offset} to the end of this journal: the adds, "
+            "fences and master keys among them are then lost on this bookie, and a fenced "
+            "ledger could take writes again; do that only with the ledgers re-replicated. "
+            f"{REPLICA_ADVICE}",
+        )
+
+    def _check_mark(self) -> None:
+        """The mark must lie in its journal, on a record boundary: lastMark is written only
+        once the journal bytes before it are durable, at the end of a group (or where a
+        replay stopped). Raises DamagedFile otherwise, before anything is replayed."""
+        mark = self._mark
+        path = join(self._dir, self._files[mark.journal_id])
+        mark_file = self._mark_file or "lastMark"
+        try:
+            handle = self._fs.open(path, read_only=True)
+        except FsError as exc:
+            raise RecoveryError(
+                f"cannot open journal {path} for replay: {exc}. Check the journal directory's "
+                "permissions and disk, then restart"
+            ) from exc
+        try:
+            size = handle.size()
+            version = decode_version(handle.pread(0, VERSION_HEADER_SIZE))
+            if not MIN_COMPAT_VERSION <= version <= CURRENT_VERSION:
+                return  # the scan refuses the file with its own message
+            if mark.offset <= header_size(version) and mark.offset <= size:
+                return  # replay starts at the header's end: nothing is skipped
+            problem = None
+            if mark.offset > size:
+                problem = f"lastMark {mark} points past the end of journal {path} ({size} bytes)"
+            else:
+                reached, stop = self._walk(handle, version, size, header_size(version), mark.offset)
+                if reached > mark.offset:
+                    problem = (
+                        f"lastMark {mark} is not on a record boundary of journal {path}: a "
+                        f"record runs from before offset {mark.offset} to offset {reached}"
+                    )
+                elif reached < mark.offset and not (
+                    stop == "invalid" and self._skip_invalid and mark.offset == size
+                ):
+                    problem = (
+                        f"lastMark {mark} lies past the records of journal {path}: they end at "
+                        f"offset {reached} ({stop})"
+                    )
+        except FsError as exc:
+            raise RecoveryError(
+                f"cannot read journal {path} during replay: {exc}. Check the disk, then restart"
+            ) from exc
+        finally:
+            handle.close()
+        if problem is not None:
+            raise DamagedFile(
+                mark_file,
+                None,
+                f"{problem}; lastMark is written only once the journal bytes before it are "
+                "durable, at the end of a group",
+                "either lastMark or the journal is damaged. If the journal is intact (compare "
+                "it with a copy), delete the lastMark files holding this mark: replay then "
+                "starts from the largest other mark, or from the oldest journal present, and "
+                "re-applies records the storage already holds, which loses nothing. If the "
+                f"journal lost bytes, restore it from a copy. {REPLICA_ADVICE}",
+            )
+
+    def _walk(
+        self, handle: FileHandle, version: int, size: int, start: int, target: int
+    ) -> tuple[int, str]:
+        """Follow the records of a journal from ``start`` as the scan does, reading only the
+        length fields, ``replay_chunk_bytes`` at a time, to the first offset at or past
+        ``target``: (that offset, ""), or (where the scan would stop before it, why): "end"
+        (the end of the file, or a padding record cut short), "zero" (a zero length), "cut"
+        (a record cut short) or "invalid" (an invalid length)."""
+        position = start
+        buf, base, in_hand = b"", position, 0
+        max_record, chunk_bytes, unpack = (
+            self._max_record_bytes,
+            self._chunk_bytes,
+            _LEN.unpack_from,
+        )
+        while position < target:
+            i = position - base
+            if in_hand - i < PADDING_HEADER_SIZE:
+                buf, base, i = handle.pread(position, chunk_bytes), position, 0
+                in_hand = len(buf)
+            if in_hand - i < RECORD_SIZE_PREFIX:
+                return position, "end"
+            length: int = unpack(buf, i)[0]
+            if MIN_PAYLOAD_SIZE <= length <= max_record:
+                position += RECORD_SIZE_PREFIX + length
+                if position > size:
+                    return position - RECORD_SIZE_PREFIX - length, "cut"
+            elif length == 0:
+                return position, "zero"
+            elif length == PADDING_MASK and version >= V5:
+                if in_hand - i < PADDING_HEADER_SIZE:
+                    return position, "end"
+                zeros: int = unpack(buf, i + RECORD_SIZE_PREFIX)[0]
+                if not 0 <= zeros <= max_record:
+                    return position, "invalid"
+                if position + PADDING_HEADER_SIZE + zeros > size:
+                    return position, "end"
+                position += PADDING_HEADER_SIZE + zeros
+            else:
+                return position, "invalid"
+        return position, ""
+
+    def _survey(self) -> None:
+        """Before any record is yielded, find where the scan of each journal will stop and
+        refuse a stop no crash leaves (``_check_stop``) or an invalid length: the caller then
+        has written nothing. (An invalid meta record, which only decoding finds, is refused
+        when the scan meets it.) Costs one more pass over the lengths of what is replayed."""
+        for journal_id in self._ids:
+            path = join(self._dir, self._files[journal_id])
+            try:
+                handle = self._fs.open(path, read_only=True)
+            except FsError:
+                continue  # the scan reports it
+            try:
+                size = handle.size()
+                version = decode_version(handle.pread(0, VERSION_HEADER_SIZE))
+                if not MIN_COMPAT_VERSION <= version <= CURRENT_VERSION:
+                    raise _version_error(path, version)
+                start = header_size(version)
+                if journal_id == self._mark.journal_id:
+                    start = max(start, self._mark.offset)
+                stop, why = self._walk(handle, version, size, start, size + 1)
+                where = (path, version, size)
+                self._current = journal_id
+                if why in ("zero", "cut"):
+                    damage = self._check_stop(handle, where, stop, zero=why == "zero")
+                    if damage is not None and not self._skip_invalid:
+                        self._damaged(where, stop, damage)
+                    self._verified[journal_id, stop] = damage
+                elif why == "invalid" and not self._skip_invalid:
+                    self._scan_refuses(journal_id, stop)
+            except FsError:
+                continue  # the scan reports it
+            finally:
+                handle.close()
+
+    def _scan_refuses(self, journal_id: int, offset: int) -> None:
+        """Let the scan raise its own error for the invalid record at ``offset``, before
+        anything was yielded (the scan starts there, so nothing before it is read)."""
+        self._current = journal_id
+        scan = self._scan(journal_id, offset)
+        while True:
+            try:
+                next(scan)
+            except StopIteration:
+                return
 
     def _invalid(self, where: _Where, offset: int, reason: str) -> int:
         path, version, size = where
@@ -304,13 +609,31 @@ class JournalReplay:
                 f"({max(0, size - offset)} bytes) is skipped"
             )
             return max(size, offset)
-        raise RecoveryError(
-            f"journal {path}: invalid record at offset {offset}: {reason}{hint}. Replay cannot "
-            "go past it (BookKeeper refuses to start too). What to do: if the file is damaged "
-            f"and losing the records from offset {offset} to the end of this journal is "
-            "acceptable, start with skipReplayJournalInvalidRecord=true; otherwise restore "
-            "the journal from a copy"
+        raise DamagedFile(
+            path,
+            offset,
+            f"invalid record at offset {offset}: {reason}{hint}; replay cannot go past it "
+            "(BookKeeper refuses "
+            "to start too)",
+            "restore the journal from a copy. skipReplayJournalInvalidRecord=true starts "
+            f"without the records from offset {offset} to the end of this journal: the adds, "
+            "fences and master keys among them are then lost on this bookie, and a fenced "
+            f"ledger could take writes again; do that only with the ledgers re-replicated. "
+            f"{REPLICA_ADVICE}",
         )
+
+
+def _version_error(path: str, version: int) -> DamagedFile:
+    return DamagedFile(
+        path,
+        4,
+        f"format version {version}; bkref (like BookKeeper) reads versions "
+        f"{MIN_COMPAT_VERSION} to {CURRENT_VERSION}, so the file is not a journal, was damaged, "
+        "or was written by a newer bookie",
+        "if a newer bookie wrote it, start that bookie on these directories. Otherwise restore "
+        "the file from a copy. Do not move it away to start: the adds, fences and master keys "
+        f"after lastMark in it would be lost on this bookie. {REPLICA_ADVICE}",
+    )
 
 
 _Where = tuple[str, int, int]  # path, version, file size
@@ -362,6 +685,8 @@ def replay(
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
     progress: Progress | None = None,
     limits: Limits = LIMITS,
+    mark_file: str | None = None,
+    bkref_mark: bool = False,
 ) -> JournalReplay:
     """Every record after ``mark`` (see JournalReplay). Raises RecoveryError at once when the
     marked journal is missing, and while iterating on an unreadable journal or (unless
@@ -374,4 +699,6 @@ def replay(
         max_record_bytes=max_record_bytes,
         progress=progress,
         limits=limits,
+        mark_file=mark_file,
+        bkref_mark=bkref_mark,
     )

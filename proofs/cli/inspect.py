@@ -60,6 +60,7 @@ from impl.format.journal import (
 )
 from impl.format.ledger_index import (
     SEGMENT_KIND_FULL,
+    DeletedFileDamage,
     decode_deleted_file,
     decode_segment,
 )
@@ -85,9 +86,9 @@ from impl.format.names import (
 from impl.fs.api import DiskSpace, FileHandle, FileSystem, join, split
 from impl.fs.os_backend import OsFileSystem
 from impl.index.ledger_index import LedgerIndex
-from impl.journal.last_mark import NO_MARK, LogMark, decode_last_mark
+from impl.journal.last_mark import NO_MARK, LogMark, decode_last_mark_file
 from impl.journal.replay import JournalReplay
-from spec.errors import BkrefError, FsError, FsIOError, FsNotFound
+from spec.errors import BkrefError, DamagedFile, FsError, FsIOError, FsNotFound
 from spec.ids import EntryLogId
 
 #: Every file described; warnings (torn tails, padding, unknown files) may have been printed.
@@ -747,29 +748,46 @@ def describe_journal(fs: FileSystem, path: str) -> dict[str, object]:
     counts = {"data": 0, "key": 0, "fence": 0, "lac": 0}
     pads = pad_bytes = 0
     previous = start
-    replay = JournalReplay(ro, directory, LogMark(journal_id, 0), skip_invalid=False)
     end: int | None = None
     error: str | None = None
-    try:
-        for record in replay:  # one at a time: the payloads are not kept
-            counts[record.kind] += 1
-            if record.offset > previous:
-                pads, pad_bytes = pads + 1, pad_bytes + record.offset - previous
-            previous = record.end_offset
-            records.append(_record_json(record))
-        end = replay.end_mark.offset
-    except BkrefError as exc:
-        error = str(exc)
+    damaged: DamagedFile | None = None
+    # Replay surveys every journal's stop before it yields a record and refuses damage
+    # (spec/format/journal.md, "Damage"); so a damaged journal is scanned a second time with
+    # skipReplayJournalInvalidRecord's rule, which yields the records before the damage.
+    for skip_invalid in (False, True):
+        records.clear()
+        counts = dict.fromkeys(counts, 0)
+        pads = pad_bytes = 0
+        previous = start
+        try:
+            replay = JournalReplay(ro, directory, LogMark(journal_id, 0), skip_invalid=skip_invalid)
+            for record in replay:  # one at a time: the payloads are not kept
+                counts[record.kind] += 1
+                if record.offset > previous:
+                    pads, pad_bytes = pads + 1, pad_bytes + record.offset - previous
+                previous = record.end_offset
+                records.append(_record_json(record))
+            if not skip_invalid:
+                end = replay.end_mark.offset
+        except DamagedFile as exc:
+            if skip_invalid:
+                break
+            error, damaged = str(exc), exc
+            continue
+        except BkrefError as exc:
+            if not skip_invalid:
+                error = str(exc)
+        break
     if end is not None and end > previous:
         pads, pad_bytes = pads + 1, pad_bytes + end - previous
     out["counts"], out["padding_records"], out["padding_bytes"] = counts, pads, pad_bytes
     out["records"] = records
     if error is not None:
-        at = re.search(r"at offset (\d+)", error)
-        stop_at = int(at.group(1)) if at else previous
+        stop_at = previous
+        if damaged is not None and damaged.offset is not None:
+            stop_at = damaged.offset
         out["scan_end_offset"], out["bytes_after_stop"] = stop_at, max(0, size - stop_at)
-        out["stop"] = "invalid_record" if "invalid record" in error else "unreadable"
-        out["stop_reason"] = error
+        out["stop"], out["stop_reason"] = _damage_stop(fs, path, damaged, error, stop_at, size)
         problems.append(error)
         return out
     assert end is not None
@@ -785,6 +803,20 @@ def describe_journal(fs: FileSystem, path: str) -> dict[str, object]:
     elif stop == "torn_record":
         warnings.append(text)
     return out
+
+
+def _damage_stop(
+    fs: FileSystem, path: str, damaged: DamagedFile | None, error: str, at: int, size: int
+) -> tuple[str, str]:
+    """The stable stop code and the sentence for a journal the scan refuses (damage, or a
+    file that cannot be read)."""
+    if damaged is None:
+        return "unreadable", error
+    if damaged.problem.startswith("a zero length"):
+        return _classify_stop(fs, path, "zero length", at, size)
+    if "invalid record" in damaged.problem:
+        return "invalid_record", error
+    return "damaged", error
 
 
 def _classify_stop(fs: FileSystem, path: str, why: str, end: int, size: int) -> tuple[str, str]:
@@ -850,16 +882,21 @@ def describe_last_mark(fs: FileSystem, path: str) -> dict[str, object]:
         "offset": None,
         "size_bytes": None,
         "used": False,
+        "index_segment": None,
+        "index_deleted_records": None,
         "error": None,
     }
     try:
         data = _read_small(fs, path, 64)
-        mark = decode_last_mark(data)
+        mark, coverage = decode_last_mark_file(data)
     except (BkrefError, ValueError) as exc:
         out["error"] = f"not a lastMark: {exc}"
         return out
     out["size_bytes"] = len(data)
     out["journal_id"], out["offset"] = mark.journal_id, mark.offset
+    if coverage is not None:
+        out["index_segment"] = coverage.segment_seq
+        out["index_deleted_records"] = coverage.deleted_records
     out["journal_file"] = journal_file_name(mark.journal_id)
     return out
 
@@ -988,8 +1025,8 @@ def describe_index(fs: FileSystem, path: str) -> dict[str, object]:
                 out["error"] = f"{full}: {exc}"
                 continue
             decoded = decode_deleted_file(data)
-            if isinstance(decoded, str):
-                out["error"] = f"{full}: {decoded}"
+            if isinstance(decoded, DeletedFileDamage):
+                out["error"] = f"{full}: offset {decoded.offset}: {decoded.problem}"
             else:
                 out["deleted_torn_bytes"] = len(data) - decoded[1]
             continue

@@ -38,7 +38,7 @@ from impl.format.journal import encode_key_record
 from impl.format.names import LAST_MARK_FILE_NAME
 from impl.fs.api import FileSystem, join
 from impl.journal.journal import Journal, OnDurable
-from impl.journal.last_mark import LogMark, encode_last_mark
+from impl.journal.last_mark import IndexCoverage, LogMark, encode_last_mark
 from spec.errors import BookieIOError, NoSpace
 from spec.ids import EntryId, LedgerId
 from tests.quality import bookie_variants, variants
@@ -517,12 +517,16 @@ class _NoDirectoryFsync(ForwardingFs):
 
 
 def _write_mark_without_the_directory_fsync(
-    fs: FileSystem, directory: str, file_name: str, mark: LogMark
+    fs: FileSystem,
+    directory: str,
+    file_name: str,
+    mark: LogMark,
+    coverage: IndexCoverage | None = None,
 ) -> None:
     """impl.journal.last_mark._write_one with its directory fsync skipped: the new lastMark
     is written to a temporary file, fsynced and renamed over the old one, and the rename is
     never made durable."""
-    _WRITE_ONE(_NoDirectoryFsync(fs), directory, file_name, mark)
+    _WRITE_ONE(_NoDirectoryFsync(fs), directory, file_name, mark, coverage)
 
 
 def apply_last_mark_rename_not_durable(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -593,14 +593,19 @@ def test_checkpoint_order_entry_logs_then_index_then_last_mark_then_trim() -> No
     assert any(path.startswith("/bk/ledgers1/") for path in marks)
 
 
-def test_last_mark_is_written_to_every_ledger_dir_as_sixteen_bytes() -> None:
+def test_last_mark_is_written_to_every_ledger_dir_as_sixteen_bytes_and_the_coverage() -> None:
+    """BookKeeper's 16 bytes first (it reads only those), then bkref's index coverage."""
     disk = SimDisk()
     bookie = open_bookie(disk)
     add_and_ack(bookie, 1, 0, b"x")
+    bookie.delete_ledger(LedgerId(7))
     mark = bookie.checkpoint()
     for ledger_dir in LEDGERS:
         raw = disk.read_file(join(ledger_dir, "current", "lastMark"))
-        assert struct.unpack(">qq", raw) == (mark.journal_id, mark.offset)
+        assert struct.unpack_from(">qq", raw) == (mark.journal_id, mark.offset)
+        assert raw[16:20] == b"BKIC"
+        seq, deletes = struct.unpack_from(">QQ", raw, 20)
+        assert seq >= 1 and deletes == 1
 
 
 # --- crashes --------------------------------------------------------------------------------------

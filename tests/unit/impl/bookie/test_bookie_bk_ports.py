@@ -310,7 +310,7 @@ def test_the_last_mark_file_follows_the_journal_mark_at_each_checkpoint() -> Non
     mark_path = join(LEDGER_CURRENT, "lastMark")
 
     def mark_file() -> tuple[int, int]:
-        journal_id, offset = struct.unpack(">qq", disk.read_file(mark_path))
+        journal_id, offset = struct.unpack_from(">qq", disk.read_file(mark_path))
         return journal_id, offset
 
     for ledger in range(2):

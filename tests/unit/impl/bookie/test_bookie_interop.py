@@ -197,7 +197,10 @@ def test_bkref_opens_a_bookkeeper_directory_on_real_files(tmp_path: Path) -> Non
     again.shutdown()
     for directory in ("ledgers0", "ledgers1"):
         raw = (tmp_path / directory / "current" / "lastMark").read_bytes()
-        assert struct.unpack(">qq", raw) == (again.last_mark.journal_id, again.last_mark.offset)
+        assert struct.unpack_from(">qq", raw) == (
+            again.last_mark.journal_id,
+            again.last_mark.offset,
+        )
 
 
 def test_a_missing_marked_journal_is_a_clear_startup_error(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from impl.fs.api import join
 from impl.journal.last_mark import NO_MARK, LogMark, decode_last_mark, encode_last_mark
 from impl.journal.replay import replay
 from models.fs.simdisk import SimDisk
+from spec.errors import DamagedFile
 from tests.unit import bk_journal_layout as bk
 from tests.unit import format_page
 
@@ -147,6 +148,7 @@ def test_worked_example_cut_or_zeroed_as_the_page_says() -> None:
     cut, cut_end = _replay_bytes(journal[:560])
     assert [r.kind for r in cut] == ["key"]
     assert cut_end == LogMark(EXAMPLE_ID, 538)
-    zeroed, zeroed_end = _replay_bytes(journal[:538] + bytes(4) + journal[542:])
-    assert [r.kind for r in zeroed] == ["key"]
-    assert zeroed_end == LogMark(EXAMPLE_ID, 538)
+    assert "with `00 00 00 00` written at 538 instead, the start is refused" in section
+    with pytest.raises(DamagedFile) as caught:
+        _replay_bytes(journal[:538] + bytes(4) + journal[542:])
+    assert caught.value.offset == 538

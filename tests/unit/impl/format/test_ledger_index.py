@@ -94,7 +94,7 @@ def test_the_intact_block_the_damage_cases_start_from_decodes() -> None:
 def test_decoding_arbitrary_bytes_never_raises(data: bytes) -> None:
     for candidate in (data, codec.SEGMENT_MAGIC + data, _reencoded_any(data)):
         assert isinstance(codec.decode_segment(candidate), codec.Segment | str)
-    assert isinstance(codec.decode_deleted_file(data), tuple | str)
+    assert isinstance(codec.decode_deleted_file(data), tuple | codec.DeletedFileDamage)
 
 
 def _reencoded_any(data: bytes) -> bytes:

@@ -288,3 +288,34 @@ def test_every_ending_of_serve_has_the_exit_status_of_the_spec_table() -> None:
         Ending.INTERNAL_ERROR: 70,
     }
     assert set(EXIT_BY_ENDING) == set(Ending)
+
+
+def test_a_damaged_file_exits_1_with_one_line_naming_it_and_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    """Issue 10: damage is refused before the ready line, with the file and what to do, and
+    the directories are left as they were (the recovery checkpoint never ran)."""
+    with AdapterProcess(tmp_path, *dirs(tmp_path), "journalMaxGroupWaitMSec=0") as adapter:
+        adapter.ready()
+        assert adapter.call(add(1, 7, 0, b"hello"))["ok"]
+        assert adapter.call({"id": 2, "op": "delete", "ledger": 7})["ok"]
+        assert adapter.call({"id": 3, "op": "shutdown"})["ok"]
+        assert adapter.wait() == EXIT_OK
+    deleted = tmp_path / "ledgers0" / "current" / "bkref-index" / "deleted-ledgers"
+    record = bytearray(deleted.read_bytes())
+    record[9] ^= 0x01  # a flipped bit in the ledger id of the only record
+    deleted.write_bytes(bytes(record))
+    before = {p: p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()}
+    with AdapterProcess(tmp_path, *dirs(tmp_path), args=("--seed", "1")) as adapter:
+        assert adapter.wait() == EXIT_FAILED
+        assert adapter.rest() == []
+        stderr = adapter.stderr()
+    assert "Traceback" not in stderr
+    assert len(stderr.splitlines()) == 1, stderr
+    assert stderr.startswith("bkref adapter: cannot recover the bookie: damaged file ")
+    assert f"{deleted} at offset 0" in stderr
+    assert "What to do:" in stderr
+    after = {p: p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()}
+    after = {p: data for p, data in after.items() if not p.name.startswith("stderr-")}
+    before = {p: data for p, data in before.items() if not p.name.startswith("stderr-")}
+    assert after == before

@@ -183,6 +183,8 @@ def test_every_file_of_a_bookkeeper_ledger_directory_is_described(
             "offset": built["mark_offset"],
             "size_bytes": 16,
             "used": True,
+            "index_segment": None,
+            "index_deleted_records": None,
             "error": None,
         }
     ]
@@ -434,6 +436,9 @@ def test_bkrefs_own_bookie_is_described_and_left_unchanged(
     assert isinstance(replay, dict)
     marks = jobj["last_marks"]
     assert isinstance(marks, list) and marks[0]["used"] is True
+    # bkref's lastMark carries the index coverage: the newest segment the checkpoint made.
+    assert marks[0]["size_bytes"] == 40
+    assert marks[0]["index_segment"] == max(seg["seq"] for seg in index["segments"])
     assert replay["last_mark"] == {k: marks[0][k] for k in ("journal_file", "journal_id", "offset")}
     assert replay["error"] is None
     journals = jobj["journals"]
