@@ -10,7 +10,8 @@ done, and a checkpoint may trim the journal only once everything the journal cov
 durable elsewhere (entry logs, index, lastMark). Those two promises span four parts (entry
 logger, ledger index, journal, lastMark), so one object owns all four and the order between
 them. What is not about that order lives beside it, in modules of impl/bookie/ with no bookie
-in them: the Acks (ack.py), where the files are (layout.py), recovery and its pure replay
+in them: the Acks (ack.py), where the files are (layout.py), which directories are the
+bookie's and the locks that keep them its own (identity.py), recovery and its pure replay
 decisions (recovery.py), the checkpoint's order and lastMark (checkpoint.py), and the
 abstract state the model compares with (state.py). The bookie keeps the requests and the
 composition: it builds the parts, has recovery make them consistent, and says when a
