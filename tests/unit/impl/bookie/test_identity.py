@@ -14,6 +14,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -31,6 +33,7 @@ from impl.clock import ManualClock
 from impl.format.identity import Stamp, decode_stamp, encode_stamp
 from impl.format.names import IDENTITY_FILE_NAME, INDEX_DIR_NAME
 from impl.fs.api import join
+from impl.fs.os_backend import OsFileSystem
 from models.fs.simdisk import SimDisk
 from proofs.crash.explorer import plans_at
 from spec.crash import KeepAll, LoseUnsynced
@@ -536,3 +539,71 @@ def test_row_d4_stamps_of_one_generation_with_different_sets_are_refused() -> No
     write_stamp_file(disk, L1, encode_stamp(attrs.evolve(stamp, ledger_dirs=(L1, L0))))
     with pytest.raises(DirectoryError, match="record different directory sets"):
         open_on(disk, (L0, L1))
+
+
+# --- the same on real files (the OS backend, in this process) ------------------------------------
+
+
+def test_on_real_files_every_change_is_refused_and_accepted_without_loss(tmp_path: Path) -> None:
+    fs = OsFileSystem()
+    journal, l0, l1, l2 = (str(tmp_path / n) for n in ("journal", "l0", "l1", "l2"))
+
+    def opened(*ledgers: str, **kwargs: Any) -> Bookie:
+        return open_bookie(fs, make_config(journal=journal, ledgers=ledgers), **kwargs)
+
+    def accepted(*ledgers: str) -> AcceptPlan:
+        for directory in (journal, *ledgers):
+            fs.mkdir(join(directory, "current"))
+        locks = lock_directories(fs, [journal, *ledgers])
+        try:
+            plan = plan_accept(fs, [journal], list(ledgers))
+            assert not plan.refusals, plan
+            apply_accept(fs, plan)
+            return plan
+        finally:
+            release_locks(locks)
+
+    bookie = opened(l0, l1)
+    write_history(bookie)
+    with pytest.raises(DirectoryError, match="locked by another bkref process"):
+        opened(l0, l1)
+    bookie.shutdown()
+    for ledgers, change in (
+        ((l1, l0), "reordered"),
+        ((l2, l1, l0), f"added {l2}"),
+        ((l0, l1), f"dropped {l2}"),
+    ):
+        with pytest.raises(DirectoryError, match=change):
+            opened(*ledgers)
+        accepted(*ledgers)
+        bookie = opened(*ledgers)
+        check_history(bookie)
+        bookie.shutdown()
+    (tmp_path / "l0").rename(tmp_path / "swap")
+    (tmp_path / "l1").rename(tmp_path / "l0")
+    (tmp_path / "swap").rename(tmp_path / "l1")
+    with pytest.raises(DirectoryError, match=f"{l0} holds the stamp of {l1}"):
+        opened(l0, l1)
+    assert f"the ledger index is in {l1} (it moved with its directory)" in accepted(l0, l1).changes
+    bookie = opened(l0, l1)
+    check_history(bookie)
+    bookie.shutdown()
+    other = make_config(journal=str(tmp_path / "j2"), ledgers=(str(tmp_path / "m"),))
+    open_bookie(fs, other, clock=ManualClock(wall_ms=1)).shutdown()
+    with pytest.raises(DirectoryError, match="belong to bkref instance"):
+        opened(l0, l1, str(tmp_path / "m"))
+    assert sorted(p.name for p in (tmp_path / "l0" / "current").iterdir() if "lock" in p.name) == []
+
+
+def test_on_real_files_a_bookkeeper_directory_needs_the_flag(tmp_path: Path) -> None:
+    fs = OsFileSystem()
+    for name in ("journal", "l0"):
+        (tmp_path / name / "current").mkdir(parents=True)
+        (tmp_path / name / "current" / "VERSION").write_text("4\n")
+    config = make_config(journal=str(tmp_path / "journal"), ledgers=(str(tmp_path / "l0"),))
+    with pytest.raises(DirectoryError, match="a BookKeeper bookie's directory"):
+        open_bookie(fs, config)
+    assert [p.name for p in (tmp_path / "l0" / "current").iterdir()] == ["VERSION"]
+    lines: list[str] = []
+    open_bookie(fs, config, write_bookkeeper_dirs=True, progress=lines.append).shutdown()
+    assert any("writing into a BookKeeper bookie's directories" in line for line in lines)
