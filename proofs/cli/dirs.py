@@ -12,7 +12,7 @@ crash in the middle leaves a state the next start or a second run finishes).
 
 It locks every directory first, so it refuses to run beside a bookie on the same
 directories. Exit status: 0 when the stamps were written (or nothing had changed), 1 when it
-refused (nothing was written), 2 for a configuration that cannot be used.
+refused (no stamp was written), 2 for a configuration that cannot be used.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.epilog = (
         "Exit status: 0 when the stamps were written or nothing changed, 1 when refused "
-        "(nothing written), 2 for a configuration that cannot be used."
+        "(no stamp written), 2 for a configuration that cannot be used."
     )
 
 
@@ -88,13 +88,13 @@ def run(args: argparse.Namespace) -> int:
         if plan.refusals:
             for line in plan.refusals:
                 print(f"{PREFIX}refused: {line}", file=sys.stderr)
-            print(f"{PREFIX}nothing was written", file=sys.stderr)
+            print(f"{PREFIX}no stamp was written", file=sys.stderr)
             return EXIT_REFUSED
         if plan.template is None:
             print("nothing to accept: the directories match their identity stamps")
             return EXIT_OK
         if args.dry_run:
-            print("dry run: nothing was written")
+            print("dry run: no stamp was written")
             return EXIT_OK
         apply_accept(fs, plan)
         print(

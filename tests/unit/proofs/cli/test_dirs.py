@@ -96,6 +96,9 @@ def test_reordered_and_added_directories_are_refused_then_accepted(tmp_path: Pat
     assert "do not match their bkref identity stamps" in stderr
     command = stderr[stderr.index("`bkref dirs accept") + 1 :].split("`")[0]
     assert command.split()[:3] == ["bkref", "dirs", "accept"]
+    dry = run_bkref(*command.split()[1:], "--dry-run")
+    assert dry.returncode == 0 and "dry run: no stamp was written" in dry.stdout, dry
+    assert "do not match" in refused_before_ready(tmp_path, *changed)
     accepted = run_bkref(*command.split()[1:])
     assert accepted.returncode == 0, accepted.stderr
     assert "change: ledger directory" in accepted.stdout
@@ -121,7 +124,7 @@ def test_accept_refuses_to_drop_a_directory_holding_the_index(tmp_path: Path) ->
     result = run_bkref("dirs", "accept", "--set", dropped[0], "--set", dropped[1])
     assert result.returncode == 1
     assert "holds (or held) the ledger index" in result.stderr
-    assert "nothing was written" in result.stderr
+    assert "no stamp was written" in result.stderr
 
 
 def bookkeeper_directory(tmp_path: Path) -> tuple[str, str]:
