@@ -22,8 +22,8 @@ Single-threaded: the bookie holds its own lock around every call. ``put_entry`` 
 Not verified here: that a location points at the right bytes (the entry logger checks the
 ledger and entry ids on every read), concurrent writers of one index directory (excluded by
 the bookie's directory locks, impl/bookie/identity.py: a second process on the same ledger
-directory is refused before it reads anything), and a disk that corrupts durable bytes silently (the CRCs catch most of it;
-the result is then a RecoveryError, not a repair).
+directory is refused before it reads anything), and a disk that corrupts durable bytes
+silently (the CRCs catch most of it; the result is then a RecoveryError, not a repair).
 """
 
 from __future__ import annotations
