@@ -68,6 +68,14 @@ class FsClosed(FsError):
         super().__init__(path, "file handle is closed")
 
 
+class FsLocked(FsError):
+    """Another holder (another process, or another bookie of this process) has the
+    directory's exclusive lock (FileSystem.lock_dir)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path, "locked by another process")
+
+
 # --- configuration ----------------------------------------------------------------------
 
 
@@ -253,6 +261,12 @@ REPLICA_ADVICE = (
     "directories, and let BookKeeper's autorecovery re-replicate its ledgers from the other "
     "bookies of their ensembles"
 )
+
+
+class DirectoryError(BkrefError):
+    """The bookie's directories are not the ones it was started with, are in use by another
+    process, or are BookKeeper's and were not opened for writing (spec/format/identity.md).
+    Nothing was changed; the message says what differs and the command that accepts it."""
 
 
 class TraceError(BkrefError):

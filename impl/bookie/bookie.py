@@ -10,7 +10,8 @@ done, and a checkpoint may trim the journal only once everything the journal cov
 durable elsewhere (entry logs, index, lastMark). Those two promises span four parts (entry
 logger, ledger index, journal, lastMark), so one object owns all four and the order between
 them. What is not about that order lives beside it, in modules of impl/bookie/ with no bookie
-in them: the Acks (ack.py), where the files are (layout.py), recovery and its pure replay
+in them: the Acks (ack.py), where the files are (layout.py), which directories are the
+bookie's and the locks that keep them its own (identity.py), recovery and its pure replay
 decisions (recovery.py), the checkpoint's order and lastMark (checkpoint.py), and the
 abstract state the model compares with (state.py). The bookie keeps the requests and the
 composition: it builds the parts, has recovery make them consistent, and says when a
@@ -60,7 +61,18 @@ import attrs
 
 from impl.bookie.ack import Ack, PendingAcks
 from impl.bookie.checkpoint import Checkpointer
-from impl.bookie.layout import BookieLayout, ensure_durable_dir, layout_from_config
+from impl.bookie.identity import (
+    lock_directories,
+    normalise_dir,
+    release_locks,
+    settle_identity,
+)
+from impl.bookie.layout import (
+    BookieLayout,
+    ensure_durable_dir,
+    layout_from_config,
+    with_index_in,
+)
 from impl.bookie.recovery import Progress, recover
 from impl.bookie.state import (
     BookieState,
@@ -75,7 +87,7 @@ from impl.entrylog.ledger_dirs import RandomSource
 from impl.entrylog.logger import EntryLogger, settings_from_config
 from impl.format.entry_log import MIN_SANE_ENTRY_SIZE, encode_entry_record
 from impl.format.journal import encode_fence_record, encode_key_record
-from impl.fs.api import FileSystem
+from impl.fs.api import DirLock, FileSystem
 from impl.index.ledger_index import LedgerIndex
 from impl.journal.journal import Journal, JournalSettings, journal_settings_from_config
 from impl.journal.last_mark import LogMark
@@ -171,6 +183,8 @@ class Bookie:
         #: The mark ``checkpoint_flush`` captured, until ``checkpoint_persist`` persists it
         #: (guarded by the checkpointer's lock; a whole checkpoint or a shutdown drops it).
         self._captured: LogMark | None = None
+        #: The directory locks (impl/bookie/identity.py), held until shutdown or close.
+        self._dir_locks: list[DirLock] = []
 
     # --- opening ----------------------------------------------------------------------
 
@@ -184,16 +198,53 @@ class Bookie:
         rng: RandomSource,
         progress: Progress | None = None,
         limits: Limits = LIMITS,
+        write_bookkeeper_dirs: bool = False,
     ) -> Bookie:
-        """Create the layout if missing, recover (recovery.py: compaction cleanup, index,
+        """Create the layout if missing, lock and check the directories' identity (identity.py:
+        a DirectoryError if another process holds them, if they are not the ones the stamps
+        name, or if they are a BookKeeper bookie's and ``write_bookkeeper_dirs`` is not set),
+        recover (recovery.py: compaction cleanup, index,
         journal replay), checkpoint where replay ended, open a new journal file, and return a
         bookie ready for requests. Raises ConfigError or RecoveryError with what to do.
         ``limits`` (impl/limits.py) goes to every part built here: the entry logger, the
         index, its rebuild, journal replay and the pending Acks (the checks pass TEST_LIMITS)."""
         say = progress or _no_progress
         layout = layout_from_config(config)
-        for directory in layout.directories():
+        for directory in (layout.journal_dir, *layout.ledger_dirs):
             ensure_durable_dir(fs, directory)
+        journals = [normalise_dir(d) for d in config.journal_directories]
+        ledgers = [normalise_dir(d) for d in config.ledger_directories]
+        locks = lock_directories(fs, [*journals, *ledgers])
+        try:
+            settled = settle_identity(
+                fs,
+                journals,
+                ledgers,
+                clock=clock,
+                write_bookkeeper_dirs=write_bookkeeper_dirs,
+                say=say,
+            )
+            layout = with_index_in(layout, layout.ledger_dirs[ledgers.index(settled.index_dir)])
+            ensure_durable_dir(fs, layout.index_dir)
+            bookie = cls._open_locked(fs, config, layout, clock, rng, say, limits)
+        except BaseException:
+            release_locks(locks)
+            raise
+        bookie._dir_locks = locks
+        return bookie
+
+    @classmethod
+    def _open_locked(
+        cls,
+        fs: FileSystem,
+        config: ServerConfig,
+        layout: BookieLayout,
+        clock: Clock,
+        rng: RandomSource,
+        say: Progress,
+        limits: Limits,
+    ) -> Bookie:
+        """``open`` once the directories are locked and their identity settled."""
         settings = settings_from_config(config)
         entry_logger = EntryLogger(fs, layout.ledger_dirs, settings, rng, limits=limits)
         bookie: Bookie | None = None
@@ -247,6 +298,7 @@ class Bookie:
         with contextlib.suppress(Exception):
             self._entry_logger.close()
         self._closed = True
+        release_locks(self._dir_locks)
 
     # --- requests ----------------------------------------------------------------------
 
@@ -695,9 +747,12 @@ class Bookie:
                 # then (a callback may read from the bookie).
                 journal.close()
             finally:
-                with self._lock:
-                    self._closed = True
-                    self._entry_logger.close()
+                try:
+                    with self._lock:
+                        self._closed = True
+                        self._entry_logger.close()
+                finally:
+                    release_locks(self._dir_locks)
             self._fail_pending(
                 BookieIOError("the bookie shut down before the record was durable; retry")
             )

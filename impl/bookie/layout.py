@@ -8,7 +8,11 @@ BookKeeper's directories and the other way round:
 - ``<journal dir>/current/<hex id>.txn``: journal files (impl/journal/journal.py);
 - ``<ledger dir>/current/<hex id>.log``, ``lastId``: entry logs (impl/entrylog/logger.py);
 - ``<ledger dir>/current/lastMark``: the checkpointed journal mark, in every ledger dir;
-- ``<first ledger dir>/current/bkref-index/``: our ledger index (spec/format/ledger_index.md).
+- ``<ledger dir>/current/bkref-index/``: our ledger index (spec/format/ledger_index.md), in
+  the ledger directory the identity stamps name (impl/bookie/identity.py): the first listed
+  one when the bookie was first started, wherever it is after a reordering;
+- ``<journal or ledger dir>/current/bkref-identity``: the identity stamp
+  (spec/format/identity.md).
   BookKeeper keeps its own index files in ``<ledger dir>/current/<xx>/<yy>/`` sub-directories;
   we never write those, and read their headers only to rebuild our index
   (spec/format/bk_index.md, impl/index/bk_metadata.py).
@@ -33,6 +37,7 @@ __all__ = [
     "ensure_durable_dir",
     "layout_from_config",
     "sync_previous_run",
+    "with_index_in",
 ]
 
 
@@ -50,7 +55,8 @@ class BookieLayout:
 
 
 def layout_from_config(config: ServerConfig) -> BookieLayout:
-    """BookKeeper's layout from journalDirectories and ledgerDirectories. Pure. Raises
+    """BookKeeper's layout from journalDirectories and ledgerDirectories, with the index in
+    the first ledger directory (``Bookie.open`` moves it where the stamps say). Pure. Raises
     ConfigError for several journal directories (see the module docstring)."""
     journals = config.journal_directories
     if len(journals) != 1:
@@ -66,6 +72,13 @@ def layout_from_config(config: ServerConfig) -> BookieLayout:
         ledger_dirs=ledgers,
         index_dir=join(ledgers[0], INDEX_DIR_NAME),
     )
+
+
+def with_index_in(layout: BookieLayout, ledger_dir: str) -> BookieLayout:
+    """The layout with the index in ``ledger_dir`` (one of ``layout.ledger_dirs``, a
+    ``current`` directory): where the identity stamps say it is."""
+    assert ledger_dir in layout.ledger_dirs, (ledger_dir, layout.ledger_dirs)
+    return attrs.evolve(layout, index_dir=join(ledger_dir, INDEX_DIR_NAME))
 
 
 def ensure_durable_dir(fs: FileSystem, path: str) -> bool:

@@ -46,6 +46,8 @@ LAST_ID_FILE_NAME: Final = "lastId"
 LAST_MARK_FILE_NAME: Final = "lastMark"
 #: The index's deleted-ledgers file, in the index directory.
 DELETED_FILE_NAME: Final = "deleted-ledgers"
+#: bkref's identity stamp, in every journal and ledger directory (spec/format/identity.md).
+IDENTITY_FILE_NAME: Final = "bkref-identity"
 #: BookKeeper's cookie and an instance id file: read and shown by ``bkref inspect`` only.
 VERSION_FILE_NAME: Final = "VERSION"
 INSTANCE_ID_FILE_NAME: Final = "instanceId"

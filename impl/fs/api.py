@@ -66,6 +66,15 @@ class FileHandle(Protocol):
         ...
 
 
+class DirLock(Protocol):
+    """An exclusive lock on a directory, held until ``release`` or until the process dies
+    (a crash drops it: nothing of it is on the disk)."""
+
+    def release(self) -> None:
+        """Give the lock up. Idempotent; a no-op after a crash already dropped it."""
+        ...
+
+
 class FileSystem(Protocol):
     """Directory and file operations, with the durability contract in the module docstring."""
 
@@ -114,6 +123,15 @@ class FileSystem(Protocol):
 
     def disk_space(self, path: str) -> DiskSpace:
         """Free and total bytes for the directory ``path``."""
+        ...
+
+    def lock_dir(self, path: str) -> DirLock:
+        """Take the exclusive lock of the existing directory ``path``, without waiting.
+        Raises FsLocked when another holder has it (another process, or another lock taken
+        in this process: two bookies of one process exclude each other too), FsNotFound or
+        FsNotADirectory. The lock writes nothing to the disk and is not durable: it lasts
+        while the holder lives and a crash drops it (impl/bookie/identity.py says why a
+        directory lock and not a lock file)."""
         ...
 
 

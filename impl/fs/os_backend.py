@@ -21,6 +21,7 @@ Not verified here: what the kernel and the device really make durable. The simul
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 from collections.abc import Callable
 from typing import TypeVar
@@ -31,6 +32,7 @@ from spec.errors import (
     FsError,
     FsExists,
     FsIOError,
+    FsLocked,
     FsNoSpace,
     FsNotADirectory,
     FsNotFound,
@@ -240,3 +242,33 @@ class OsFileSystem:
         return DiskSpace(
             free_bytes=st.f_bavail * st.f_frsize, total_bytes=st.f_blocks * st.f_frsize
         )
+
+    def lock_dir(self, path: str) -> OsDirLock:
+        """``flock(LOCK_EX | LOCK_NB)`` on the directory itself, opened read-only: nothing is
+        created in it, so a BookKeeper directory stays untouched, and nothing is left behind
+        by a crash (the kernel drops a dead process's flocks). flock locks belong to the open
+        file description, so a second lock in the same process conflicts as well."""
+        real = self._real(path)
+        flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+        fd = _mapped(path, "open directory", lambda: os.open(real, flags))
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            os.close(fd)
+            raise FsLocked(path) from exc
+        except OSError as exc:
+            os.close(fd)
+            raise _map_error(path, "lock directory", exc) from exc
+        return OsDirLock(fd)
+
+
+class OsDirLock:
+    """A held flock: the open directory descriptor (closing it releases the lock)."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd: int | None = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)

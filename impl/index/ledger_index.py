@@ -20,9 +20,10 @@ Single-threaded: the bookie holds its own lock around every call. ``put_entry`` 
 ``get_location`` are the hot path (two dict operations each, no allocation beyond the dicts').
 
 Not verified here: that a location points at the right bytes (the entry logger checks the
-ledger and entry ids on every read), concurrent writers of one index directory (the bookie's
-directory lock), and a disk that corrupts durable bytes silently (the CRCs catch most of it;
-the result is then a RecoveryError, not a repair).
+ledger and entry ids on every read), concurrent writers of one index directory (excluded by
+the bookie's directory locks, impl/bookie/identity.py: a second process on the same ledger
+directory is refused before it reads anything), and a disk that corrupts durable bytes
+silently (the CRCs catch most of it; the result is then a RecoveryError, not a repair).
 """
 
 from __future__ import annotations

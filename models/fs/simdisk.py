@@ -77,6 +77,11 @@ Torn writes: ``TornWrite`` keeps a prefix of a write's sectors (the rest of its 
 its old content, or zeros past the old end); ``TornSectors`` keeps any subset of them and puts
 seeded garbage in the others, extending the file to the write's end.
 
+Directory locks (``lock_dir``): an exclusive lock per directory inode, held in memory only
+(nothing of it is on the disk, it is not an operation and it calls no hook). A second lock of
+a held directory raises FsLocked; ``crash`` and ``kill_process`` drop every lock (the process
+that held them is gone), and a lock handle from before then releases nothing.
+
 Not modelled: permissions, symlinks, rmdir, timestamps, sparse holes (gaps are zeros),
 fdatasync's metadata leniency, space held by unlinked open files, directory sizes, the OS's
 ENOTDIR for a trailing slash on a file, reordering inside one write other than the sector
@@ -111,6 +116,7 @@ from spec.errors import (
     FsClosed,
     FsExists,
     FsIOError,
+    FsLocked,
     FsNoSpace,
     FsNotADirectory,
     FsNotFound,
@@ -517,6 +523,18 @@ class SimHandle:
         self._disk._close(self)
 
 
+class SimDirLock:
+    """A held directory lock of a SimDisk (``SimDisk.lock_dir``)."""
+
+    def __init__(self, disk: SimDisk, ino: int, token: int) -> None:
+        self._disk = disk
+        self._ino = ino
+        self._token = token
+
+    def release(self) -> None:
+        self._disk._unlock(self._ino, self._token)
+
+
 class SimDisk:
     """A deterministic in-memory disk that keeps durable state apart from written state."""
 
@@ -546,6 +564,9 @@ class SimDisk:
         self._cache_base: dict[int, bytearray] = {}
         #: Called with the kind at the start of every mutating operation and fsync.
         self.on_operation: Callable[[str], None] | None = None
+        #: Held directory locks: directory inode -> the token of the lock that holds it.
+        self._locks: dict[int, int] = {}
+        self._next_lock = 1
 
     # --- instrumentation -----------------------------------------------------------------
 
@@ -740,6 +761,20 @@ class SimDisk:
         for op in self._dir_ops.values():
             op.waiting.discard(dir_ino)
         self._settle_dir_ops()
+
+    def lock_dir(self, path: str) -> SimDirLock:
+        """The exclusive lock of a directory (module docstring, "Directory locks")."""
+        ino = self._lookup_dir(path)
+        if ino in self._locks:
+            raise FsLocked(path)
+        token = self._next_lock
+        self._next_lock += 1
+        self._locks[ino] = token
+        return SimDirLock(self, ino, token)
+
+    def _unlock(self, ino: int, token: int) -> None:
+        if self._locks.get(ino) == token:
+            del self._locks[ino]
 
     def disk_space(self, path: str) -> DiskSpace:
         """Free and total bytes of the nearest enclosing directory with a capacity."""
@@ -1086,6 +1121,7 @@ class SimDisk:
         self._cur = self._dur.copy()
         self._pending.clear()
         self._cache_base.clear()
+        self._locks.clear()
         self._dir_ops.clear()
         self._data_ops.clear()
         self._dir_refs.clear()
@@ -1101,6 +1137,7 @@ class SimDisk:
         see, what is durable, what is pending)."""
         held = list(self._open)
         self._open.clear()
+        self._locks.clear()
         self._generation += 1
         for ino in held:
             self._collect(ino)
@@ -1136,6 +1173,8 @@ class SimDisk:
         other.fired = list(self.fired)
         other._cache_base = {ino: bytearray(data) for ino, data in self._cache_base.items()}
         other.on_operation = None
+        other._locks = dict(self._locks)
+        other._next_lock = self._next_lock
         return other
 
     # --- helpers for tests -----------------------------------------------------------------

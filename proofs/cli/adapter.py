@@ -60,6 +60,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="seed of the random choice of ledger directory (default: random, printed)",
     )
+    parser.add_argument(
+        "--write-bookkeeper-dirs",
+        action="store_true",
+        help=(
+            "open directories that hold a BookKeeper bookie's files (and no bkref identity "
+            "stamp) for writing: bkref adds its own files beside BookKeeper's. Without it such "
+            "a directory is refused (spec/format/identity.md)"
+        ),
+    )
     parser.description = (
         "Serve a bookie on stdin/stdout: one JSON request per line in, one JSON response per "
         "line out (spec/adapter.md, version 1). Logs go to stderr."
@@ -106,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
             rng=random.Random(seed),
             progress=lambda line: say(f"recovery: {line}"),
             limits=limits,
+            write_bookkeeper_dirs=args.write_bookkeeper_dirs,
         )
     except ConfigError as exc:
         say(f"configuration error: {exc}")

@@ -470,6 +470,9 @@ def _open_copy(config: ServerConfig, report: Report) -> None:
         clock=SystemClock(),
         rng=random.Random(0),
         progress=lambda line: say(f"recovery: {line}"),
+        # The copy holds BookKeeper's files and no bkref stamp yet: writing there is what the
+        # user asked for (the source is never opened; spec/format/identity.md).
+        write_bookkeeper_dirs=True,
     )
     try:
         recovery = bookie.recovery

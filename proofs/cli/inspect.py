@@ -50,6 +50,7 @@ from impl.entrylog.reader import (
 )
 from impl.format.bk_index import describe_idx
 from impl.format.entry_log import LOGFILE_HEADER_SIZE, MAGIC, MAX_LOG_ID, Header
+from impl.format.identity import MAX_STAMP_BYTES, StampFormatError, decode_stamp
 from impl.format.journal import (
     CURRENT_VERSION,
     MIN_COMPAT_VERSION,
@@ -69,6 +70,7 @@ from impl.format.names import (
     COMPACTING_SUFFIX,
     CURRENT_DIR,
     DELETED_FILE_NAME,
+    IDENTITY_FILE_NAME,
     INDEX_DIR_NAME,
     INSTANCE_ID_FILE_NAME,
     JOURNAL_FILE_SUFFIX,
@@ -83,7 +85,7 @@ from impl.format.names import (
     parse_log_file_name,
     parse_segment_file_name,
 )
-from impl.fs.api import DiskSpace, FileHandle, FileSystem, join, split
+from impl.fs.api import DirLock, DiskSpace, FileHandle, FileSystem, join, split
 from impl.fs.os_backend import OsFileSystem
 from impl.index.ledger_index import LedgerIndex
 from impl.journal.last_mark import NO_MARK, LogMark, decode_last_mark_file
@@ -655,6 +657,9 @@ class ReadOnlyFs:
     def disk_space(self, path: str) -> DiskSpace:
         return self._inner.disk_space(path)
 
+    def lock_dir(self, path: str) -> DirLock:
+        raise FsIOError(path, "lock (bkref inspect never locks: a running bookie holds it)")
+
 
 def _read_small(fs: FileSystem, path: str, limit: int = TEXT_FILE_MAX_BYTES) -> bytes:
     """The first ``limit`` bytes of a regular file (FsError when it cannot be read)."""
@@ -1201,6 +1206,7 @@ BOOKIE_KINDS = frozenset(
         "journal",
         "last_mark",
         "last_id",
+        "identity",
         "cookie",
         "instance_id",
         "bkref_index",
@@ -1316,6 +1322,21 @@ def _lstat(path: str) -> os.stat_result | None:
         return None
 
 
+def _describe_identity(fs: FileSystem, path: str) -> tuple[str, tuple[str, ...]]:
+    """bkref's identity stamp (spec/format/identity.md): whose directory this is, in one line,
+    or why the stamp does not read (a problem: the next start refuses it)."""
+    try:
+        stamp = decode_stamp(_read_small(fs, path, MAX_STAMP_BYTES + 1))
+    except (BkrefError, StampFormatError) as exc:
+        return "bkref identity stamp", (f"the identity stamp does not read: {exc}",)
+    state = "sealed" if stamp.sealed else "pending (a first start or an accept not finished)"
+    return (
+        f"bkref identity stamp: instance {stamp.instance}, generation {stamp.generation}, "
+        f"{state}; directory {stamp.directory}; journal {','.join(stamp.journal_dirs)}; "
+        f"ledgers {','.join(stamp.ledger_dirs)}; index in {stamp.index_dir}"
+    ), ()
+
+
 def _name_kind(name: str) -> str:
     """What a regular file of this name would be in a bookie directory."""
     if name.endswith(COMPACTING_SUFFIX):
@@ -1334,6 +1355,8 @@ def _name_kind(name: str) -> str:
         return "last_mark"
     if name == LAST_ID_FILE_NAME:
         return "last_id"
+    if name == IDENTITY_FILE_NAME:
+        return "identity"
     if name == VERSION_FILE_NAME:
         return "cookie"
     if name == INSTANCE_ID_FILE_NAME:
@@ -1403,6 +1426,9 @@ def _describe_name(
         report.items.append(
             attrs.evolve(item, description="lastId: the last entry log id allocated")
         )
+    elif kind == "identity":
+        text, problems = _describe_identity(fs, path)
+        report.items.append(attrs.evolve(item, description=text, problems=problems))
     elif kind == "cookie":
         cookie = describe_cookie(fs, path)
         report.cookies.append(cookie)

@@ -20,6 +20,11 @@ from spec.errors import BkrefError, ConfigError
 COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("inspect", "proofs.cli.inspect", "describe every file of a bookie directory, or one file"),
     ("config", "proofs.cli.config", "show the effective configuration, validated"),
+    (
+        "dirs",
+        "proofs.cli.dirs",
+        "accept a changed set of journal and ledger directories (rewrites identity stamps)",
+    ),
     ("adapter", "proofs.cli.adapter", "serve a bookie over the JSON-lines protocol (stdio)"),
     (
         "crash-check",

@@ -3,7 +3,7 @@ to observe or fault a few operations: subclasses override just those."""
 
 from __future__ import annotations
 
-from impl.fs.api import FileHandle, FileSystem
+from impl.fs.api import DirLock, FileHandle, FileSystem
 from spec.fs import DiskSpace
 
 
@@ -44,3 +44,6 @@ class ForwardingFs:
 
     def disk_space(self, path: str) -> DiskSpace:
         return self.inner.disk_space(path)
+
+    def lock_dir(self, path: str) -> DirLock:
+        return self.inner.lock_dir(path)

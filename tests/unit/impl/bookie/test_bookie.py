@@ -72,6 +72,7 @@ def open_bookie(
     clock: ManualClock | None = None,
     progress: Callable[[str], None] | None = None,
     limits: Limits = LIMITS,
+    write_bookkeeper_dirs: bool = False,
 ) -> Bookie:
     bookie = Bookie.open(
         fs,
@@ -80,6 +81,7 @@ def open_bookie(
         rng=random.Random(7),
         progress=progress,
         limits=limits,
+        write_bookkeeper_dirs=write_bookkeeper_dirs,
     )
     bookie.check_invariants()
     return bookie

@@ -100,7 +100,9 @@ def test_a_bookie_of_index_files_only_rebuilds_and_keeps_their_keys() -> None:
     ledgers0 = "/bk/ledgers0/current"  # make_config's first ledger directory
     write(disk, join(ledgers0, bki.idx_path(4)), bki.idx_file(KEY4))
     write(disk, join(ledgers0, bki.idx_path(6)), bki.idx_file(KEY6, fenced=True))
-    bookie = Bookie.open(disk, config, clock=ManualClock(), rng=random.Random(3))
+    bookie = Bookie.open(
+        disk, config, clock=ManualClock(), rng=random.Random(3), write_bookkeeper_dirs=True
+    )
     assert bookie.recovery.index_rebuilt
     with pytest.raises(Unauthorized):
         bookie.add_entry(LedgerId(4), EntryId(0), OTHER_KEY, b"thief")
@@ -143,7 +145,12 @@ def test_a_dbledgerstorage_database_opened_in_place_is_said_not_read() -> None:
     write(disk, "/bk/ledgers0/current/ledgers/CURRENT", b"MANIFEST-000004\n")
     lines: list[str] = []
     bookie = Bookie.open(
-        disk, make_config(), clock=ManualClock(), rng=random.Random(3), progress=lines.append
+        disk,
+        make_config(),
+        clock=ManualClock(),
+        rng=random.Random(3),
+        progress=lines.append,
+        write_bookkeeper_dirs=True,
     )
     assert any(
         "DbLedgerStorage ledger metadata /bk/ledgers0/current/ledgers" in line for line in lines

@@ -134,7 +134,12 @@ def build_bk_directory(fs: FileSystem, root: str) -> BkDirectory:
 
 def open_on(fs: FileSystem, built: BkDirectory, lines: list[str]) -> Bookie:
     bookie = Bookie.open(
-        fs, built.config, clock=ManualClock(), rng=random.Random(5), progress=lines.append
+        fs,
+        built.config,
+        clock=ManualClock(),
+        rng=random.Random(5),
+        progress=lines.append,
+        write_bookkeeper_dirs=True,
     )
     bookie.check_invariants()
     return bookie
@@ -220,7 +225,12 @@ def test_a_large_bookkeeper_directory_reports_progress() -> None:
     disk.mkdir("/bk/ledgers1/current")
     lines: list[str] = []
     bookie = Bookie.open(
-        disk, make_config(), clock=ManualClock(), rng=random.Random(1), progress=lines.append
+        disk,
+        make_config(),
+        clock=ManualClock(),
+        rng=random.Random(1),
+        progress=lines.append,
+        write_bookkeeper_dirs=True,
     )
     assert any("index rebuild: 16/20 entry logs read" in line for line in lines)
     assert bookie.recovery.entries_rebuilt == 60

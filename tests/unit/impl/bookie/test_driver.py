@@ -24,7 +24,7 @@ from impl.bookie.bookie import Bookie
 from impl.bookie.driver import BookieDriver
 from impl.clock import ManualClock, SystemClock
 from impl.config.config import ServerConfig
-from impl.fs.api import FileHandle, FileSystem
+from impl.fs.api import DirLock, FileHandle, FileSystem
 from impl.fs.os_backend import OsFileSystem
 from models.fs.simdisk import SimDisk
 from spec.errors import BookieIOError
@@ -125,6 +125,10 @@ class LockedFs:
     def disk_space(self, path: str) -> DiskSpace:
         with self.lock:
             return self.disk.disk_space(path)
+
+    def lock_dir(self, path: str) -> DirLock:
+        with self.lock:
+            return self.disk.lock_dir(path)
 
 
 def start(

@@ -23,6 +23,7 @@ from spec.errors import (
     FsError,
     FsExists,
     FsIOError,
+    FsLocked,
     FsNoSpace,
     FsNotADirectory,
     FsNotFound,
@@ -694,3 +695,32 @@ def test_a_read_only_handle_reads_and_refuses_writes() -> None:
     assert disk.read_file("/f") == b"abc"
     assert len(disk.pending_operations()) == 2  # the create and the write, nothing more
     disk.check_invariants()
+
+
+# --- directory locks ------------------------------------------------------------------------------
+
+
+def test_a_directory_lock_excludes_a_second_holder_and_a_crash_or_kill_drops_it() -> None:
+    disk = SimDisk()
+    disk.mkdir("/d/current")
+    disk.fsync_dir("/")
+    disk.fsync_dir("/d")
+    held = disk.lock_dir("/d/current")
+    with pytest.raises(FsLocked):
+        disk.lock_dir("/d/current")
+    disk.lock_dir("/d").release()  # another directory: its own lock
+    held.release()
+    held = disk.lock_dir("/d/current")
+    count = disk.operation_count
+    assert disk.pending_operations() == disk.copy().pending_operations()
+    disk.crash(LoseUnsynced())
+    again = disk.lock_dir("/d/current")  # the crash dropped the holder's lock
+    held.release()  # a handle from before the crash releases nothing
+    with pytest.raises(FsLocked):
+        disk.lock_dir("/d/current")
+    disk.kill_process()
+    disk.lock_dir("/d/current")
+    del again
+    assert disk.operation_count == count  # locks are no operations and touch no file
+    with pytest.raises(FsNotFound):
+        disk.lock_dir("/missing")
