@@ -38,8 +38,10 @@ from impl.config.keys import (
     KIB,
     MIB,
     NETTY_FRAME_OVERHEAD_BYTES,
+    NOT_BUILT,
     KeySpec,
     Kind,
+    Status,
     describe_allowed,
     unknown_key_hint,
 )
@@ -679,12 +681,41 @@ def _soft_warnings(values: Values, sources: Sources, given: Mapping[str, _Given]
             "bytes (header + one smallest record), so every entry log holds exactly one "
             "entry; BookKeeper allows it"
         )
+    if values["journalSyncData"] is False:
+        warnings.append(
+            f"{_shown(values, sources, 'journalSyncData')}: BookKeeper would acknowledge adds "
+            "before the journal is synced; bkref still syncs before every acknowledgement "
+            "(with fsync instead of fdatasync)"
+        )
     both_given = "journalDirectory" in given and "journalDirectories" in given
     if both_given and values["journalDirectories"] != (values["journalDirectory"],):
         warnings.append(
             f"{_shown(values, sources, 'journalDirectory')}: ignored because "
             "journalDirectories is set (journalDirectory is deprecated)"
         )
+    return warnings
+
+
+def _not_built(values: Values, sources: Sources, given: Mapping[str, _Given]) -> list[str]:
+    """Warnings for the keys bkref accepts but does not act on (impl/config/keys.py,
+    NOT_BUILT) that were set to a value where BookKeeper would behave otherwise; a
+    ConfigError for a refused one."""
+    warnings: list[str] = []
+    for key, not_built in NOT_BUILT.items():
+        value = values[key]
+        if not_built.harmless is not None and value == not_built.harmless:
+            continue
+        if not_built.harmless_as_key is not None and value == values[not_built.harmless_as_key]:
+            continue
+        shown = _shown(values, sources, key)
+        if not_built.status is Status.REFUSED:
+            assert not_built.harmless is not None, key
+            raise ConfigError(
+                f"{shown}: not implemented by bkref: {not_built.instead}; remove the setting "
+                f"or set {key}={render_value(not_built.harmless)}"
+            )
+        if key in given:
+            warnings.append(f"{shown}: accepted but has no effect in bkref: {not_built.instead}")
     return warnings
 
 
@@ -715,6 +746,7 @@ def load_config(text: str | None, source_name: str, overrides: Sequence[str]) ->
         if problem is not None:
             raise ConfigError(problem)
     warnings += _soft_warnings(values, sources, given)
+    warnings += _not_built(values, sources, given)
     settings = tuple(Setting(spec.key, values[spec.key], sources[spec.key]) for spec in KEYS)
     config = ServerConfig(settings, tuple(ignored), tuple(warnings))
     config.check_invariants()
