@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from impl.config.config import ServerConfig, load_config
-from impl.config.keys import KEYS_BY_NAME, NOT_BUILT, Status, status_of
+from impl.config.keys import KEYS_BY_NAME, NOT_BUILT, status_of
 from impl.config.properties import render_value
 from spec.errors import ConfigError
 
