@@ -120,6 +120,8 @@ def _convert_scalar(spec: KeySpec, raw: str, where: Source) -> Value:
     if "${" in raw:
         raise _bad_value(spec, raw, where, "${...} interpolation is not supported by bkref")
     if spec.kind is Kind.STRING:
+        if "\0" in raw:
+            raise _bad_value(spec, raw, where, _NUL_PROBLEM)
         return raw
     if spec.kind is Kind.BOOLEAN:
         flag = parse_java_boolean(raw)
@@ -142,12 +144,19 @@ def _convert_scalar(spec: KeySpec, raw: str, where: Source) -> Value:
     return number
 
 
+#: No file system takes a NUL byte in a path (it ends a C string): refused here, where the
+#: message can name the key, rather than as an untyped error where the path is opened.
+_NUL_PROBLEM = "a path cannot contain a NUL byte"
+
+
 def _convert_list(spec: KeySpec, items: tuple[str, ...], where: Source) -> tuple[str, ...]:
     raw = ",".join(items)
     if any(item == "" for item in items):
         raise _bad_value(spec, raw, where, "the list has an empty item")
     if any("${" in item for item in items):
         raise _bad_value(spec, raw, where, "${...} interpolation is not supported by bkref")
+    if any("\0" in item for item in items):
+        raise _bad_value(spec, raw, where, _NUL_PROBLEM)
     repeated = sorted({item for item in items if items.count(item) > 1})
     if repeated:
         raise _bad_value(spec, raw, where, f"{repeated[0]!r} is listed twice")

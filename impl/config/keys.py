@@ -23,10 +23,15 @@ import attrs
 
 from impl.config.bk_keys import BOOKKEEPER_KEYS
 from impl.config.properties import Value
+from impl.format.entry_log import MIN_SANE_ENTRY_SIZE
 from impl.limits import LIMITS
 
 #: DefaultEntryLogger: maxSaneEntrySize = nettyMaxFrameSizeBytes - 500 (protocol overhead).
 NETTY_FRAME_OVERHEAD_BYTES = 500
+#: The smallest nettyMaxFrameSizeBytes bkref takes, exclusive: the overhead plus an entry's
+#: 16 bytes of ids, so that the largest sane entry carries at least one byte of data (below
+#: it the adapter could take no add at all; 501 to 516 used to fail an assertion at start).
+NETTY_FRAME_MIN_EXCLUSIVE_BYTES = NETTY_FRAME_OVERHEAD_BYTES + MIN_SANE_ENTRY_SIZE
 #: ServerConfiguration.validate: journalAlignmentSize is a multiple of 512, at least 512.
 JOURNAL_ALIGNMENT_UNIT_BYTES = 512
 MIB = 1024 * 1024
@@ -137,7 +142,7 @@ KEYS: tuple[KeySpec, ...] = (
           "capacity of an entry log's read buffer", _POSITIVE),
     _spec("nettyMaxFrameSizeBytes", _I, 5 * MIB, "bytes", "netty_max_frame_size_bytes",
           "largest request; entries above this minus 500 bytes are flagged as insane",
-          Bounds(low=NETTY_FRAME_OVERHEAD_BYTES, low_open=True)),
+          Bounds(low=NETTY_FRAME_MIN_EXCLUSIVE_BYTES, low_open=True)),
     _spec("minUsableSizeForEntryLogCreation", _L, None, "bytes",
           "min_usable_size_for_entry_log_creation_bytes",
           "a full ledger directory may still take a new entry log if this much space is free",

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from impl.config.config import ServerConfig, load_config
@@ -124,7 +125,7 @@ def to_table(config: ServerConfig) -> str:
     return "\n".join(lines)
 
 
-def _aligned(rows: list[tuple[str, ...]]) -> list[str]:
+def _aligned(rows: Sequence[tuple[str, ...]]) -> list[str]:
     """Columns padded to their widest cell (the value column to 40 at most); the last
     column is not padded."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
