@@ -47,7 +47,8 @@ class FsNotADirectory(FsError):
 class FsNotAFile(FsError):
     """An open met something that is not a regular file (a FIFO, a socket, a device) under a
     name the bookie gives its files. Refused without blocking: opening or reading a FIFO
-    waits for a writer that never comes."""
+    waits for a writer that never comes. Only the OS backend raises it: the simulated disk
+    has no special files."""
 
     def __init__(self, path: str, kind: str) -> None:
         super().__init__(

@@ -259,3 +259,25 @@ def test_an_unwritable_stdout_is_one_line_and_exit_1(case: tuple[tuple[str, ...]
         f"bkref{' ' + args[0] if not args[0].startswith('-') else ''}: error: cannot write to "
         "standard output: No space left on device"
     ], err
+
+
+# --- configuration keys bkref reads but does not act on ------------------------------------
+
+
+def test_the_adapter_warns_at_start_about_a_key_it_does_not_act_on(tmp_path: Path) -> None:
+    result = _adapter(tmp_path, "gcWaitTime=1000")
+    err = _no_traceback(result.stderr)
+    assert result.returncode == 0, err
+    assert (
+        "bkref adapter: warning: gcWaitTime=1000 (--set): accepted but has no effect in bkref: "
+        "garbage collection and compaction are not built yet" in err
+    )
+
+
+def test_the_adapter_refuses_per_ledger_entry_logs(tmp_path: Path) -> None:
+    result = _adapter(tmp_path, "entryLogPerLedgerEnabled=true")
+    err = _no_traceback(result.stderr)
+    assert result.returncode == 2, err
+    assert "entryLogPerLedgerEnabled=true (--set): not implemented by bkref" in err
+    assert result.stdout == b""
+    assert not (tmp_path / "l").exists()  # refused before any directory was made
