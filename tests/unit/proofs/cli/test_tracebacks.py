@@ -281,3 +281,20 @@ def test_the_adapter_refuses_per_ledger_entry_logs(tmp_path: Path) -> None:
     assert "entryLogPerLedgerEnabled=true (--set): not implemented by bkref" in err
     assert result.stdout == b""
     assert not (tmp_path / "l").exists()  # refused before any directory was made
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_record_says_once_that_it_cannot_relay_to_an_unwritable_stdout(tmp_path: Path) -> None:
+    """record relays the bookie's responses; its exit status is the bookie's (proofs/cli/
+    record.py), so an unwritable stdout is said on stderr and the recording goes on."""
+    child = [sys.executable, "-m", "proofs.cli.main", "adapter", "--seed", "1"]
+    child += ["--set", f"journalDirectories={tmp_path / 'j'}"]
+    child += ["--set", f"ledgerDirectories={tmp_path / 'l'}"]
+    trace = tmp_path / "t.jsonl"
+    requests = (ROOT / "docs" / "examples" / "requests.jsonl").read_bytes()
+    with open("/dev/full", "wb") as full:
+        result = _bkref("record", "--trace", str(trace), "--", *child, stdin=requests, stdout=full)
+    err = _no_traceback(result.stderr)
+    assert result.returncode == 0, err
+    assert err.count("bkref record: cannot write the bookie's responses to standard output") == 1
+    assert len(trace.read_text(encoding="utf-8").splitlines()) == 7  # a header, 6 steps
