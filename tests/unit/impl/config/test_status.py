@@ -148,3 +148,8 @@ def test_the_configuration_page_gives_every_key_its_status() -> None:
     page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
     rows = dict(re.findall(r"^\| `(\w+)` \| (implemented|ignored|refused) \|", page, re.M))
     assert rows == {spec.key: status_of(spec.key).value for spec in KEYS}
+
+
+def test_the_readme_counts_the_keys_not_built() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"({len(NOT_BUILT)} are read but not built:" in readme
