@@ -158,6 +158,7 @@ def to_json(config: ServerConfig) -> str:
                 "value": render_value(i.items),
                 "source": str(i.source),
                 "known_from": i.known_from,
+                "status": "ignored",
             }
             for i in config.ignored
         ],

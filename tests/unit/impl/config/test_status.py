@@ -17,6 +17,7 @@ import re
 
 import pytest
 
+from impl.config.bk_keys import BOOKKEEPER_KEYS
 from impl.config.config import default_config, load_config
 from impl.config.keys import KEYS, KEYS_BY_NAME, NOT_BUILT, Status, status_of
 from spec.errors import ConfigError
@@ -153,3 +154,13 @@ def test_the_configuration_page_gives_every_key_its_status() -> None:
 def test_the_readme_counts_the_keys_not_built() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert f"({len(NOT_BUILT)} are read but not built:" in readme
+
+
+def test_every_other_key_bkref_accepts_is_listed_as_ignored() -> None:
+    """The keys BookKeeper knows that are not in KEYS are accepted too: their status is
+    "ignored" (listed so by bkref config), and no key is both."""
+    others = sorted(BOOKKEEPER_KEYS - set(KEYS_BY_NAME))
+    assert len(others) > 250
+    config = load_config(None, "", [f"{key}=x" for key in others])
+    assert config.ignored_keys == tuple(others)
+    assert config.warnings == ()

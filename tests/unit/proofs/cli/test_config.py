@@ -106,6 +106,7 @@ def test_json(capsys: pytest.CaptureFixture[str]) -> None:
     ignored = {row["key"]: row for row in document["ignored"]}
     assert ignored["zkServers"]["value"] == "localhost:2181"
     assert ignored["zkServers"]["known_from"] == "AbstractConfiguration"
+    assert ignored["zkServers"]["status"] == "ignored"
     assert document["warnings"] == []
 
 
