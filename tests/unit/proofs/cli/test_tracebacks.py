@@ -38,6 +38,8 @@ QUICK_COMMANDS: tuple[tuple[tuple[str, ...], int], ...] = (
     (("check-trace", TRACE), 0),
     (("check-trace", TRACE, "--json"), 0),
     (("explain", TRACE, "--state"), 0),
+    (("inspect", "docs/examples/bookie/ledgers", "--json"), 0),
+    (("inspect", "docs/examples/bookie/ledgers/current/0.log"), 0),
     (("crash-check", "--target", "entry-log", "--entries", "4", "--flush-entrylog-bytes", "0"), 0),
     (("crash-check", "--target", "entry-log", "--entries", "4", "--quiet"), 0),
 )
