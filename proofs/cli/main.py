@@ -143,7 +143,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``bkref`` console script. Returns the process exit code."""
     arguments = list(sys.argv[1:] if argv is None else argv)
-    name = " ".join(["bkref", *(_selected(arguments) or "",)]).strip()
+    selected = _selected(arguments)
+    name = f"bkref {selected}" if selected else "bkref"
     real_stdout = sys.stdout
     guarded = GuardedStdout(real_stdout)
     sys.stdout = guarded  # a TextIO in all but name
