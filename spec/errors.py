@@ -44,6 +44,21 @@ class FsNotADirectory(FsError):
         super().__init__(path, "not a directory")
 
 
+class FsNotAFile(FsError):
+    """An open met something that is not a regular file (a FIFO, a socket, a device) under a
+    name the bookie gives its files. Refused without blocking: opening or reading a FIFO
+    waits for a writer that never comes. Only the OS backend raises it: the simulated disk
+    has no special files."""
+
+    def __init__(self, path: str, kind: str) -> None:
+        super().__init__(
+            path,
+            f"is a {kind}, not a regular file: a bookie's files are regular files; move it "
+            "out of the directory",
+        )
+        self.kind = kind
+
+
 class FsNoSpace(FsError):
     """The write does not fit (ENOSPC). Nothing of the write was applied."""
 

@@ -89,7 +89,12 @@ from impl.format.entry_log import MIN_SANE_ENTRY_SIZE, encode_entry_record
 from impl.format.journal import encode_fence_record, encode_key_record
 from impl.fs.api import DirLock, FileSystem
 from impl.index.ledger_index import LedgerIndex
-from impl.journal.journal import Journal, JournalSettings, journal_settings_from_config
+from impl.journal.journal import (
+    Journal,
+    JournalSettings,
+    check_room_for_a_new_journal,
+    journal_settings_from_config,
+)
 from impl.journal.last_mark import LogMark
 from impl.limits import LIMITS, Limits
 from spec.errors import (
@@ -245,6 +250,7 @@ class Bookie:
         limits: Limits,
     ) -> Bookie:
         """``open`` once the directories are locked and their identity settled."""
+        check_room_for_a_new_journal(fs, layout.journal_dir)
         settings = settings_from_config(config)
         entry_logger = EntryLogger(fs, layout.ledger_dirs, settings, rng, limits=limits)
         bookie: Bookie | None = None

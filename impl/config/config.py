@@ -38,8 +38,10 @@ from impl.config.keys import (
     KIB,
     MIB,
     NETTY_FRAME_OVERHEAD_BYTES,
+    NOT_BUILT,
     KeySpec,
     Kind,
+    Status,
     describe_allowed,
     unknown_key_hint,
 )
@@ -118,6 +120,8 @@ def _convert_scalar(spec: KeySpec, raw: str, where: Source) -> Value:
     if "${" in raw:
         raise _bad_value(spec, raw, where, "${...} interpolation is not supported by bkref")
     if spec.kind is Kind.STRING:
+        if "\0" in raw:
+            raise _bad_value(spec, raw, where, _NUL_PROBLEM)
         return raw
     if spec.kind is Kind.BOOLEAN:
         flag = parse_java_boolean(raw)
@@ -140,12 +144,19 @@ def _convert_scalar(spec: KeySpec, raw: str, where: Source) -> Value:
     return number
 
 
+#: No file system takes a NUL byte in a path (it ends a C string): refused here, where the
+#: message can name the key, rather than as an untyped error where the path is opened.
+_NUL_PROBLEM = "a path cannot contain a NUL byte"
+
+
 def _convert_list(spec: KeySpec, items: tuple[str, ...], where: Source) -> tuple[str, ...]:
     raw = ",".join(items)
     if any(item == "" for item in items):
         raise _bad_value(spec, raw, where, "the list has an empty item")
     if any("${" in item for item in items):
         raise _bad_value(spec, raw, where, "${...} interpolation is not supported by bkref")
+    if any("\0" in item for item in items):
+        raise _bad_value(spec, raw, where, _NUL_PROBLEM)
     repeated = sorted({item for item in items if items.count(item) > 1})
     if repeated:
         raise _bad_value(spec, raw, where, f"{repeated[0]!r} is listed twice")
@@ -679,12 +690,41 @@ def _soft_warnings(values: Values, sources: Sources, given: Mapping[str, _Given]
             "bytes (header + one smallest record), so every entry log holds exactly one "
             "entry; BookKeeper allows it"
         )
+    if values["journalSyncData"] is False:
+        warnings.append(
+            f"{_shown(values, sources, 'journalSyncData')}: BookKeeper would acknowledge adds "
+            "before the journal is synced; bkref still syncs before every acknowledgement "
+            "(with fsync instead of fdatasync)"
+        )
     both_given = "journalDirectory" in given and "journalDirectories" in given
     if both_given and values["journalDirectories"] != (values["journalDirectory"],):
         warnings.append(
             f"{_shown(values, sources, 'journalDirectory')}: ignored because "
             "journalDirectories is set (journalDirectory is deprecated)"
         )
+    return warnings
+
+
+def _not_built(values: Values, sources: Sources, given: Mapping[str, _Given]) -> list[str]:
+    """Warnings for the keys bkref accepts but does not act on (impl/config/keys.py,
+    NOT_BUILT) that were set to a value where BookKeeper would behave otherwise; a
+    ConfigError for a refused one."""
+    warnings: list[str] = []
+    for key, not_built in NOT_BUILT.items():
+        value = values[key]
+        if not_built.harmless is not None and value == not_built.harmless:
+            continue
+        if not_built.harmless_as_key is not None and value == values[not_built.harmless_as_key]:
+            continue
+        shown = _shown(values, sources, key)
+        if not_built.status is Status.REFUSED:
+            assert not_built.harmless is not None, key
+            raise ConfigError(
+                f"{shown}: not implemented by bkref: {not_built.instead}; remove the setting "
+                f"or set {key}={render_value(not_built.harmless)}"
+            )
+        if key in given:
+            warnings.append(f"{shown}: accepted but has no effect in bkref: {not_built.instead}")
     return warnings
 
 
@@ -715,6 +755,7 @@ def load_config(text: str | None, source_name: str, overrides: Sequence[str]) ->
         if problem is not None:
             raise ConfigError(problem)
     warnings += _soft_warnings(values, sources, given)
+    warnings += _not_built(values, sources, given)
     settings = tuple(Setting(spec.key, values[spec.key], sources[spec.key]) for spec in KEYS)
     config = ServerConfig(settings, tuple(ignored), tuple(warnings))
     config.check_invariants()

@@ -23,10 +23,15 @@ import attrs
 
 from impl.config.bk_keys import BOOKKEEPER_KEYS
 from impl.config.properties import Value
+from impl.format.entry_log import MIN_SANE_ENTRY_SIZE
 from impl.limits import LIMITS
 
 #: DefaultEntryLogger: maxSaneEntrySize = nettyMaxFrameSizeBytes - 500 (protocol overhead).
 NETTY_FRAME_OVERHEAD_BYTES = 500
+#: The smallest nettyMaxFrameSizeBytes bkref takes, exclusive: the overhead plus an entry's
+#: 16 bytes of ids, so that the largest sane entry carries at least one byte of data (below
+#: it the adapter could take no add at all; 501 to 516 used to fail an assertion at start).
+NETTY_FRAME_MIN_EXCLUSIVE_BYTES = NETTY_FRAME_OVERHEAD_BYTES + MIN_SANE_ENTRY_SIZE
 #: ServerConfiguration.validate: journalAlignmentSize is a multiple of 512, at least 512.
 JOURNAL_ALIGNMENT_UNIT_BYTES = 512
 MIB = 1024 * 1024
@@ -137,7 +142,7 @@ KEYS: tuple[KeySpec, ...] = (
           "capacity of an entry log's read buffer", _POSITIVE),
     _spec("nettyMaxFrameSizeBytes", _I, 5 * MIB, "bytes", "netty_max_frame_size_bytes",
           "largest request; entries above this minus 500 bytes are flagged as insane",
-          Bounds(low=NETTY_FRAME_OVERHEAD_BYTES, low_open=True)),
+          Bounds(low=NETTY_FRAME_MIN_EXCLUSIVE_BYTES, low_open=True)),
     _spec("minUsableSizeForEntryLogCreation", _L, None, "bytes",
           "min_usable_size_for_entry_log_creation_bytes",
           "a full ledger directory may still take a new entry log if this much space is free",
@@ -146,7 +151,8 @@ KEYS: tuple[KeySpec, ...] = (
     _spec("diskUsageThreshold", _F, 0.95, "fraction", "disk_usage_threshold",
           "a ledger directory above this usage is full (no new writes)", _FRACTION),
     _spec("diskUsageWarnThreshold", _F, 0.90, "fraction", "disk_usage_warn_threshold",
-          "above this usage the bookie warns and forces garbage collection", _FRACTION),
+          "above this usage the directory is almost full: its active log rotates off",
+          _FRACTION),
     _spec("diskUsageLwmThreshold", _F, None, "fraction", "disk_usage_lwm_threshold",
           "a full directory becomes writable again below this usage", _FRACTION,
           default_from="diskUsageThreshold"),
@@ -210,6 +216,109 @@ KEYS: tuple[KeySpec, ...] = (
 )  # fmt: skip
 
 KEYS_BY_NAME: Mapping[str, KeySpec] = {spec.key: spec for spec in KEYS}
+
+
+# --- what bkref does with each key -----------------------------------------------------
+
+
+class Status(enum.Enum):
+    """What bkref does with a key it reads (docs/configuration.md, "Keys bkref uses").
+
+    Every key of KEYS is parsed and validated as BookKeeper does, so a real bk_server.conf
+    loads; but a parsed key is not necessarily a working one. A key whose behaviour is not
+    built is either accepted with a warning (ignoring it cannot lose, resurrect or misplace
+    data: the feature is simply absent) or refused unless it has its default (ignoring it
+    would silently give a directory another layout than the operator asked for)."""
+
+    IMPLEMENTED = "implemented"
+    IGNORED = "ignored"
+    REFUSED = "refused"
+
+
+@attrs.frozen
+class NotBuilt:
+    """A key of KEYS whose behaviour bkref does not have, and why that is safe or not."""
+
+    status: Status
+    #: What bkref does instead, in words (printed in the warning or the error).
+    instead: str
+    #: The value with which BookKeeper behaves as bkref does: no warning, no refusal. None:
+    #: every value given is warned about (the feature runs at any value in BookKeeper).
+    harmless: Value | None = None
+    #: Or: harmless when equal to this other key's value.
+    harmless_as_key: str | None = None
+
+
+_GC = (
+    "garbage collection and compaction are not built yet (a later issue): bkref never "
+    "removes or rewrites an entry log, so the space of deleted ledgers is not reclaimed"
+)
+
+#: The keys of KEYS that bkref parses and validates but does not act on. Every other key of
+#: KEYS is implemented: the engine reads its value (tests/unit/impl/config/test_status.py
+#: checks both halves).
+NOT_BUILT: Mapping[str, NotBuilt] = {
+    "entryLogPerLedgerEnabled": NotBuilt(
+        Status.REFUSED,
+        "bkref keeps one active entry log for all ledgers; per-ledger entry logs are not "
+        "built, and ignoring the key would silently give the ledger directories a layout "
+        "other than the one asked for",
+        harmless=False,
+    ),
+    "entrylogMapAccessExpiryTimeInSeconds": NotBuilt(
+        Status.IGNORED, "it tunes per-ledger entry logs, which bkref does not build"
+    ),
+    "maximumNumberOfActiveEntryLogs": NotBuilt(
+        Status.IGNORED, "it tunes per-ledger entry logs, which bkref does not build"
+    ),
+    "readBufferSizeBytes": NotBuilt(
+        Status.IGNORED,
+        "bkref reads each entry with positioned reads of its own bytes, without a read buffer",
+    ),
+    "minUsableSizeForEntryLogCreation": NotBuilt(
+        Status.IGNORED,
+        "with every ledger directory full bkref refuses a new entry log (no_space) instead "
+        "of creating one in a full directory that still has this much room",
+    ),
+    "diskUsageLwmThreshold": NotBuilt(
+        Status.IGNORED,
+        "a full directory becomes writable again as soon as its usage is at or below "
+        "diskUsageThreshold (no low-water mark)",
+        harmless_as_key="diskUsageThreshold",
+    ),
+    "gcWaitTime": NotBuilt(Status.IGNORED, _GC),
+    "minorCompactionThreshold": NotBuilt(Status.IGNORED, _GC),
+    "minorCompactionInterval": NotBuilt(Status.IGNORED, _GC),
+    "minorCompactionMaxTimeMillis": NotBuilt(Status.IGNORED, _GC),
+    "majorCompactionThreshold": NotBuilt(Status.IGNORED, _GC),
+    "majorCompactionInterval": NotBuilt(Status.IGNORED, _GC),
+    "majorCompactionMaxTimeMillis": NotBuilt(Status.IGNORED, _GC),
+    "isForceGCAllowWhenNoSpace": NotBuilt(Status.IGNORED, _GC),
+    "forceAllowCompaction": NotBuilt(Status.IGNORED, _GC),
+    "useTransactionalCompaction": NotBuilt(Status.IGNORED, _GC),
+    "journalPreAllocSizeMB": NotBuilt(
+        Status.IGNORED,
+        "bkref never preallocates the journal: each group is appended and synced as written "
+        "(the key still bounds journalAlignmentSize, as BookKeeper checks)",
+    ),
+    "journalWriteBufferSizeKB": NotBuilt(
+        Status.IGNORED, "bkref writes each journal group with one write, without a buffer"
+    ),
+    "journalAdaptiveGroupWrites": NotBuilt(
+        Status.IGNORED,
+        "bkref always groups: one journal sync covers every record written before it (each "
+        "add is still acknowledged only after the sync that covers it)",
+        harmless=True,
+    ),
+}
+
+
+def status_of(key: str) -> Status:
+    """The status of a key of KEYS."""
+    assert key in KEYS_BY_NAME, key
+    not_built = NOT_BUILT.get(key)
+    return Status.IMPLEMENTED if not_built is None else not_built.status
+
 
 #: The range of each Java integer type.
 JAVA_LIMITS: Mapping[Kind, tuple[int, int]] = {

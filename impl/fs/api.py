@@ -85,7 +85,9 @@ class FileSystem(Protocol):
         with ``create`` fails with FsExists if the name is taken. Raises FsNotFound.
         ``read_only`` (not with ``create``) opens for reading only, so files the process may
         not write (an operator inspecting a bookie it does not own) can still be read; a
-        write through such a handle raises FsIOError and changes nothing."""
+        write through such a handle raises FsIOError and changes nothing. A name that is not
+        a regular file (a FIFO, a socket, a device) raises FsNotAFile at once, never blocks
+        (only the OS backend has such files)."""
         ...
 
     def exists(self, path: str) -> bool:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import stat
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -35,10 +36,23 @@ from spec.errors import (
     FsLocked,
     FsNoSpace,
     FsNotADirectory,
+    FsNotAFile,
     FsNotFound,
 )
 
 T = TypeVar("T")
+
+
+def _file_kind(mode: int) -> str:
+    """What a file that is not a regular file is, in words."""
+    kinds = (
+        (stat.S_ISFIFO, "FIFO (named pipe)"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISDIR, "directory"),
+    )
+    return next((word for test, word in kinds if test(mode)), "special file")
 
 
 def _mapped(path: str, op: str, fn: Callable[[], T]) -> T:
@@ -50,6 +64,8 @@ def _mapped(path: str, op: str, fn: Callable[[], T]) -> T:
 
 def _map_error(path: str, op: str, exc: OSError) -> FsError:
     code = exc.errno
+    if code == errno.ENXIO and op == "open":  # a socket, or a device with nothing behind it
+        return FsNotAFile(path, "socket or device")
     if code == errno.ENOENT:
         return FsNotFound(path)
     if code == errno.EEXIST:
@@ -201,7 +217,17 @@ class OsFileSystem:
         real = self._real(path)
         if os.path.isdir(real):
             raise FsIOError(path, "open (is a directory)")
-        fd = _mapped(path, "open", lambda: os.open(real, flags, 0o644))
+        # O_NONBLOCK: opening a FIFO for reading blocks until a writer comes (and reading it
+        # later would too); with it the open returns at once and fstat tells what it is.
+        fd = _mapped(path, "open", lambda: os.open(real, flags | os.O_NONBLOCK, 0o644))
+        try:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                raise FsNotAFile(path, _file_kind(mode))
+            os.set_blocking(fd, True)
+        except BaseException:
+            os.close(fd)
+            raise
         return OsFileHandle(path, fd, read_only=read_only)
 
     def exists(self, path: str) -> bool:

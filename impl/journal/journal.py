@@ -66,7 +66,8 @@ from impl.format.journal import (
 from impl.format.names import journal_file_name, parse_journal_file_name
 from impl.fs.api import FileHandle, FileSystem, join
 from impl.journal.last_mark import NO_MARK, LogMark
-from spec.errors import BookieError, BookieIOError, FsError, FsExists
+from spec.errors import BookieError, BookieIOError, FsError, FsExists, RecoveryError
+from spec.ids import INT64_MAX
 
 #: Called once per appended record: None when it is durable, the error when it never will be.
 OnDurable = Callable[[BookieError | None], None]
@@ -162,6 +163,22 @@ def next_journal_id(existing_ids: list[int], wall_ms: int, current_id: int) -> i
     return max(wall_ms, largest + 1)
 
 
+def check_room_for_a_new_journal(fs: FileSystem, journal_dir: str) -> None:
+    """Refuse a start whose next journal id would not fit in a Java long: a journal named
+    ``7fffffffffffffff.txn`` leaves no id after it (next_journal_id would overflow). Checked
+    before recovery writes anything. Raises RecoveryError naming the file."""
+    ids = list_journal_ids(fs, journal_dir)
+    if ids and ids[-1] >= INT64_MAX:
+        path = join(journal_dir, journal_file_name(ids[-1]))
+        raise RecoveryError(
+            f"{path}: journal id {ids[-1]:x} is the largest a journal can have, so no newer "
+            "journal can be created after it and the bookie cannot start. Journal ids are the "
+            "clock's milliseconds, so no bookie wrote this name: find out where the file came "
+            "from before moving it out of the directory (a journal that holds entries not yet "
+            "checkpointed must not be removed)"
+        )
+
+
 def journals_to_trim(ids: list[int], mark: LogMark, max_backups: int, current_id: int) -> list[int]:
     """Journal.checkpointComplete: of the journals entirely before the mark, all but the
     newest ``max_backups``. Never the journal being written."""
@@ -224,6 +241,11 @@ class Journal:
     def _open_new_file_locked(self) -> int:
         ids = list_journal_ids(self._fs, self._dir)
         new_id = next_journal_id(ids, self._clock.wall_ms(), self._journal_id)
+        if new_id > INT64_MAX:  # refused at start (check_room_for_a_new_journal); the clock
+            raise self._fail(  # or the current id could still get there at a rollover
+                f"no journal id is left after {max([self._journal_id, *ids]):x} in {self._dir}",
+                ValueError(new_id),
+            )
         path = join(self._dir, journal_file_name(new_id))
         header = encode_header(self._settings.write_version)
         try:

@@ -1,9 +1,10 @@
 """``bkref adapter``: serve a bookie over the JSON-lines protocol of spec/adapter.md (v1).
 
-Why: the conformance kit drives bookies through this protocol, and operators use it to poke a
-bookie by hand. This module is the command only: its arguments, the configuration, the real
-file system, clock and random source, opening the bookie (recovery progress on stderr), the
-driver's threads, and the exit status. The server itself is impl/server/: stdio.py (the
+Why: any bookie that speaks this protocol can be recorded (``bkref record``) and judged by the
+model (``bkref check-trace``), and operators use it to poke a bookie by hand. This module is
+the command only: its arguments, the configuration, the real file system, clock and random
+source, opening the bookie (recovery progress on stderr), the driver's threads, and the exit
+status. The server itself is impl/server/: stdio.py (the
 serving loop on stdin and stdout, which takes stdout before the bookie opens so that it
 carries protocol lines only), dispatcher.py (each request to the bookie) and protocol.py
 (what a line means).

@@ -21,10 +21,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from impl.config.config import ServerConfig, load_config
-from impl.config.keys import KEYS_BY_NAME
+from impl.config.keys import KEYS_BY_NAME, NOT_BUILT, status_of
 from impl.config.properties import render_value
 from spec.errors import ConfigError
 
@@ -75,9 +76,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.epilog = (
+        "Each key's status says whether bkref acts on it: implemented; ignored (accepted, no "
+        "effect, a warning on stderr when set); refused (only the default is accepted). "
         "Exit status: 0 when the configuration is valid, 2 when it is not (missing file, bad "
-        "value, unknown key). Keys BookKeeper knows but bkref does not use are accepted and "
-        "listed as ignored."
+        "value, unknown key, a refused key set). Keys BookKeeper knows but bkref does not use "
+        "are accepted and listed as ignored."
     )
 
 
@@ -94,10 +97,22 @@ def run(args: argparse.Namespace) -> int:
 
 
 def to_table(config: ServerConfig) -> str:
-    """Aligned ``key  value  source`` lines, then the ignored keys."""
-    rows = [(s.key, render_value(s.value), str(s.source)) for s in config.settings]
-    lines = [f"# effective configuration: {len(rows)} keys bkref uses"]
+    """Aligned ``key  value  status  source`` lines, what the keys that are not built do
+    instead, then the ignored keys."""
+    rows = [
+        (s.key, render_value(s.value), status_of(s.key).value, str(s.source))
+        for s in config.settings
+    ]
+    lines = [
+        f"# effective configuration: {len(rows)} keys bkref reads; status: implemented, "
+        "ignored (accepted, no effect; a warning when set), refused (only the default)"
+    ]
     lines += _aligned(rows)
+    lines.append("")
+    lines.append(f"# not built: {len(NOT_BUILT)} keys bkref reads but does not act on")
+    width = max(len(key) for key in NOT_BUILT)
+    for key, not_built in NOT_BUILT.items():
+        lines.append(f"#   {key:<{width}}  {not_built.status.value}: {not_built.instead}")
     lines.append("")
     if config.ignored:
         ignored = [
@@ -110,12 +125,16 @@ def to_table(config: ServerConfig) -> str:
     return "\n".join(lines)
 
 
-def _aligned(rows: list[tuple[str, str, str]]) -> list[str]:
-    key_width = max(len(row[0]) for row in rows)
-    value_width = min(max(len(row[1]) for row in rows), 40)
+def _aligned(rows: Sequence[tuple[str, ...]]) -> list[str]:
+    """Columns padded to their widest cell (the value column to 40 at most); the last
+    column is not padded."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    widths[1] = min(widths[1], 40)
     return [
-        f"{key:<{key_width}}  {value:<{value_width}}  {source}".rstrip()
-        for key, value, source in rows
+        "  ".join(
+            [f"{cell:<{width}}" for cell, width in zip(row, widths, strict=False)] + [row[-1]]
+        ).rstrip()
+        for row in rows
     ]
 
 
@@ -128,6 +147,8 @@ def to_json(config: ServerConfig) -> str:
                 "value": list(s.value) if isinstance(s.value, tuple) else s.value,
                 "unit": KEYS_BY_NAME[s.key].unit,
                 "source": str(s.source),
+                "status": status_of(s.key).value,
+                "instead": _instead(s.key),
             }
             for s in config.settings
         ],
@@ -137,9 +158,16 @@ def to_json(config: ServerConfig) -> str:
                 "value": render_value(i.items),
                 "source": str(i.source),
                 "known_from": i.known_from,
+                "status": "ignored",
             }
             for i in config.ignored
         ],
         "warnings": list(config.warnings),
     }
     return json.dumps(document, indent=2)
+
+
+def _instead(key: str) -> str | None:
+    """What bkref does instead of a key that is not built (None for an implemented key)."""
+    not_built = NOT_BUILT.get(key)
+    return None if not_built is None else not_built.instead

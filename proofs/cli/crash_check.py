@@ -11,8 +11,12 @@ Two targets (docs/crash-check.md):
   every crash state is a trace judged by the model and the properties of
   spec/properties.md; a failure's trace is saved and replays with ``bkref check-trace``.
 
-Progress lines name the target, the crash states checked so far and the properties; a
-summary ends the run. ``--quiet`` prints only the summary and the failures.
+Progress lines (every two seconds) name the target and the crash point, and say what the
+checks did so far: crash states, how many were recovered and checked, and what those checks
+verified (durable entries read back intact; restarts with lastMark checked, entries read
+back, fence and wrong-key probes). A summary ends the run: per target what was crashed, how
+many states were recovered and checked, which properties held, then the verdict line.
+``--quiet`` prints only the failures and the summary.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
+
+import attrs
 
 from proofs.crash.entry_log_check import PROPERTIES as ENTRY_LOG_PROPERTIES
 from proofs.crash.entry_log_check import SUMMARY as ENTRY_LOG_SUMMARY
@@ -116,6 +122,20 @@ def _argument_error(args: argparse.Namespace) -> str | None:
     return None
 
 
+@attrs.frozen
+class Part:
+    """One target's run: its report and how to say what it crashed and what it checked."""
+
+    name: str
+    report: Report
+    #: What was crashed, in words ("the entry logger (2 runs: ...)").
+    crashed: str
+    #: The properties checked, in words (the header line's).
+    properties: str
+    #: The same, in a few words for the last line.
+    short: str
+
+
 def run(args: argparse.Namespace) -> int:
     problem = _argument_error(args)
     if problem is not None:
@@ -125,19 +145,20 @@ def run(args: argparse.Namespace) -> int:
         return _replay(args)
     say: Callable[[str], None] = _quiet if args.quiet else _say
     started = time.monotonic()
-    parts: list[tuple[str, Report, str]] = []
+    parts: list[Part] = []
     if args.target in ("entry-log", "all"):
-        parts.append(("entry-log", _entry_log_runs(args, say), ENTRY_LOG_SUMMARY))
+        parts.append(_entry_log_runs(args, say))
     if args.target in ("bookie", "all"):
         parts.append(_bookie_run(args, say))
     total = Report()
-    for _, report, _ in parts:
-        total.merge(report)
+    for part in parts:
+        total.merge(part.report)
     for failure in total.failures[: args.max_failures]:
         _print_failure(failure)
     if len(total.failures) > args.max_failures:
         print(f"... and {len(total.failures) - args.max_failures} more failures")
-    _summary(total, parts, time.monotonic() - started)
+    for line in summary_lines(args.seed, total, parts, time.monotonic() - started):
+        print(line)
     return 0 if not total.failures else 1
 
 
@@ -149,7 +170,7 @@ def _quiet(_line: str) -> None:
     pass
 
 
-def _entry_log_runs(args: argparse.Namespace, say: Callable[[str], None]) -> Report:
+def _entry_log_runs(args: argparse.Namespace, say: Callable[[str], None]) -> Part:
     total = Report()
     runs = (
         FLUSH_ENTRYLOG_BYTES if args.flush_entrylog_bytes is None else (args.flush_entrylog_bytes,)
@@ -166,26 +187,29 @@ def _entry_log_runs(args: argparse.Namespace, say: Callable[[str], None]) -> Rep
         )
         say(
             f"  entry-log (flushEntrylogBytes {flush_bytes}) done: {report.crash_points} "
-            f"crash points, {report.crash_states} crash states ({report.recovered_states} "
-            f"recovered), {report.checked_items} durable-entry reads, "
-            f"{len(report.failures)} failures"
+            f"crash points, {report.describe_states()}"
         )
         total.merge(report)
-    return total
+    settings = " and ".join(str(flush_bytes) for flush_bytes in runs)
+    crashed = (
+        f"the entry logger ({args.entries} adds over {args.ledgers} ledgers, seed {args.seed}; "
+        f"{len(runs)} run(s), flushEntrylogBytes {settings})"
+    )
+    return Part("entry-log", total, crashed, ENTRY_LOG_PROPERTIES, ENTRY_LOG_SUMMARY)
 
 
-def _bookie_run(args: argparse.Namespace, say: Callable[[str], None]) -> tuple[str, Report, str]:
+def _bookie_run(args: argparse.Namespace, say: Callable[[str], None]) -> Part:
     # The bookie and the harness are loaded only when asked for.
     from proofs.crash.bookie_check import PROPERTIES, SUMMARY, BookieRun, run_bookie_check
 
     say(f"crash-check bookie: {BookieRun(args.seed, args.adds).describe()}; {PROPERTIES}")
     report = run_bookie_check(seed=args.seed, adds=args.adds, progress=say)
     say(
-        f"  bookie done: {report.crash_points} crash points, {report.crash_states} crash "
-        f"states ({report.recovered_states} recovered), {report.checked_items} steps judged "
-        f"after the crashes, {len(report.failures)} failures"
+        f"  bookie done: {report.crash_points} crash points, {report.describe_states()}, "
+        f"{report.checked_items} steps judged by the model after the crashes"
     )
-    return "bookie", report, SUMMARY
+    crashed = f"the whole bookie ({args.adds} adds over 3 ledgers, a fence, seed {args.seed})"
+    return Part("bookie", report, crashed, PROPERTIES, SUMMARY)
 
 
 def _print_failure(failure: CrashFailure) -> None:
@@ -196,18 +220,32 @@ def _print_failure(failure: CrashFailure) -> None:
         print(f"  {line}")
 
 
-def _summary(total: Report, parts: list[tuple[str, Report, str]], elapsed: float) -> None:
-    """The last line: verdict, states, time, rate, and what each target checked."""
+def summary_lines(seed: int, total: Report, parts: list[Part], elapsed: float) -> list[str]:
+    """The summary: per target what was crashed, how many states were recovered and
+    checked and what the checks did, which properties held; then the verdict line (verdict,
+    states, time, rate), which stays last."""
+    lines = [f"summary (seed {seed}):"]
+    for part in parts:
+        report = part.report
+        held = (
+            f"held: {part.properties}"
+            if not report.failures
+            else f"checked: {part.properties}; {len(report.failures)} failures (above)"
+        )
+        lines.append(
+            f"  {part.name}: crashed {part.crashed} before each of {report.crash_points} "
+            f"file-system operations, under every crash plan; "
+            f"{report.describe_states()}; {held}"
+        )
     rate = total.crash_states / elapsed if elapsed > 0 else 0.0
     verdict = "PASS" if not total.failures else "FAIL"
-    detail = ", ".join(
-        f"{name} {report.crash_states} ({summary})" for name, report, summary in parts
-    )
-    print(
+    detail = ", ".join(f"{part.name} {part.report.crash_states} ({part.short})" for part in parts)
+    lines.append(
         f"{verdict}: {total.crash_states} crash states checked in {elapsed:.1f} s "
         f"({rate:.0f} states/s; {total.recovered_states} recovered, the rest identical to a "
         f"passing disk at the same point), {len(total.failures)} failures. {detail}"
     )
+    return lines
 
 
 def _replay(args: argparse.Namespace) -> int:

@@ -3,15 +3,23 @@
 Each subcommand lives in its own module with two functions, ``configure(parser)`` to add its
 arguments and ``run(args) -> int`` to carry it out, so the command line stays a thin table.
 Errors a user can cause are caught here and printed as one line, never as a traceback.
+
+Standard output is handled here once for every command (GuardedStdout): when its reader goes
+away (``bkref config | head``), the rest of the output goes to /dev/null, as the Python
+documentation recommends for SIGPIPE, and the command finishes with its own exit status (the
+verdict does not depend on who reads it); when it cannot be written (``> /dev/full``), the
+command stops with one line on stderr and exit status 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import io
+import os
 import sys
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol, TextIO
 
 from spec.errors import BkrefError, ConfigError
 
@@ -44,6 +52,63 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "copy a BookKeeper bookie into new bkref directories (keys, fences) and open it once",
     ),
 )
+
+
+#: Exit status when standard output cannot be written.
+EXIT_OUTPUT_FAILED = 1
+
+
+class StdoutError(Exception):
+    """Standard output could not be written (not a closed pipe: a full disk, an I/O error).
+    Not an OSError, so that a command's own ``except OSError`` (reading a file) never
+    mistakes it for its own."""
+
+    def __init__(self, cause: OSError) -> None:
+        super().__init__(cause.strerror or str(cause))
+
+
+class GuardedStdout:
+    """``sys.stdout`` while a command runs: writes and flushes go to the real stdout; a
+    closed pipe sends everything after it to /dev/null, any other OSError raises
+    StdoutError (after the same redirection, so the flush at exit cannot fail again).
+    Every other attribute (``buffer``, ``fileno``, ...) is the real stdout's."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self._inner = inner
+        self._silenced = False
+
+    def write(self, text: str) -> int:
+        if not self._silenced:
+            self._guarded(lambda: self._inner.write(text))
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._silenced:
+            self._guarded(self._inner.flush)
+
+    def _guarded(self, action: Any) -> None:
+        try:
+            action()
+        except BrokenPipeError:
+            self._silence()
+        except OSError as exc:
+            self._silence()
+            raise StdoutError(exc) from exc
+
+    def _silence(self) -> None:
+        """Point the real stdout at /dev/null: the data still buffered, and everything
+        written later, is dropped there (not at the reader, who has gone)."""
+        self._silenced = True
+        try:
+            fd = self._inner.fileno()
+        except (OSError, ValueError, io.UnsupportedOperation):
+            return  # not a real file (a test's capture): nothing is flushed at exit
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
 
 
 class _Command(Protocol):
@@ -88,6 +153,28 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``bkref`` console script. Returns the process exit code."""
     arguments = list(sys.argv[1:] if argv is None else argv)
+    selected = _selected(arguments)
+    name = f"bkref {selected}" if selected else "bkref"
+    real_stdout = sys.stdout
+    guarded = GuardedStdout(real_stdout)
+    sys.stdout = guarded  # a TextIO in all but name
+    try:
+        try:
+            code = _main(arguments)
+        except SystemExit:  # argparse (--help, a usage error): flushed here, then raised on
+            sys.stdout.flush()
+            raise
+        sys.stdout.flush()  # inside the guard: a failure at exit would be a traceback
+        return code
+    except StdoutError as exc:
+        print(f"{name}: error: cannot write to standard output: {exc}", file=sys.stderr)
+        return EXIT_OUTPUT_FAILED
+    finally:
+        if sys.stdout is guarded:
+            sys.stdout = real_stdout
+
+
+def _main(arguments: list[str]) -> int:
     command = _selected(arguments)
     known = {name for name, _, _ in COMMANDS}
     parser = build_parser(command if command in known else None)

@@ -487,8 +487,16 @@ class Session:
             if not client_gone:
                 try:
                     _write_all(self.client_out, line)
-                except OSError:
+                except BrokenPipeError:
+                    client_gone = True  # the client stopped reading: nothing to say
+                except OSError as exc:  # a full disk, an I/O error: say it once
                     client_gone = True
+                    print(
+                        f"bkref record: cannot write the bookie's responses to standard output "
+                        f"({exc.strerror or exc}); recording goes on, the responses are dropped",
+                        file=sys.stderr,
+                        flush=True,
+                    )
         with self.cond:
             self.child_done = True
             self.cond.notify_all()

@@ -85,6 +85,7 @@ from spec.operations import (
     JournalSync,
     JournalWrite,
     Operation,
+    Read,
     Restart,
     Rotate,
     Shutdown,
@@ -366,6 +367,18 @@ def judge_state(
     return len(harness.trace().steps) - start, None
 
 
+def _what_was_judged(steps: Sequence[Step]) -> dict[str, int]:
+    """The steps judged after one crash, by kind: the restart (with the lastMark on disk
+    compared), the read-backs of entries the crash may or must have kept, and the fence and
+    wrong-key probes."""
+    counts = {
+        "restarts with lastMark checked": sum(isinstance(s.op, Restart) for s in steps),
+        "entries read back": sum(isinstance(s.op, Read) for s in steps),
+        "fence and wrong-key probes": sum(isinstance(s.op, Add | Fence) for s in steps),
+    }
+    return counts
+
+
 def check_persisted_mark(harness: Refinement, sut: InProcessBookie, restart: Step) -> None:
     """The backstop outside the trace (module docstring): after recovery the lastMark file's
     current contents are the ``last_mark`` of the restart's state."""
@@ -459,7 +472,7 @@ def run_bookie_check(
         if ticker.due():
             ticker.say(
                 f"  bookie: crash point {number}/{len(sites)} ({site.describe(ops)}): "
-                f"{report.crash_states} crash states checked, {len(report.failures)} failures"
+                f"{report.describe_states()}"
             )
     return report
 
@@ -495,9 +508,11 @@ def _explore_site(
         if fingerprint in passed:
             continue
         harness, sut = template.fresh()
+        before = len(harness.trace().steps)
         checked, found = judge_state(harness, sut, plan, probes)
         report.recovered_states += 1
         report.checked_items += checked
+        report.count(_what_was_judged(harness.trace().steps[before:]))
         if found is None:
             passed.add(fingerprint)
             continue

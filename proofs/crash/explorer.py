@@ -140,6 +140,9 @@ class Report:
     recovered_states: int = 0
     checked_items: int = 0
     failures: list[CrashFailure] = attrs.Factory(list)
+    #: What the recovered states' checks did, by kind, in words ("acknowledged entries read
+    #: back": 1234), for progress lines and the summary.
+    checks: dict[str, int] = attrs.Factory(dict)
 
     def merge(self, other: Report) -> None:
         self.crash_points += other.crash_points
@@ -147,6 +150,20 @@ class Report:
         self.recovered_states += other.recovered_states
         self.checked_items += other.checked_items
         self.failures += other.failures
+        self.count(other.checks)
+
+    def count(self, checks: dict[str, int]) -> None:
+        """Add ``checks`` to the counts of what was checked."""
+        for kind, number in checks.items():
+            self.checks[kind] = self.checks.get(kind, 0) + number
+
+    def describe_states(self) -> str:
+        """The crash states so far and what their checks did, in words."""
+        done = ", ".join(f"{number} {kind}" for kind, number in self.checks.items())
+        return (
+            f"{self.crash_states} crash states, {self.recovered_states} recovered and checked"
+            f"{' (' + done + ')' if done else ''}, {len(self.failures)} failures"
+        )
 
     def check_invariants(self) -> None:
         assert 0 <= self.recovered_states <= self.crash_states, self
@@ -218,10 +235,12 @@ def explore(
     *,
     label: str = "",
     command: Callable[[int, int], str] | None = None,
+    items: str = "items checked",
 ) -> Report:
     """Crash every point under every plan and run ``check(crashed_disk, oracle)``, which
     returns (items checked, problems). ``label`` starts each progress line; ``command(point
-    index, plan index)`` is the command that re-runs a failing state."""
+    index, plan index)`` is the command that re-runs a failing state; ``items`` says what
+    the check's count counts (in the progress lines and the report's ``checks``)."""
     report = Report()
     ticker = ProgressTicker(progress)
     for number, point in enumerate(points, start=1):
@@ -237,6 +256,7 @@ def explore(
             checked, problems = check(crashed, point.oracle)
             report.recovered_states += 1
             report.checked_items += checked
+            report.count({items: checked})
             if not problems:
                 passed.add(fingerprint)
             rerun = command(point.op_index, plan_index) if command is not None else ""
@@ -246,7 +266,7 @@ def explore(
             ]
         if ticker.due():
             ticker.say(
-                f"  {label}crash point {number}/{len(points)}: {report.crash_states} crash "
-                f"states checked, {len(report.failures)} failures"
+                f"  {label}crash point {number}/{len(points)} (before a {point.op_kind}): "
+                f"{report.describe_states()}"
             )
     return report

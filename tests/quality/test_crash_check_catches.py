@@ -85,5 +85,9 @@ def test_quiet_prints_the_failures_and_the_summary(
     lines = capsys.readouterr().out.splitlines()
     assert [line.split(" ")[0] for line in lines[:4]] == ["FAIL", "", "FAIL", ""]
     assert lines[1].startswith("  re-run: bkref crash-check --target entry-log --seed 1 ")
-    assert lines[-2].startswith("... and ") and lines[-2].endswith(" more failures")
-    assert lines[-1].startswith("FAIL: ") and len(lines) == 6
+    assert lines[4].startswith("... and ") and lines[4].endswith(" more failures")
+    assert lines[5] == "summary (seed 1):"
+    assert lines[6].startswith("  entry-log: crashed the entry logger (20 adds over 2 ledgers")
+    assert "; checked: durability of forced entries (property 1)" in lines[6]
+    assert lines[6].endswith(" failures (above)")
+    assert lines[-1].startswith("FAIL: ") and len(lines) == 8

@@ -207,7 +207,9 @@ def test_int_key_refuses_a_value_beyond_java_int() -> None:
         ("journalFormatVersionToWrite=3", "allowed: an integer from 4 to 6 (version)"),
         ("journalAlignmentSize=256", "for journalAlignmentSize: out of range"),
         ("nettyMaxFrameSizeBytes=500", "for nettyMaxFrameSizeBytes: out of range; allowed: an "
-         "integer from 501 to 2147483647 (bytes)"),
+         "integer from 517 to 2147483647 (bytes)"),
+        ("nettyMaxFrameSizeBytes=516", "for nettyMaxFrameSizeBytes: out of range; allowed: an "
+         "integer from 517 to 2147483647 (bytes)"),
         ("maximumNumberOfActiveEntryLogs=0", "for maximumNumberOfActiveEntryLogs: out of range"),
         ("ledgerDirectories=/a,,/b", "bad value '/a,,/b' for ledgerDirectories: the list has "
          "an empty item"),
@@ -409,8 +411,8 @@ def test_set_overrides_the_file() -> None:
 
 
 def test_last_set_wins() -> None:
-    config = load(None, "gcWaitTime=1000", "gcWaitTime=2000")
-    assert config.gc_wait_time_ms == 2000
+    config = load(None, "logSizeLimit=2048", "logSizeLimit=4096")
+    assert config.log_size_limit_bytes == 4096
     assert config.warnings == ()
 
 
@@ -487,8 +489,8 @@ def _overrides(draw: st.DrawFn) -> list[str]:
     for spec in KEYS:
         if spec.kind.value == "boolean":
             chosen[spec.key] = draw(st.sampled_from(["true", "false", "Yes", "off"]))
-    if chosen["entryLogPerLedgerEnabled"] in ("true", "Yes"):
-        chosen["useTransactionalCompaction"] = "false"  # BookKeeper refuses both
+    # bkref refuses per-ledger entry logs (impl/config/keys.py, NOT_BUILT).
+    chosen["entryLogPerLedgerEnabled"] = draw(st.sampled_from(["false", "off"]))
     paths = st.lists(ITEM.filter(lambda s: "${" not in s), min_size=1, max_size=3, unique=True)
     chosen["ledgerDirectories"] = render_value(tuple(draw(paths)))
     chosen["journalDirectories"] = render_value(tuple(draw(paths)))
@@ -504,7 +506,7 @@ def _overrides(draw: st.DrawFn) -> list[str]:
     number("flushInterval", 1, 2**31 - 1)
     number("entrylogMapAccessExpiryTimeInSeconds", 0, 2**31 - 1)
     number("maximumNumberOfActiveEntryLogs", 1, 2**31 - 1)
-    number("nettyMaxFrameSizeBytes", 501, 2**31 - 1)
+    number("nettyMaxFrameSizeBytes", 517, 2**31 - 1)
     number("journalFormatVersionToWrite", 4, 6)
     number("journalMaxSizeMB", 1, 2**40)
     number("journalMaxBackups", 0, 100)
@@ -569,3 +571,12 @@ def test_round_trip_through_to_properties(overrides: list[str]) -> None:
 @given(_overrides())
 def test_round_trip_through_to_properties_deep(overrides: list[str]) -> None:
     _check_round_trip(overrides)
+
+
+@pytest.mark.parametrize("key", ["journalDirectory", "journalDirectories", "ledgerDirectories"])
+def test_a_nul_byte_in_a_path_is_a_config_error(key: str) -> None:
+    """issue 10: a NUL byte in a directory path raised ValueError from os.makedirs."""
+    with pytest.raises(ConfigError, match=f"for {key}: a path cannot contain a NUL byte"):
+        load(None, f"{key}=/tmp/a\\u0000b")
+    with pytest.raises(ConfigError, match=r"t\.conf:1: bad value .* NUL byte"):
+        load_config(f"{key}=/tmp/a\\u0000b\n", "t.conf", [])

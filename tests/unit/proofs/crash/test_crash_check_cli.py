@@ -26,9 +26,30 @@ def test_progress_lines_say_what_is_checked_and_a_summary_ends_the_run(
     assert "flushEntrylogBytes 0" in headers[0] and "flushEntrylogBytes 1536" in headers[1]
     assert "format validity (property 7)" in headers[0]
     assert "judged by the model" in headers[2] and "3 auth" in headers[2]
-    assert any(line.startswith("  entry-log (flushEntrylogBytes 0): crash point") for line in lines)
-    assert any(line.startswith("  bookie: crash point") for line in lines)
+    entry_log = [line for line in lines if line.startswith("  entry-log (flushEntrylogBytes 0): ")]
+    bookie = [line for line in lines if line.startswith("  bookie: crash point")]
+    assert entry_log and bookie
+    # Each progress line says what the checks did so far, not only how many states.
+    last = entry_log[-2]  # the last progress line, before the "done" line
+    match = re.search(
+        r"(\d+) recovered and checked \((\d+) durable entries read back intact\)", last
+    )
+    assert match is not None, last
+    assert int(match.group(2)) > 0  # forced entries were read back by the end of the run
+    match = re.search(
+        r"(\d+) recovered and checked \((\d+) restarts with lastMark checked, (\d+) entries "
+        r"read back, (\d+) fence and wrong-key probes\)",
+        bookie[-1],
+    )
+    assert match is not None, bookie[-1]
+    assert match.group(1) == match.group(2)  # one restart judged per recovered state
+    assert int(match.group(3)) > 0 and int(match.group(4)) > 0
     assert any(line.startswith("  bookie done: ") for line in lines)
+    block = lines[lines.index("summary (seed 3):") :]
+    assert [line.split(":")[0] for line in block[1:3]] == ["  entry-log", "  bookie"]
+    assert "crashed the entry logger (8 adds over 2 ledgers" in block[1]
+    assert "held: durability of forced entries (property 1)" in block[1]
+    assert "crashed the whole bookie (6 adds" in block[2] and "3 auth" in block[2]
     summary = lines[-1]
     match = re.match(
         r"PASS: (\d+) crash states checked in [\d.]+ s \(\d+ states/s; (\d+) recovered", summary
@@ -41,7 +62,9 @@ def test_progress_lines_say_what_is_checked_and_a_summary_ends_the_run(
 def test_quiet_prints_only_the_summary(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["crash-check", "--quiet", *SMALL]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("PASS: ")
+    assert len(lines) == 4 and lines[0] == "summary (seed 3):"
+    assert lines[1].startswith("  entry-log: crashed ") and lines[2].startswith("  bookie: ")
+    assert lines[3].startswith("PASS: ")
 
 
 def test_point_re_runs_one_state_and_prints_what_it_checked(

@@ -102,10 +102,17 @@ def test_progress_lines_name_the_label_and_the_states(monkeypatch: pytest.Monkey
     disk = _disk()
     points = record_points(disk, lambda: None, lambda: _write_two_files(disk))
     lines: list[str] = []
-    explore(points, lambda _d, _o: (0, []), lines.append, label="target: ")
+    report = explore(points, lambda _d, _o: (2, []), lines.append, label="target: ", items="reads")
     assert len(lines) == len(points)
-    assert lines[-1].startswith(f"  target: crash point {len(points)}/{len(points)}: ")
-    assert lines[-1].endswith("crash states checked, 0 failures")
+    last = points[-1]
+    assert lines[-1].startswith(
+        f"  target: crash point {len(points)}/{len(points)} (before a {last.op_kind}): "
+    )
+    assert lines[-1].endswith(
+        f"{report.crash_states} crash states, {report.recovered_states} recovered and checked "
+        f"({2 * report.recovered_states} reads), 0 failures"
+    )
+    assert report.checks == {"reads": 2 * report.recovered_states}
 
 
 def test_a_failure_says_how_to_see_it_again() -> None:
