@@ -753,7 +753,11 @@ class BookieModel:
         refused = [
             done
             for done in completed
-            if done.error is not None and self.pending[done.step].deferred is not None
+            if done.error is not None
+            and (
+                self.pending[done.step].deferred is not None
+                or self._deleted_in_flight(self.pending[done.step], done.error)
+            )
         ]
         errors = [
             done.error for done in completed if done.error is not None and done not in refused
@@ -781,7 +785,16 @@ class BookieModel:
                     continue
             ledger = self.ledgers.ledgers.get(pending.ledger)
             if ledger is None:
-                continue  # deleted since: the deletion wins
+                # Deleted since: the deletion wins. An add answered ok now would promise an
+                # entry that is gone (issue 10): in flight at the delete, it is refused.
+                if pending.kind == "add" and done.error is None and self._strict_deletes():
+                    raise Divergence(
+                        index,
+                        f"the add {pending.ledger}:{pending.entry} of step {done.step} was "
+                        f"answered ok after its ledger's delete was answered ok: its entry is "
+                        "not readable; an add in flight at a delete must be refused (no_ledger)",
+                    )
+                continue
             if done.error is None:
                 acked += 1
                 if pending.kind == "add":
@@ -803,6 +816,21 @@ class BookieModel:
                 "brings them back)"
             ]
         return []
+
+    def _strict_deletes(self) -> bool:
+        """Whether an add in flight at its ledger's delete must not be answered ok: bkref's
+        rule (spec/adapter.md, ``delete``); BookKeeper's answers are not judged on it."""
+        return self.profile.answers != "bookkeeper"
+
+    def _deleted_in_flight(self, pending: _Pending, error: str) -> bool:
+        """An add of a ledger durably deleted while it was in flight, answered no_ledger:
+        the answer the delete gives it, not a fault."""
+        return (
+            pending.kind == "add"
+            and error == "no_ledger"
+            and pending.ledger not in self.ledgers.ledgers
+            and self.ledgers.deleted.get(pending.ledger) is Sure.DURABLE
+        )
 
     def _defer(self, index: int, op: Add | Fence, refusals: set[str]) -> list[str]:
         """An add or fence answered ``pending`` under asynchronous acks that may yet be
