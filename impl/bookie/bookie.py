@@ -365,6 +365,12 @@ class Bookie:
             self._require_ready()
             try:
                 self._index.delete_ledger(ledger_id)
+            except FsNoSpace as exc:
+                # The tombstone's write was refused whole: nothing of it is on the disk.
+                raise NoSpace(
+                    f"deleting ledger {ledger_id} found no room for its tombstone: {exc}. It "
+                    "is not deleted; free space in the ledger directories and retry."
+                ) from exc
             except FsError as exc:
                 raise BookieIOError(
                     f"deleting ledger {ledger_id} failed: {exc}. It is not deleted; retry."
