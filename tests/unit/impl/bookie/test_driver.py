@@ -340,3 +340,23 @@ def test_a_full_disk_in_background_work_is_no_space_and_service_resumes(step: st
     driver.stop()
     driver.check_invariants()
     bookie.shutdown()
+
+
+def test_a_failed_fsync_in_the_periodic_checkpoint_still_fails_the_bookie() -> None:
+    """fsyncgate: only a full disk is retried; a checkpoint whose fsync failed may have lost
+    bytes the bookie counted on, so the driver fails the bookie as before (adds io_error)."""
+    disk = SimDisk()
+    fs = LockedFs(disk)
+    clock = ManualClock()
+    bookie, driver = start(fs, make_config("flushInterval=1000"), clock)
+    first = bookie.add_entry(LedgerId(1), EntryId(0), KEY, b"a")
+    assert first.wait(WAIT_S) and first.error is None
+    with fs.lock:
+        disk.fail_next("fsync", match=lambda path: path.endswith(".log"))
+        clock.advance_ms(1000)
+    assert _wait_for(lambda: driver.failed is not None)
+    assert driver.no_space_steps == 0
+    with pytest.raises(BookieIOError):
+        bookie.add_entry(LedgerId(1), EntryId(1), KEY, b"b")
+    with pytest.raises(BookieIOError, match="background thread failed"):
+        driver.stop()
