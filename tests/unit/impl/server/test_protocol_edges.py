@@ -14,6 +14,8 @@ import base64
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from impl.server.protocol import (
     JSON_CHAR_MAX_BYTES,
@@ -177,3 +179,35 @@ def test_spot_checks_of_the_class_get_one_typed_answer(line: str) -> None:
     assert parsed.code == "bad_request" and parsed.message
     response = parsed.response()
     json.dumps(response, ensure_ascii=True, allow_nan=False)
+
+
+_NUMBER_TEXTS = st.sampled_from(
+    [HUGE, "-" + HUGE, "1e999", "-1e999", "1" * 30 + ".5", "9223372036854775808", "-0", "0.0"]
+)
+_FIELDS = st.sampled_from(["id", "op", "ledger", "entry", "key", "data", "force", "x"])
+
+
+@given(
+    fields=st.lists(st.tuples(_FIELDS, _NUMBER_TEXTS | st.just('"add"')), max_size=7),
+    escape=st.booleans(),
+)
+def test_huge_numbers_in_any_field_get_one_answer_with_the_id_when_readable(
+    fields: list[tuple[str, str]], escape: bool
+) -> None:
+    """The class of the huge-integer edge: numbers too large anywhere, with or without a
+    readable id, field names escaped or not. Never an exception, never Python's wording,
+    and the id echoed whenever it is a readable int64 and appears once."""
+    pairs = [("id", "11"), *fields] if fields and fields[0][0] != "id" else fields
+    name = (lambda n: "".join(f"\\u{ord(c):04x}" for c in n)) if escape else (lambda n: n)
+    line = "{" + ",".join(f'"{name(k)}":{v}' for k, v in pairs) + "}"
+    bounds = RequestBounds(data_max_bytes=64, key_max_bytes=8 * 1024)  # room for the lines
+    assert len(line) <= bounds.line_max_bytes
+    parsed = parse_request(line, bounds)
+    if isinstance(parsed, Request):
+        return
+    assert "Exceeds" not in parsed.message and "int_max_str_digits" not in parsed.message
+    ids = [v for k, v in pairs if k == "id"]
+    keys = [k for k, _ in pairs]
+    if ids == ["11"] and len(set(keys)) == len(keys):
+        assert parsed.id == 11, parsed
+    json.dumps(parsed.response(), ensure_ascii=True, allow_nan=False)
