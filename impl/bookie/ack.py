@@ -25,7 +25,10 @@ AckCallback = Callable[["Ack"], None]
 
 class Ack:
     """A thread-safe completion: ``done`` once the operation is durable (``error`` None) or
-    has failed (``error`` a BookieError). Completing twice keeps the first outcome.
+    has failed (``error`` a BookieError). Completing twice keeps the first outcome. It is
+    ``answered`` once its callbacks (which write the client's answer) have run, and ``wait``
+    waits for that. ``refuse`` turns a success still to come into an error: an add whose
+    ledger was deleted while it was in flight must not be answered ok.
 
     Cheap on the hot path (one per add): a plain lock and flags; the Event a waiter sleeps
     on is made only when someone waits before completion.
@@ -120,7 +123,7 @@ class Ack:
         raised, so the completing thread can record it instead of dying."""
         callbacks = self._finish(error)
         failures: list[Exception] = []
-        if callbacks is not None:
+        if callbacks:
             for fn in callbacks:
                 try:
                     fn(self)
@@ -133,7 +136,7 @@ class Ack:
         """``complete`` as the journal's OnDurable (one call per acknowledged add, so kept
         minimal): what callbacks raise goes to the sink, not to the journal thread."""
         callbacks = self._finish(error)
-        if callbacks is None:
+        if not callbacks:
             return
         for fn in callbacks:
             try:
@@ -145,15 +148,21 @@ class Ack:
 
     def _finish(self, error: BookieError | None) -> list[AckCallback] | None:
         """Record the outcome (first call wins); the callbacks to run (None when it was done
-        already). ``_answer`` must follow once they ran."""
+        already). ``_answer`` must follow once they ran; with none, it is answered now."""
         with self._lock:
             if self._done:
                 return None
             self._error = error if error is not None else self._refusal
             self._done = True
-            callbacks = self._callbacks or []
+            callbacks = self._callbacks
             self._callbacks = None
-        return callbacks
+            if callbacks:
+                return callbacks
+            self._answered = True
+            event = self._event
+        if event is not None:
+            event.set()
+        return None
 
     def _answer(self) -> None:
         """Every callback has run: wake the waiters."""
@@ -178,11 +187,13 @@ class PendingAcks:
         self._prune_at = self._prune_min
 
     def track(self, ack: Ack) -> None:
-        """Remember ``ack`` until it is done; completed Acks are dropped in amortised batches."""
+        """Remember ``ack`` until it is answered (done, callbacks run: a delete waits for an
+        add's answer being written, ``adds_of``); answered Acks are dropped in amortised
+        batches."""
         acks = self._acks
         acks.append(ack)
         if len(acks) >= self._prune_at:
-            kept = [other for other in acks if not other.done]
+            kept = [other for other in acks if not other.answered]
             self._acks = kept
             self._prune_at = max(self._prune_min, 2 * len(kept))
 
