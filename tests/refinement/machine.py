@@ -642,7 +642,7 @@ def machine_for(
         ) -> None:
             """Issue 10: the maintenance thread's checkpoint (whole or its first phase) or
             preallocation meets full ledger directories. It answers no_space and the bookie
-            goes on serving: reads, adds answered no_space or taken, a fence; then room comes
+            goes on serving: a read, an add answered no_space or taken; then room comes
             back and the step and an add succeed again (the model allows no io_error for a
             full disk, and no no_space once room is back); maybe a crash at the end, so that
             what the step half did is judged by recovery too."""
@@ -732,6 +732,7 @@ PRODUCERS: Mapping[type[Operation], tuple[str, ...]] = require_complete(
             "add_with_wrong_key",
             "group_commit_with_adds_between_its_phases",
             "checkpoint_with_adds_between_its_phases",
+            "full_disk_in_background_work",
         ),
         Read: ("read", "healthy_stretch", "inject_fault", "full_disk_in_background_work"),
         Fence: ("fence",),
@@ -776,6 +777,7 @@ PRODUCERS: Mapping[type[Operation], tuple[str, ...]] = require_complete(
             "journal_force",
             "rotate",
             "shutdown_and_restart",
+            "full_disk_in_background_work",
         ),
         Restart: (
             "crash",
@@ -784,6 +786,7 @@ PRODUCERS: Mapping[type[Operation], tuple[str, ...]] = require_complete(
             "shutdown_and_restart",
             "group_commit_with_adds_between_its_phases",
             "checkpoint_with_adds_between_its_phases",
+            "full_disk_in_background_work",
         ),
         Shutdown: ("shutdown_and_restart",),
         DiskFull: ("disk_full", "full_disk_in_background_work"),
