@@ -629,6 +629,35 @@ def machine_for(
         def disk_writable(self) -> None:
             self._run(DiskWritable())
 
+        @precondition(lambda self: self.up)
+        @rule(fault=faults, ledger=ledgers, back=st.integers(0, 3))
+        def inject_fault(
+            self, fault: FailFsync | FailWrite | FailRead, ledger: int, back: int
+        ) -> None:
+            """Arm a failed fsync, write or read aimed at one kind of file (one rule for all,
+            so that faults do not crowd out the healthy stretches); a read fault is followed
+            by a read that may meet it, of one of the ledger's first entries (the newest are
+            in the write buffer, and a read of them meets no file): the bookie may answer
+            io_error for that read only, and nothing durable may change."""
+            self._run(fault)
+            if isinstance(fault, FailRead) and self.up:
+                target = self._ledger(ledger)
+                self._run(Read(target, min(back, max(0, self.next_entry.get(target, 0) - 1))))
+
+        @precondition(lambda self: self.up)
+        @rule(plan=crash_plans, retry=st.booleans())
+        def fsync_failure_in_checkpoint(self, plan: CrashPlan, retry: bool) -> None:
+            """fsyncgate: a checkpoint whose fsync fails (its unsynced bytes are gone), maybe
+            a second checkpoint, then a crash. Nothing acknowledged may be lost, and no
+            checkpoint may claim durable what the failed fsync dropped."""
+            self._run(FailFsync())
+            self._run(Checkpoint())
+            if retry and self.up:
+                self._run(Checkpoint())
+            if self.up:
+                _seen("crash after a failed fsync in a checkpoint")
+                self._crash_and_restart(plan, None)
+
         @precondition(lambda self: self.up and not self.harness.model.disk_full)
         @rule(
             step=st.sampled_from(("checkpoint", "checkpoint_flush", "preallocate")),
@@ -668,35 +697,6 @@ def machine_for(
                 if answered == "no_space":
                     _seen(f"service resumed after {step} found no room")
             if crash and self.up:
-                self._crash_and_restart(plan, None)
-
-        @precondition(lambda self: self.up)
-        @rule(fault=faults, ledger=ledgers, back=st.integers(0, 3))
-        def inject_fault(
-            self, fault: FailFsync | FailWrite | FailRead, ledger: int, back: int
-        ) -> None:
-            """Arm a failed fsync, write or read aimed at one kind of file (one rule for all,
-            so that faults do not crowd out the healthy stretches); a read fault is followed
-            by a read that may meet it, of one of the ledger's first entries (the newest are
-            in the write buffer, and a read of them meets no file): the bookie may answer
-            io_error for that read only, and nothing durable may change."""
-            self._run(fault)
-            if isinstance(fault, FailRead) and self.up:
-                target = self._ledger(ledger)
-                self._run(Read(target, min(back, max(0, self.next_entry.get(target, 0) - 1))))
-
-        @precondition(lambda self: self.up)
-        @rule(plan=crash_plans, retry=st.booleans())
-        def fsync_failure_in_checkpoint(self, plan: CrashPlan, retry: bool) -> None:
-            """fsyncgate: a checkpoint whose fsync fails (its unsynced bytes are gone), maybe
-            a second checkpoint, then a crash. Nothing acknowledged may be lost, and no
-            checkpoint may claim durable what the failed fsync dropped."""
-            self._run(FailFsync())
-            self._run(Checkpoint())
-            if retry and self.up:
-                self._run(Checkpoint())
-            if self.up:
-                _seen("crash after a failed fsync in a checkpoint")
                 self._crash_and_restart(plan, None)
 
         @invariant()

@@ -61,10 +61,10 @@ MINIMUMS: dict[str, tuple[int, int]] = {
     # A full disk met by background work, and service once room is back (issue 10).
     "checkpoint found no room": (3, 30),
     "checkpoint_flush found no room": (3, 30),
-    "preallocate found no room": (2, 20),
+    "preallocate found no room": (3, 30),
     "service resumed after checkpoint found no room": (3, 30),
     "service resumed after checkpoint_flush found no room": (3, 30),
-    "service resumed after preallocate found no room": (2, 20),
+    "service resumed after preallocate found no room": (3, 30),
 }
 
 
