@@ -326,7 +326,7 @@ class Bookie:
         # One record for both: the entry log's record and the journal's data record are the
         # same bytes (int32 length + ledger id + entry id + data).
         record = encode_entry_record(ledger_id, entry_id, data)
-        ack = Ack(self._sink)
+        ack = Ack(self._sink, ledger_id)
         with self._lock:
             journal = self._journal
             if journal is None or self._closing or self._closed or self._failure is not None:
@@ -410,18 +410,39 @@ class Bookie:
     def delete_ledger(self, ledger_id: LedgerId) -> None:
         """Delete a ledger: durable on return (the index's tombstone); its entries become
         unreadable (NoLedger). Space is reclaimed later by garbage collection. Deleting an
-        unknown or deleted ledger records the tombstone too (idempotent)."""
+        unknown or deleted ledger records the tombstone too (idempotent).
+
+        Adds of the ledger still in flight (their journal fsync not done) complete with
+        NoLedger, never ok: an ok promises an entry that stays readable, and it would not
+        (issue 10: an add was answered ok after its ledger's delete). Their records may
+        reach the journal all the same; replay skips a deleted ledger's records. An add
+        already done whose answer is being written (its callbacks run on the journal
+        thread) is waited for, so that its answer comes before the delete's."""
         self._check_id("ledger", ledger_id)
         with self._lock:
             self._require_ready()
             try:
                 self._index.delete_ledger(ledger_id)
+            except FsNoSpace as exc:
+                # The tombstone's write was refused whole: nothing of it is on the disk.
+                raise NoSpace(
+                    f"deleting ledger {ledger_id} found no room for its tombstone: {exc}. It "
+                    "is not deleted; free space in the ledger directories and retry."
+                ) from exc
             except FsError as exc:
                 raise BookieIOError(
                     f"deleting ledger {ledger_id} failed: {exc}. It is not deleted; retry."
                 ) from exc
             self._fence_acks.pop(ledger_id, None)
             assert self._index.is_deleted(ledger_id)
+            in_flight = self._pending.adds_of(ledger_id)
+            refusal = NoLedger(
+                f"ledger {ledger_id} was deleted while this add was in flight: the add is not "
+                "acknowledged, and the entry went with the ledger"
+            )
+            answering = [ack for ack in in_flight if not ack.refuse(refusal)]
+        for ack in answering:  # done: its callbacks are writing its answer now
+            ack.wait(self._limits.drain_timeout_ms / 1000)
 
     # --- request helpers --------------------------------------------------------------
 

@@ -34,7 +34,16 @@ runs them on threads for the adapter and operators:
 
 Failures do not vanish: the first exception of a thread is recorded, the bookie is told
 (``Bookie.fail``: every pending Ack fails with BookieIOError and writes are refused), both
-threads stop, and ``failed`` / ``stop()`` report it.
+threads stop, and ``failed`` / ``stop()`` report it. The one exception is a maintenance step
+that found no room (NoSpace: a checkpoint or a preallocation on a full disk; issue 10): it
+applied nothing that cannot be applied again, so failing the bookie for it only turned every
+later add into io_error until a restart, even after space was freed. Such a step is counted
+(``no_space_steps``) and retried on the driver's schedule (a checkpoint after the next disk
+check, which notices space that returned; a preallocation at the next wake-up); the bookie
+serves meanwhile and its adds answer no_space while they find no room. A failed fsync still
+fails the bookie (fsyncgate: the bytes it should have made durable may be gone). The journal
+thread has no such exception: a journal write that finds no space leaves records that were
+never written behind Acks, and the bookie fails as for any journal failure.
 
 Not verified here: fairness between request threads, a journal thread that wakes late under
 heavy load (the group then only grows), and the cost of the maintenance thread's tick
@@ -50,7 +59,7 @@ from impl.bookie.bookie import Bookie
 from impl.clock import Clock
 from impl.config.config import ServerConfig
 from impl.limits import LIMITS, Limits
-from spec.errors import BookieIOError
+from spec.errors import BookieIOError, NoSpace
 
 NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000
@@ -86,6 +95,7 @@ class BookieDriver:
         self._started = False
         self._checkpoints = 0
         self._forces = 0
+        self._no_space_steps = 0
 
     # --- life cycle ---------------------------------------------------------------------
 
@@ -132,6 +142,12 @@ class BookieDriver:
     def forces(self) -> int:
         """Journal forces done by the journal thread (for tests and the benchmark)."""
         return self._forces
+
+    @property
+    def no_space_steps(self) -> int:
+        """Maintenance steps (disk check, checkpoint, preallocation) that found no room and
+        wait for their next turn."""
+        return self._no_space_steps
 
     @property
     def checkpoints(self) -> int:
@@ -197,6 +213,18 @@ class BookieDriver:
         # Stopping: the last group's Acks (stop() and shutdown() would complete them too).
         bookie.journal_release_acks()
 
+    def _no_room(self, step: Callable[[], object]) -> bool:
+        """Run a maintenance step; True when it found no room (NoSpace). Such a step applied
+        nothing it cannot apply again (the bookie says so: Bookie._step_failed), so the
+        bookie keeps serving and the step waits for its next turn; adds meanwhile get
+        no_space from the bookie itself. Any other failure propagates and fails the bookie."""
+        try:
+            step()
+        except NoSpace:
+            self._no_space_steps += 1
+            return True
+        return False
+
     def _journal_sleep_ns(self) -> int:
         """Until the oldest queued record's group wait runs out (read on the Clock), at least
         ``group_wait_min_ms`` and at most the group wait; ``journal_idle_ms`` with nothing
@@ -218,10 +246,13 @@ class BookieDriver:
                 self._bookie.check_dirs()
                 next_disk_check = now + self._disk_check_interval_ns
             if now >= next_checkpoint:
-                self._bookie.checkpoint()
-                self._checkpoints += 1
                 next_checkpoint = now + self._flush_interval_ns
+                if self._no_room(self._bookie.checkpoint):
+                    # Retried after the next disk check, which notices space that returned.
+                    next_checkpoint = min(next_checkpoint, next_disk_check)
+                else:
+                    self._checkpoints += 1
             if self._preallocate:
-                self._bookie.preallocate()
+                self._no_room(self._bookie.preallocate)
             due = min(next_checkpoint, next_disk_check) - self._clock.monotonic_ns()
             self._stop.wait(max(0, min(due, self._maintenance_tick_ns)) / NS_PER_S)

@@ -172,9 +172,18 @@ class Dispatcher:
         return self.handle(parsed)
 
     def reject(self, rejection: Rejection) -> None:
-        """Emit the response of a request that was not carried out."""
+        """Emit the response of a request that was not carried out. A rejection whose id is
+        in flight is answered with id null (spec/adapter.md, "Request ids"): the request in
+        flight must still get exactly one response of its own."""
         with self._lock:
             assert not self._stopped, "reject after the dispatcher stopped"
+            if rejection.id is not None and rejection.id in self._in_flight:
+                rejection = Rejection(
+                    None,
+                    rejection.code,
+                    f"{rejection.message} (request id {rejection.id} is in flight, so this "
+                    "answer carries id null)",
+                )
             self._rejected += 1
             self._send(rejection.response())
 

@@ -41,16 +41,19 @@ from spec.errors import (
 )
 from spec.ids import INT64_MAX, INT64_MIN, EntryId, LedgerId
 from spec.operations import ERROR_CODES
-from spec.strict_json import STRICT_DECODER, describe
+from spec.strict_json import STRICT_DECODER, HugeNumber, describe
 
 #: The protocol version this module speaks (spec/adapter.md, "Versioning").
 PROTOCOL_VERSION = 1
 #: Bytes the bookie puts before the data in the stored entry: int64 ledger id, int64 entry id
 #: (spec/format/entry_log.md, ``payload``).
 ENTRY_HEADER_BYTES = 16
-#: Room on a request line for everything but the data: the other fields, the hex key (of the
-#: production key bound, whatever key bound a RequestBounds has), JSON.
-LINE_OVERHEAD_MAX_BYTES = 4 * LIMITS.master_key_max_bytes + 4096
+#: Bytes one character of a JSON string may take on a request line: every character may be
+#: written as a ``\\uXXXX`` escape (RFC 8259, section 7), and ``\\/`` is ``/``.
+JSON_CHAR_MAX_BYTES = 6
+#: Room on a request line for everything but the data and the key: the field names, the op,
+#: the ids and whitespace between tokens, each written with escapes or not.
+LINE_OVERHEAD_MAX_BYTES = 4096
 
 #: The spec.errors class behind each code.
 ERROR_CLASSES: tuple[type[BookieError], ...] = (
@@ -150,8 +153,14 @@ class RequestBounds:
 
     @property
     def line_max_bytes(self) -> int:
-        """Longest request line, newline excluded: the base64 data plus a fixed overhead."""
-        return base64_size_bytes(self.data_max_bytes) + LINE_OVERHEAD_MAX_BYTES
+        """Longest request line, newline excluded. Every legal request fits, however its
+        strings are escaped: the base64 data and the hex key at JSON_CHAR_MAX_BYTES per
+        character, plus a fixed overhead. Measured on the raw line (the reader holds no more
+        than this in memory); the data's own bound is checked on the decoded string. Issue
+        10: the bound was the unescaped length, so a largest add whose ``/`` were written
+        ``\\/`` (legal JSON) was refused as too long, with id null."""
+        chars = base64_size_bytes(self.data_max_bytes) + 2 * self.key_max_bytes
+        return JSON_CHAR_MAX_BYTES * chars + LINE_OVERHEAD_MAX_BYTES
 
     @classmethod
     def from_max_sane_entry_size(
@@ -247,6 +256,8 @@ def _decode_json(line: str | bytes) -> object:
 
 
 def _id_value(name: str, value: object, low: int) -> int:
+    if isinstance(value, HugeNumber):
+        raise _FieldError(f"{name!r} must be from {low} to {INT64_MAX}, got {describe(value)}")
     if not isinstance(value, int) or isinstance(value, bool):
         raise _FieldError(f"{name!r} must be an integer, got {describe(value)}")
     if not low <= value <= INT64_MAX:
@@ -277,12 +288,30 @@ def _base64_value(name: str, value: object, bounds: RequestBounds) -> bytes:
         decoded = base64.b64decode(value.encode("ascii"), validate=True)
     except (binascii.Error, UnicodeEncodeError) as exc:
         raise _FieldError(f"{name!r} must be {Kind.BASE64.value}: {exc}") from None
+    _require_canonical_tail(name, value, decoded)
     assert len(decoded) <= bounds.data_max_bytes + 2, len(decoded)
     if len(decoded) > bounds.data_max_bytes:
         raise _FieldError(
             f"{name!r} is {len(decoded)} bytes, more than the {bounds.data_max_bytes} allowed"
         )
     return decoded
+
+
+def _require_canonical_tail(name: str, text: str, decoded: bytes) -> None:
+    """Strict base64 (RFC 4648, section 3.5): the bits a padded last group does not use must
+    be zero, so each byte string has one text (``aGVsbG8=``, not ``aGVsbG9=``). Python's
+    decoder ignores them. Only the last group can carry such bits, so only it is encoded
+    again (O(1), on the hot path)."""
+    padding = 2 if text.endswith("==") else 1 if text.endswith("=") else 0
+    if not padding:
+        return
+    tail = decoded[len(decoded) - (3 - padding) :]
+    canonical = base64.b64encode(tail).decode("ascii")
+    if canonical != text[-4:]:
+        raise _FieldError(
+            f"{name!r} must be {Kind.BASE64.value}: its last group {text[-4:]!r} has unused "
+            f"bits set; the canonical text of those bytes ends {canonical!r}"
+        )
 
 
 def _bool_value(name: str, value: object) -> bool:
@@ -340,7 +369,7 @@ def parse_request(line: str | bytes, bounds: RequestBounds) -> Request | Rejecti
     The id is echoed in the rejection whenever it could be read (spec/adapter.md, "Errors").
     """
     if len(line) > bounds.line_max_bytes:
-        return Rejection(None, "bad_request", _line_too_long(bounds))
+        return overlong_line_rejection(bounds, line[:LINE_OVERHEAD_MAX_BYTES])
     try:
         document = _decode_json(line)
         if not isinstance(document, dict):
@@ -383,14 +412,54 @@ def _line_too_long(bounds: RequestBounds) -> str:
     )
 
 
-def overlong_line_rejection(bounds: RequestBounds) -> Rejection:
-    """What a reader answers for a line it stopped reading at ``bounds.line_max_bytes``."""
-    return Rejection(None, "bad_request", _line_too_long(bounds))
+#: A line that begins with its top-level "id": the id can be read from the line's start
+#: alone (an int64 is at most 20 characters), though the rest is not read.
+_WS = rb"[ \t\r\n]*"
+_LEADING_ID = re.compile(
+    _WS
+    + rb"\{"
+    + _WS
+    + rb'"id"'
+    + _WS
+    + rb":"
+    + _WS
+    + rb"(-?(?:0|[1-9][0-9]{0,19}))"
+    + _WS
+    + rb"[,}]"
+)
+
+
+def leading_id(start: str | bytes) -> int | None:
+    """The request id a line starts with (``{"id": 7, ...``), or None when the line does not
+    start so or the id is out of range. For a line too long to be parsed whole: its id is
+    echoed all the same (spec/adapter.md, "Malformed requests")."""
+    if isinstance(start, str):
+        start = start.encode("utf-8", "replace")
+    found = _LEADING_ID.match(start)
+    if found is None:
+        return None
+    value = int(found.group(1))
+    return value if INT64_MIN <= value <= INT64_MAX else None
+
+
+def overlong_line_rejection(bounds: RequestBounds, start: str | bytes = b"") -> Rejection:
+    """What a reader answers for a line it stopped reading at ``bounds.line_max_bytes``:
+    ``start`` is the line's beginning, whose leading id (if any) the answer carries."""
+    return Rejection(leading_id(start), "bad_request", _line_too_long(bounds))
+
+
+#: JSON's whitespace (RFC 8259, section 2): nothing else makes a line blank.
+JSON_WHITESPACE = " \t\r\n"
+_JSON_WHITESPACE_BYTES = JSON_WHITESPACE.encode("ascii")
 
 
 def is_blank(line: str | bytes) -> bool:
-    """A line of only whitespace, which the protocol ignores."""
-    return not line.strip()
+    """A line of only JSON whitespace (space, tab, CR, LF), which the protocol ignores.
+    Issue 10: ``str.strip`` also took vertical tab and form feed (and, for text, other
+    Unicode spaces) for whitespace, so such lines were ignored instead of answered."""
+    if isinstance(line, bytes):
+        return not line.strip(_JSON_WHITESPACE_BYTES)
+    return not line.strip(JSON_WHITESPACE)
 
 
 # --- responses -----------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from typing import BinaryIO
 from impl.limits import LIMITS, Limits
 from impl.server.dispatcher import BookieLike, Dispatcher, Outcome
 from impl.server.protocol import (
+    LINE_OVERHEAD_MAX_BYTES,
     RequestBounds,
     Response,
     encode_response,
@@ -134,7 +135,7 @@ def _serve_lines(dispatcher: Dispatcher, stdin: BinaryIO, bounds: RequestBounds)
             return dispatcher.close()
         if len(line) == piece_max and not line.endswith(b"\n"):
             _skip_rest_of_line(stdin, piece_max)
-            dispatcher.reject(overlong_line_rejection(bounds))
+            dispatcher.reject(overlong_line_rejection(bounds, line[:LINE_OVERHEAD_MAX_BYTES]))
             continue
         outcome = dispatcher.handle_line(line.rstrip(b"\n").rstrip(b"\r"))
         if outcome is not Outcome.CONTINUE:

@@ -32,9 +32,10 @@ abstract state is judged, and which answer is allowed where BookKeeper and bkref
 Choices a correct bookie may make differently, and so the model allows both: under
 asynchronous acks a read may or may not see an add that is not yet acknowledged (in process,
 bkref indexes an add before it answers, so a read must see it); while a fault is active (a
-full disk, a failed fsync, until the next restart) any step may fail with io_error, and an
-add may fail with no_space while the disk is full. What a read showed holds for the rest of
-the run.
+failed write or fsync, a full journal, until the next restart) any step may fail with
+io_error; while the ledger directories have no room, a step that writes may answer no_space
+(never io_error: a full disk is no failure, and once room is back every step must succeed
+again, issue 10). What a read showed holds for the rest of the run.
 
 Not modelled: write_close, explicit LAC, garbage collection and compaction, several journal
 directories, entry log per ledger; preallocated logs are only checked to be empty and new.
@@ -261,10 +262,20 @@ class BookieModel:
         #: "up", "crashed" (or died mid-step), "stopped" (a shutdown, clean or not: a crash may
         #: still follow it, a power cut after the process ended).
         self.status = "up"
-        #: A fault that can break writes fired in this run (a failed write or fsync, a write
-        #: that found no space): from that step on the bookie may fail, and what it
+        #: A fault that can break writes fired in this run (a failed write or fsync, a journal
+        #: write that found no space): from that step on the bookie may fail, and what it
         #: predicts of lastMark is bounded rather than exact.
         self.faulted = False
+        #: A write outside the journal found no space in this run (issue 10): the step it
+        #: met answers no_space and applied nothing it cannot apply again, so the bookie does
+        #: not fail for it (no io_error); but how far a background step got before it (a
+        #: checkpoint's flush, one ledger directory's lastMark) is unknown, so lastMark and
+        #: the layout are bounded rather than exact, as after a fault.
+        self.short_of_space = False
+        #: Since such a write, no room has come back (disk_writable): no_space is an answer
+        #: of any step that writes. Once room is back the bookie serves again by itself:
+        #: no_space is no answer any more.
+        self.no_room = False
         #: A read failed with EIO in the current step (a fired read fault: only reads of
         #: this step may answer io_error because of it).
         self.read_fault = False
@@ -306,7 +317,7 @@ class BookieModel:
         if self.async_acks and not rule.lifecycle and not result.pending and not result.crashed:
             # Answered: the bookie ran this request, and every one before it.
             self.logs.settle()
-        if result.error is not None and rule.writes_logs and self.faulted:
+        if result.error is not None and rule.writes_logs and (self.faulted or self.short_of_space):
             # A step that writes entry logs failed under a fault: how much of it reached the
             # logs is the bookie's business. The layout is followed from here on.
             self.logs.relaxed = True
@@ -325,7 +336,11 @@ class BookieModel:
             if fault.op == "read" and reading:
                 self.read_fault = True
                 continue
-            self.faulted = True
+            if fault.op == "no_space" and fault.file != "journal":
+                self.short_of_space = True
+                self.no_room = True
+            else:
+                self.faulted = True
             if fault.op == "unknown" or fault.file in LAYOUT_FILES:
                 self.logs.relaxed = True
         return notes
@@ -361,7 +376,7 @@ class BookieModel:
             for ack in acknowledgements(index, op, result, completed)
             if ack.step != index or index in self.pending
         ]
-        lenient = self.faulted or self.async_acks
+        lenient = self.faulted or self.short_of_space or self.async_acks
         notes += self._completions(index, op, acks, rule=rule, lenient=lenient)
         if rule.forces and self.async_acks and result.ok and not self.faulted and self.pending:
             raise Divergence(
@@ -390,13 +405,16 @@ class BookieModel:
         self, index: int, op: Operation, result: Result, fault_errors: set[str | None]
     ) -> list[str] | None:
         """Check a background step's answer: ok, or once a fault fired one of
-        ``fault_errors`` (no_space also while every ledger directory is full: refused before
-        it wrote anything); the note of the failure, or None when it succeeded."""
+        ``fault_errors``; no_space also while every ledger directory is full (refused before
+        it wrote anything) or while a write found no room and room has not come back. A full
+        disk is never io_error, and never stops the bookie: once room is back the step must
+        succeed (issue 10: a checkpoint or a preallocation that met a full disk failed the
+        bookie for good). The note of the failure, or None when it succeeded."""
         errors: set[str | None] = {None}
         if self.faulted:
             errors |= fault_errors
-        elif self.disk_full == "ledger_dirs":
-            errors |= fault_errors & {"no_space"}  # refused before writing anything
+        elif self.disk_full == "ledger_dirs" or self.no_room:
+            errors |= fault_errors & {"no_space"}  # nothing it cannot apply again
         self._expect(index, op, result, errors)
         if result.error is not None:
             return [f"{op.name} failed ({result.error}): the fault is in effect"]
@@ -560,7 +578,7 @@ class BookieModel:
             allowed |= {"pending", "ok"} if self.async_acks else {"pending"}
         if self.async_acks and refusals and _answer(result) == "pending":
             return self._defer(index, op, refusals)
-        if self.disk_full == "ledger_dirs" or self.faulted:
+        if self.disk_full == "ledger_dirs" or self.faulted or self.no_room:
             allowed.add("no_space")
         if self.faulted:
             allowed.add("io_error")
@@ -705,7 +723,11 @@ class BookieModel:
 
     def _delete_ledger(self, index: int, op: Delete, result: Result) -> list[str]:
         allowed: set[str | None] = {None, "io_error"} if self.faulted else {None}
+        if self.no_room or self.faulted:
+            allowed.add("no_space")  # the tombstone found no room: not deleted
         self._expect(index, op, result, allowed)
+        if result.error == "no_space":
+            return [f"delete of ledger {op.ledger} refused: no room for its tombstone"]
         if result.error is None:
             self.ledgers.delete(op.ledger, Sure.DURABLE)
             return [f"ledger {op.ledger} deleted: durable now, its entries unreadable forever"]
@@ -753,7 +775,11 @@ class BookieModel:
         refused = [
             done
             for done in completed
-            if done.error is not None and self.pending[done.step].deferred is not None
+            if done.error is not None
+            and (
+                self.pending[done.step].deferred is not None
+                or self._deleted_in_flight(self.pending[done.step], done.error)
+            )
         ]
         errors = [
             done.error for done in completed if done.error is not None and done not in refused
@@ -781,7 +807,16 @@ class BookieModel:
                     continue
             ledger = self.ledgers.ledgers.get(pending.ledger)
             if ledger is None:
-                continue  # deleted since: the deletion wins
+                # Deleted since: the deletion wins. An add answered ok now would promise an
+                # entry that is gone (issue 10): in flight at the delete, it is refused.
+                if pending.kind == "add" and done.error is None and self._strict_deletes():
+                    raise Divergence(
+                        index,
+                        f"the add {pending.ledger}:{pending.entry} of step {done.step} was "
+                        f"answered ok after its ledger's delete was answered ok: its entry is "
+                        "not readable; an add in flight at a delete must be refused (no_ledger)",
+                    )
+                continue
             if done.error is None:
                 acked += 1
                 if pending.kind == "add":
@@ -804,6 +839,21 @@ class BookieModel:
             ]
         return []
 
+    def _strict_deletes(self) -> bool:
+        """Whether an add in flight at its ledger's delete must not be answered ok: bkref's
+        rule (spec/adapter.md, ``delete``); BookKeeper's answers are not judged on it."""
+        return self.profile.answers != "bookkeeper"
+
+    def _deleted_in_flight(self, pending: _Pending, error: str) -> bool:
+        """An add of a ledger durably deleted while it was in flight, answered no_ledger:
+        the answer the delete gives it, not a fault."""
+        return (
+            pending.kind == "add"
+            and error == "no_ledger"
+            and pending.ledger not in self.ledgers.ledgers
+            and self.ledgers.deleted.get(pending.ledger) is Sure.DURABLE
+        )
+
     def _defer(self, index: int, op: Add | Fence, refusals: set[str]) -> list[str]:
         """An add or fence answered ``pending`` under asynchronous acks that may yet be
         refused: decided by its answer (see _Pending)."""
@@ -822,7 +872,9 @@ class BookieModel:
             allowed = set(pending.refusals)
             if self.faulted:
                 allowed.add("io_error")
-            if (self.disk_full == "ledger_dirs" or self.faulted) and isinstance(op, Add):
+            if (self.disk_full == "ledger_dirs" or self.faulted or self.no_room) and isinstance(
+                op, Add
+            ):
                 allowed.add("no_space")
             if done.error not in allowed:
                 raise Divergence(
@@ -848,11 +900,17 @@ class BookieModel:
         self.pending.pop(done.step, None)  # _accept_add records it again: it is answered now
 
     def _shutdown(self, index: int, op: Shutdown, result: Result) -> list[str]:
-        self._expect(index, op, result, {None, "io_error", "no_space"} if self.faulted else {None})
+        allowed: set[str | None] = {None}
+        if self.faulted:
+            allowed |= {"io_error", "no_space"}
+        elif self.no_room:
+            allowed.add("no_space")  # its checkpoint found no room
+        self._expect(index, op, result, allowed)
         return []  # applied after its completions (it forces the journal): _after_shutdown
 
     def _after_shutdown(self, _index: int, _op: Shutdown, result: Result) -> list[str]:
-        return self._stop(clean=result.error is None and not self.faulted)
+        clean = result.error is None and not self.faulted and not self.short_of_space
+        return self._stop(clean=clean)
 
     def _stop(self, *, clean: bool) -> list[str]:
         self.checkpoint_open = False
@@ -905,7 +963,13 @@ class BookieModel:
     def _disk_writable(self, index: int, op: DiskWritable, result: Result) -> list[str]:
         self._expect(index, op, result, {None})
         self.disk_full = None
-        return ["every directory has room again"]
+        if not self.no_room:
+            return ["every directory has room again"]
+        self.no_room = False
+        return [
+            "every directory has room again, and the disk check saw it: what found no room "
+            "(adds, a checkpoint, a preallocation) must succeed again, never no_space"
+        ]
 
     def _fail_fsync(self, index: int, op: FailFsync, result: Result) -> list[str]:
         self._expect(index, op, result, {None})
@@ -1001,6 +1065,8 @@ class BookieModel:
             )
         self.status = "up"
         self.faulted = False
+        self.short_of_space = False
+        self.no_room = False
         self.disk_full = None
         self.fresh_run = True
         self._persisted = True
@@ -1102,14 +1168,15 @@ class BookieModel:
             step,
             last_mark=observed.last_mark,
             journal_mark=observed.journal_mark,
-            strict=not self.faulted and not self.fresh_run and not self.async_acks,
+            strict=not (self.faulted or self.short_of_space or self.fresh_run or self.async_acks),
             forced=self._forced,
             persisted=self._persisted,
         )
         if problems:
             raise Divergence(index, "; ".join(problems))
         durable = observed.durable_last_mark
-        if durable is not None and not self.faulted and durable != observed.last_mark:
+        bounded = self.faulted or self.short_of_space
+        if durable is not None and not bounded and durable != observed.last_mark:
             raise Divergence(
                 index,
                 f"the lastMark the disk holds durably is {durable}, the bookie's is "

@@ -61,6 +61,18 @@ VARIANTS: dict[str, tuple[str | None, str | None]] = {
         None,
         "apply_map_counting_the_boundary_twice",
     ),
+    "a background no-space failing the bookie for good": (
+        "FailingForGoodOnABackgroundNoSpaceBookie",
+        None,
+    ),
+    "serving on after a failed background fsync": (
+        "ServingOnAfterAFailedBackgroundFsyncBookie",
+        None,
+    ),
+    "an add answered ok after its ledger's delete": (
+        None,
+        "apply_adds_answered_ok_after_their_ledgers_delete",
+    ),
 }
 
 

@@ -25,7 +25,7 @@ import pytest
 import impl.bookie.recovery as recovery_module
 import impl.entrylog.manager as manager_module
 import impl.journal.last_mark as last_mark_module
-from impl.bookie.ack import Ack
+from impl.bookie.ack import Ack, PendingAcks
 from impl.bookie.bookie import Bookie
 from impl.bookie.checkpoint import Checkpointer
 from impl.clock import Clock
@@ -39,7 +39,7 @@ from impl.format.names import LAST_MARK_FILE_NAME
 from impl.fs.api import FileSystem, join
 from impl.journal.journal import Journal, OnDurable
 from impl.journal.last_mark import IndexCoverage, LogMark, encode_last_mark
-from spec.errors import BookieIOError, NoSpace
+from spec.errors import BookieError, BookieIOError, NoSpace
 from spec.ids import EntryId, LedgerId
 from tests.quality import bookie_variants, variants
 from tests.unit.fs_wrappers import ForwardingFs
@@ -565,3 +565,35 @@ def apply_map_counting_the_boundary_twice(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(
         manager_module, "encode_ledgers_map", encode_map_counting_the_boundary_twice
     )
+
+
+# --- 19. a full disk in background work taken for more than it is (issue 10) -------------------
+
+
+class FailingForGoodOnABackgroundNoSpaceBookie(Bookie):
+    """The behaviour issue 10 reported: a checkpoint or a preallocation that finds no room
+    fails the whole bookie (Bookie.fail, as the driver did), so every later add gets io_error,
+    even after space returns, until a restart. A full disk broke nothing: the model allows
+    no_space while there is no room and requires service once room is back."""
+
+    def _step_failed(self, step: str, exc: Exception) -> BookieError:
+        error = super()._step_failed(step, exc)
+        if isinstance(error, NoSpace):
+            self.fail(exc)
+            return BookieIOError(f"{step} failed: {exc} (this variant fails for good)")
+        return error
+
+
+class ServingOnAfterAFailedBackgroundFsyncBookie(Bookie):
+    """The opposite mistake: a background step whose fsync failed is taken for a full disk
+    (NoSpace, the bookie serves on), so later checkpoints persist an index and a lastMark
+    over bytes the failed fsync dropped (fsyncgate)."""
+
+    def _step_failed(self, step: str, exc: Exception) -> BookieError:
+        return NoSpace(f"{step} failed: {exc} (this variant serves on)")
+
+
+def apply_adds_answered_ok_after_their_ledgers_delete(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The behaviour issue 10 reported: a delete leaves the adds of its ledger in flight
+    alone, so they are answered ok after the delete was, for entries that are gone."""
+    monkeypatch.setattr(PendingAcks, "adds_of", lambda _self, _ledger_id: [])

@@ -476,3 +476,21 @@ def test_catches_a_last_mark_whose_rename_is_never_made_durable(
 ) -> None:
     rv.apply_last_mark_rename_not_durable(monkeypatch)
     _assert_caught(Bookie.open, "the lastMark the disk holds durably")
+
+
+# --- 19. a full disk in background work, and an add racing its ledger's delete (issue 10) -------
+
+
+def test_catches_a_background_no_space_failing_the_bookie_for_good() -> None:
+    _assert_caught(rv.FailingForGoodOnABackgroundNoSpaceBookie.open, "answered failed: io_error")
+
+
+def test_catches_serving_on_after_a_failed_background_fsync() -> None:
+    _assert_caught(rv.ServingOnAfterAFailedBackgroundFsyncBookie.open, *LOSS, "not durable")
+
+
+def test_catches_an_add_answered_ok_after_its_ledgers_delete(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rv.apply_adds_answered_ok_after_their_ledgers_delete(monkeypatch)
+    _assert_caught(Bookie.open, "answered ok after its ledger's delete")

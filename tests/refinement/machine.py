@@ -84,6 +84,7 @@ from spec.operations import (
     Shutdown,
     require_complete,
 )
+from spec.trace import Step
 
 #: How often each situation was seen in this process, by its event text (Hypothesis's own
 #: statistics are for reading; tests/refinement/test_coverage.py asserts minimum counts of the
@@ -229,7 +230,7 @@ def machine_for(
         def up(self) -> bool:
             return self.harness.model.up
 
-        def _run(self, op: Operation, crash_after_ops: int | None = None) -> None:
+        def _run(self, op: Operation, crash_after_ops: int | None = None) -> Step:
             step = self.harness.run(op, crash_after_ops=crash_after_ops)
             if step.result.crashed:
                 _seen(f"crash during {op.name}")
@@ -254,6 +255,7 @@ def machine_for(
                 recovery = self.sut.bookie.recovery if self.sut.bookie else None
                 if recovery is not None and recovery.fences_set:
                     _seen("replay with fence records")
+            return step
 
         def _crash_and_restart(self, plan: CrashPlan, restart_crash: int | None) -> None:
             if any(p.kind == "fence" for p in self.harness.model.pending.values()):
@@ -656,6 +658,47 @@ def machine_for(
                 _seen("crash after a failed fsync in a checkpoint")
                 self._crash_and_restart(plan, None)
 
+        @precondition(lambda self: self.up and not self.harness.model.disk_full)
+        @rule(
+            step=st.sampled_from(("checkpoint", "checkpoint_flush", "preallocate")),
+            ledger=ledgers,
+            data=payloads,
+            plan=crash_plans,
+            crash=st.booleans(),
+        )
+        def full_disk_in_background_work(
+            self, step: str, ledger: int, data: bytes, plan: CrashPlan, crash: bool
+        ) -> None:
+            """Issue 10: the maintenance thread's checkpoint (whole or its first phase) or
+            preallocation meets full ledger directories. It answers no_space and the bookie
+            goes on serving: a read, an add answered no_space or taken; then room comes
+            back and the step and an add succeed again (the model allows no io_error for a
+            full disk, and no no_space once room is back); maybe a crash at the end, so that
+            what the step half did is judged by recovery too."""
+            target = self._ledger(ledger)
+            self._add(target, data)  # something for the checkpoint to flush
+            if step == "preallocate":
+                self._run(Rotate())  # a preallocated log is taken: the next one needs room
+            self._run(DiskFull("ledger_dirs"))
+            background = {"checkpoint": Checkpoint, "checkpoint_flush": CheckpointFlush}.get(
+                step, Preallocate
+            )
+            answered = self._run(background()).result.error
+            if not self.up:
+                return
+            if answered == "no_space":
+                _seen(f"{step} found no room")
+            self._run(Read(target, max(0, self.next_entry.get(target, 1) - 1)))
+            self._add(target, data)
+            self._run(DiskWritable())
+            self._run(background())
+            if self.up:
+                self._add(target, data)
+                if answered == "no_space":
+                    _seen(f"service resumed after {step} found no room")
+            if crash and self.up:
+                self._crash_and_restart(plan, None)
+
         @invariant()
         def the_judged_state_is_the_bookies_and_the_judge_is_consistent(self) -> None:
             """The harness judges each step's state as it runs it (RefinementFailure on a
@@ -689,11 +732,17 @@ PRODUCERS: Mapping[type[Operation], tuple[str, ...]] = require_complete(
             "add_with_wrong_key",
             "group_commit_with_adds_between_its_phases",
             "checkpoint_with_adds_between_its_phases",
+            "full_disk_in_background_work",
         ),
-        Read: ("read", "healthy_stretch", "inject_fault"),
+        Read: ("read", "healthy_stretch", "inject_fault", "full_disk_in_background_work"),
         Fence: ("fence",),
         Delete: ("delete",),
-        Checkpoint: ("checkpoint", "checkpoint_then_crash", "fsync_failure_in_checkpoint"),
+        Checkpoint: (
+            "checkpoint",
+            "checkpoint_then_crash",
+            "fsync_failure_in_checkpoint",
+            "full_disk_in_background_work",
+        ),
         JournalForce: (
             "journal_force",
             "healthy_stretch",
@@ -702,10 +751,18 @@ PRODUCERS: Mapping[type[Operation], tuple[str, ...]] = require_complete(
         JournalWrite: ("journal_write", "group_commit_with_adds_between_its_phases"),
         JournalSync: ("journal_sync", "group_commit_with_adds_between_its_phases"),
         JournalAck: ("journal_ack", "group_commit_with_adds_between_its_phases"),
-        CheckpointFlush: ("checkpoint_flush", "checkpoint_with_adds_between_its_phases"),
+        CheckpointFlush: (
+            "checkpoint_flush",
+            "checkpoint_with_adds_between_its_phases",
+            "full_disk_in_background_work",
+        ),
         CheckpointPersist: ("checkpoint_persist", "checkpoint_with_adds_between_its_phases"),
-        Rotate: ("rotate", "checkpoint_with_adds_between_its_phases"),
-        Preallocate: ("preallocate",),
+        Rotate: (
+            "rotate",
+            "checkpoint_with_adds_between_its_phases",
+            "full_disk_in_background_work",
+        ),
+        Preallocate: ("preallocate", "full_disk_in_background_work"),
         CheckDirs: ("check_dirs",),
         Crash: (
             "crash",
@@ -720,6 +777,7 @@ PRODUCERS: Mapping[type[Operation], tuple[str, ...]] = require_complete(
             "journal_force",
             "rotate",
             "shutdown_and_restart",
+            "full_disk_in_background_work",
         ),
         Restart: (
             "crash",
@@ -728,10 +786,11 @@ PRODUCERS: Mapping[type[Operation], tuple[str, ...]] = require_complete(
             "shutdown_and_restart",
             "group_commit_with_adds_between_its_phases",
             "checkpoint_with_adds_between_its_phases",
+            "full_disk_in_background_work",
         ),
         Shutdown: ("shutdown_and_restart",),
-        DiskFull: ("disk_full",),
-        DiskWritable: ("disk_writable",),
+        DiskFull: ("disk_full", "full_disk_in_background_work"),
+        DiskWritable: ("disk_writable", "full_disk_in_background_work"),
         FailFsync: ("inject_fault", "fsync_failure_in_checkpoint"),
         FailWrite: ("inject_fault",),
         FailRead: ("inject_fault",),

@@ -17,6 +17,7 @@ from spec.operations import (
     Add,
     Completion,
     Crash,
+    Delete,
     Fence,
     JournalAck,
     JournalForce,
@@ -285,3 +286,29 @@ def test_a_fence_while_the_same_fence_is_in_flight_joins_its_group() -> None:
     model.step(4, JournalAck(), OK, (Completion(0), Completion(2)))
     assert model.marks.unforced() == 0
     model.check_invariants()
+
+
+def test_an_add_in_flight_at_its_ledgers_delete_is_refused_never_acknowledged() -> None:
+    """Issue 10: an add in flight was answered ok after its ledger's delete was answered ok,
+    and its entry was unreadable. The model refuses that ok, and takes no_ledger as the
+    answer the delete gives it (no fault needed), in process and under asynchronous acks."""
+    model = _model()
+    model.step(0, Add(1, 0, b"k", b"x"), PENDING, ())
+    model.step(1, Delete(1), OK, ())
+    with pytest.raises(Divergence, match="answered ok after its ledger's delete"):
+        model.step(2, JournalForce(), OK, (Completion(0),))
+    model = _model()
+    model.step(0, Add(1, 0, b"k", b"x"), PENDING, ())
+    model.step(1, Delete(1), OK, ())
+    model.step(2, JournalForce(), OK, (Completion(0, "no_ledger"),))
+    model.step(3, Read(1, 0), failed("no_ledger"), ())
+    model.check_invariants()
+    model = _model()  # another error is still a divergence without a fault
+    model.step(0, Add(1, 0, b"k", b"x"), PENDING, ())
+    model.step(1, Delete(1), OK, ())
+    with pytest.raises(Divergence):
+        model.step(2, JournalForce(), OK, (Completion(0, "io_error"),))
+    model = _model()  # an add of a live ledger answered no_ledger is a divergence
+    model.step(0, Add(1, 0, b"k", b"x"), PENDING, ())
+    with pytest.raises(Divergence):
+        model.step(1, JournalForce(), OK, (Completion(0, "no_ledger"),))

@@ -10,7 +10,7 @@ import pytest
 
 from impl.bookie.ack import Ack, PendingAcks
 from impl.limits import LIMITS, Limits
-from spec.errors import BookieIOError, Fenced
+from spec.errors import BookieIOError, Fenced, NoLedger
 
 
 def test_ack_runs_callbacks_once_and_keeps_the_first_outcome() -> None:
@@ -114,3 +114,19 @@ def test_pending_acks_invariant_fails_on_an_unpruned_list() -> None:
     pending._acks = [Ack.completed() for _ in range(PRUNE_MIN)]  # bypasses track()
     with pytest.raises(AssertionError):
         pending.check_invariants()
+
+
+def test_refuse_turns_a_success_to_come_into_the_error_and_answered_follows_the_callbacks() -> None:
+    """Bookie.delete_ledger's tools (issue 10): ``refuse`` before completion makes a success
+    complete with the error; after completion it changes nothing. ``answered`` and ``wait``
+    follow the callbacks, so a delete can wait for an add's answer being written."""
+    ack = Ack(ledger_id=3)
+    seen: list[bool] = []
+    ack.add_done_callback(lambda done: seen.append(done.answered))
+    assert ack.refuse(NoLedger("deleted"))
+    ack.settle(None)
+    assert isinstance(ack.error, NoLedger) and seen == [False] and ack.answered
+    assert ack.wait(0)
+    done = Ack()
+    done.settle(None)
+    assert done.answered and not done.refuse(NoLedger("late")) and done.error is None

@@ -27,7 +27,7 @@ from impl.config.config import ServerConfig
 from impl.fs.api import DirLock, FileHandle, FileSystem
 from impl.fs.os_backend import OsFileSystem
 from models.fs.simdisk import SimDisk
-from spec.errors import BookieIOError
+from spec.errors import BookieIOError, NoSpace
 from spec.fs import DiskSpace
 from spec.ids import EntryId, LedgerId
 from tests.unit.impl.bookie.test_bookie import KEY, body, make_config
@@ -286,3 +286,81 @@ def test_a_bookie_shut_down_under_a_running_driver_is_not_a_failure() -> None:
     driver.stop()
     assert driver.failed is None
     driver.check_invariants()
+
+
+def _wait_for(condition: Callable[[], bool]) -> bool:
+    for _ in range(400):
+        if condition():
+            return True
+        threading.Event().wait(0.02)
+    return condition()
+
+
+@pytest.mark.parametrize("step", ["checkpoint", "preallocate"])
+def test_a_full_disk_in_background_work_is_no_space_and_service_resumes(step: str) -> None:
+    """Issue 10: a full disk met by the maintenance thread's checkpoint or preallocation
+    failed the whole bookie (Bookie.fail): every later add got io_error, even after space
+    was freed, until a restart. Now the step is retried on the driver's schedule, the bookie
+    keeps serving (reads, fences), adds that need room get no_space, and once space returns
+    the adds are acknowledged and the next checkpoint persists lastMark again."""
+    disk = SimDisk()
+    fs = LockedFs(disk)
+    clock = ManualClock()
+    # Preallocation alone meets the full disk when the checkpoint is not due yet.
+    flush_ms = 1000 if step == "checkpoint" else 100_000
+    config = make_config(
+        f"flushInterval={flush_ms}",
+        "diskCheckInterval=1000",
+        f"entryLogFilePreallocationEnabled={'true' if step == 'preallocate' else 'false'}",
+    )
+    bookie, driver = start(fs, config, clock)
+    first = bookie.add_entry(LedgerId(1), EntryId(0), KEY, b"a")
+    assert first.wait(WAIT_S) and first.error is None
+    with fs.lock:
+        if step == "preallocate":
+            # The preallocated log is taken by a rotation: the next preallocation needs room.
+            bookie.rotate_log()
+        for directory in ("/bk/ledgers0", "/bk/ledgers1"):
+            disk.set_capacity(directory, 0)
+        clock.advance_ms(1000)  # a disk check, a checkpoint and a preallocation are due
+    met = _wait_for(lambda: driver.failed is not None or driver.no_space_steps > 0)
+    assert met, "the step never met the full disk"
+    assert driver.failed is None and bookie.failure is None
+    assert bookie.read_entry(LedgerId(1), EntryId(0)) == b"a"  # reads go on
+    fence = bookie.fence(LedgerId(9), KEY)  # the journal has room: fences go on
+    assert fence.wait(WAIT_S) and fence.error is None
+    with pytest.raises(NoSpace):  # adds that need room: no_space, not io_error
+        for entry in range(1, 200):
+            bookie.add_entry(LedgerId(1), EntryId(entry), KEY, bytes(300))
+    before = bookie.last_mark
+    with fs.lock:
+        for directory in ("/bk/ledgers0", "/bk/ledgers1"):
+            disk.set_capacity(directory, None)
+        clock.advance_ms(flush_ms)  # space is back: the next disk check and checkpoint see it
+    assert _wait_for(lambda: bookie.last_mark > before), "no checkpoint after space returned"
+    ack = bookie.add_entry(LedgerId(2), EntryId(0), KEY, b"b")
+    assert ack.wait(WAIT_S) and ack.error is None
+    assert driver.failed is None and bookie.failure is None
+    driver.stop()
+    driver.check_invariants()
+    bookie.shutdown()
+
+
+def test_a_failed_fsync_in_the_periodic_checkpoint_still_fails_the_bookie() -> None:
+    """fsyncgate: only a full disk is retried; a checkpoint whose fsync failed may have lost
+    bytes the bookie counted on, so the driver fails the bookie as before (adds io_error)."""
+    disk = SimDisk()
+    fs = LockedFs(disk)
+    clock = ManualClock()
+    bookie, driver = start(fs, make_config("flushInterval=1000"), clock)
+    first = bookie.add_entry(LedgerId(1), EntryId(0), KEY, b"a")
+    assert first.wait(WAIT_S) and first.error is None
+    with fs.lock:
+        disk.fail_next("fsync", match=lambda path: path.endswith(".log"))
+        clock.advance_ms(1000)
+    assert _wait_for(lambda: driver.failed is not None)
+    assert driver.no_space_steps == 0
+    with pytest.raises(BookieIOError):
+        bookie.add_entry(LedgerId(1), EntryId(1), KEY, b"b")
+    with pytest.raises(BookieIOError, match="background thread failed"):
+        driver.stop()

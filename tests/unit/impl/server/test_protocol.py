@@ -278,7 +278,7 @@ MALFORMED: list[tuple[str | bytes, int | None, str]] = [
     ("42", None, "JSON object"),
     ('"checkpoint"', None, "JSON object"),
     ("null", None, "JSON object"),
-    ("[" * 5000, None, "nested too deeply"),
+    ("[" * 4000, None, "nested too deeply"),
     ('{"op":"checkpoint"}', None, '"id"'),
     ('{"id":true,"op":"checkpoint"}', None, "boolean"),
     ('{"id":1.0,"op":"checkpoint"}', None, "integer"),

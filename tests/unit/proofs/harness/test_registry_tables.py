@@ -174,6 +174,13 @@ RULE_ARGS: Mapping[str, dict[str, object]] = {
     "preallocate": {},
     "check_dirs": {},
     "fsync_failure_in_checkpoint": {"plan": PLAN, "retry": False},
+    "full_disk_in_background_work": {
+        "step": "checkpoint",
+        "ledger": 1,
+        "data": b"x",
+        "plan": PLAN,
+        "crash": True,
+    },
     "process_killed_then_power_cut": {"plan": PLAN},
     "journal_write": {},
     "journal_sync": {},
@@ -205,6 +212,10 @@ RULE_ARGS: Mapping[str, dict[str, object]] = {
 #: Further arguments for the rules that run different operations by their arguments: each
 #: call's operations count too.
 MORE_RULE_ARGS: Mapping[str, list[dict[str, object]]] = {
+    "full_disk_in_background_work": [
+        {"step": step, "ledger": 1, "data": b"x", "plan": PLAN, "crash": False}
+        for step in ("checkpoint_flush", "preallocate")
+    ],
     "inject_fault": [
         {"fault": FailFsync("journal"), "ledger": 1, "back": 0},
         {"fault": FailWrite("index"), "ledger": 1, "back": 0},
