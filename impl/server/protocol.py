@@ -7,7 +7,7 @@ why), the responses and their encoding (:func:`encode_response`), the ready line
 error code of every error the bookie can raise. impl/server/dispatcher.py hands the requests
 to the bookie; impl/server/stdio.py frames them on standard input and output.
 
-Why a pure layer: the conformance kit and the tests drive every malformed input and every
+Why a pure layer: the tests drive every malformed input and every
 error code through it without a bookie or a process, and the tables of the spec page are
 checked against the constants here.
 """
