@@ -104,9 +104,6 @@ EXIT_USAGE = 2
 EXIT_REFUSED = EXIT_USAGE
 #: A log's ledgers map disagrees with what a scan of the log finds.
 EXIT_INCONSISTENT = 3
-#: Standard output was closed early by its reader (``| head``): 128 + SIGPIPE, as a shell
-#: reports a C tool killed by SIGPIPE; nothing is printed.
-EXIT_BROKEN_PIPE = 141
 
 #: Print progress on stderr when a directory holds at least this many logs.
 PROGRESS_MIN_LOGS = 20
@@ -143,7 +140,6 @@ exit codes:
      journal with an invalid record, a bad lastMark or cookie, a damaged index)
   {EXIT_REFUSED}  bad command-line usage, or PATH is missing or holds nothing a bookie writes
   {EXIT_INCONSISTENT}  a log's ledgers map disagrees with a scan of the same log
-  {EXIT_BROKEN_PIPE}  standard output was closed by its reader (e.g. | head); the rest is dropped
 """
 
 _HEX_ID = re.compile(r"[0-9a-fA-F]+")
@@ -228,36 +224,12 @@ def _refusal(path: str) -> str | None:
 
 
 def _emit(text: str, code: int) -> int:
-    """Print the report; return ``code``, or EXIT_BROKEN_PIPE quietly when the reader closed
-    standard output, or 1 with one line on stderr when it cannot be written (a full disk).
-    In both failures standard output is pointed at /dev/null, so the interpreter's own flush
-    at exit does not fail a second time with a traceback."""
-    try:
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
-    except BrokenPipeError:
-        _stdout_to_devnull()
-        return EXIT_BROKEN_PIPE
-    except OSError as exc:
-        _stdout_to_devnull()
-        reason = exc.strerror or str(exc)
-        print(
-            f"bkref inspect: cannot write the report to standard output: {reason}", file=sys.stderr
-        )
-        return EXIT_DAMAGED
+    """Print the report and return ``code``. A closed pipe or an unwritable standard output
+    is proofs/cli/main.py's business (GuardedStdout), the same for every command: quiet with
+    the command's own status, or one line on stderr and exit 1."""
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
     return code
-
-
-def _stdout_to_devnull() -> None:
-    try:
-        fd = sys.stdout.fileno()
-    except (AttributeError, OSError, ValueError):
-        return  # not a real file (a test's capture): nothing will flush it at exit
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, fd)
-    finally:
-        os.close(devnull)
 
 
 # --- one log --------------------------------------------------------------------------------

@@ -544,14 +544,13 @@ def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
     inspect writes, so the broken-pipe path is taken every time."""
     root = big_bookie(tmp_path)
     command = f"{sys.executable} -m proofs.cli.main inspect {root} --json"
-    for reader, statuses in [("head -c 10", (0, 141))] * 5 + [("true", (141,))]:
+    for reader in ["head -c 10"] * 5 + ["true"]:
         done = subprocess_inspect(shell=f'{command} | {reader}; echo " status=${{PIPESTATUS[0]}}"')
         assert done.stderr == "", done.stderr
         if reader != "true":
             assert done.stdout.startswith('{"path": ')
         status = int(done.stdout.rsplit("status=", 1)[1])
-        assert status in statuses, (reader, status)
-    assert inspect_cmd.EXIT_BROKEN_PIPE == 141
+        assert status == 0, (reader, status)  # the status it would have had: a sound bookie
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
@@ -564,7 +563,7 @@ def test_a_full_stdout_gives_one_line_and_a_nonzero_exit(tmp_path: Path) -> None
         )
         assert done.returncode == 1
         assert len(done.stderr.splitlines()) == 1, done.stderr
-        assert "cannot write the report to standard output" in done.stderr
+        assert "cannot write to standard output" in done.stderr
 
 
 # --- docs/inspect.md documents every key ---------------------------------------------------------

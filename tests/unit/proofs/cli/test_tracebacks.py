@@ -112,16 +112,28 @@ def test_the_smallest_frame_size_serves_one_byte_of_data(tmp_path: Path) -> None
 # --- files that cannot be a bookie's -------------------------------------------------------
 
 
+def _a_bookie(tmp_path: Path) -> None:
+    """A bookie's directories, stamped by one clean start and shutdown: the files each test
+    then plants are in a bookie's own directories, not a foreign one (spec/format/identity.md)."""
+    result = _adapter(tmp_path)
+    assert result.returncode == 0, result.stderr
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
 def test_a_journal_with_the_largest_id_is_refused_at_start(tmp_path: Path) -> None:
+    _a_bookie(tmp_path)
     current = tmp_path / "j" / "current"
-    current.mkdir(parents=True)
     (current / "7fffffffffffffff.txn").write_bytes(b"")
+    before = _tree(tmp_path)
     result = _adapter(tmp_path)
     err = _no_traceback(result.stderr)
     assert result.returncode == 1, err
     assert f"{current}/7fffffffffffffff.txn: journal id 7fffffffffffffff is the largest" in err
     assert result.stdout == b""  # refused before the ready line
-    assert sorted(p.name for p in current.iterdir()) == ["7fffffffffffffff.txn"]  # untouched
+    assert _tree(tmp_path) == before  # untouched
 
 
 def _fifo(path: Path) -> None:
@@ -150,7 +162,9 @@ def test_a_special_file_named_like_a_bookie_file_is_refused_without_hanging(
     tmp_path: Path, name: str, kind: str
 ) -> None:
     """Before: the adapter blocked for ever opening the FIFO, before its ready line."""
+    _a_bookie(tmp_path)
     path = tmp_path / name
+    path.unlink(missing_ok=True)
     server = _socket(path) if kind == "socket" else None
     if server is None:
         _fifo(path)
