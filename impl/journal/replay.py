@@ -177,16 +177,20 @@ class JournalReplay:
         if self._progress is not None:
             self._progress(line)
 
-    def _scan(self, journal_id: int, start: int) -> Generator[list[JournalRecord], None, int]:
-        self._current = journal_id
-        path = join(self._dir, self._files[journal_id])
+    def _open(self, path: str) -> FileHandle:
+        """Open a journal for reading; RecoveryError (with what to do) when it cannot be."""
         try:
-            handle = self._fs.open(path, read_only=True)
+            return self._fs.open(path, read_only=True)
         except FsError as exc:
             raise RecoveryError(
                 f"cannot open journal {path} for replay: {exc}. Check the journal directory's "
                 "permissions and disk, then restart"
             ) from exc
+
+    def _scan(self, journal_id: int, start: int) -> Generator[list[JournalRecord], None, int]:
+        self._current = journal_id
+        path = join(self._dir, self._files[journal_id])
+        handle = self._open(path)
         try:
             size = handle.size()
             version = decode_version(handle.pread(0, VERSION_HEADER_SIZE))
@@ -460,13 +464,7 @@ class JournalReplay:
         mark = self._mark
         path = join(self._dir, self._files[mark.journal_id])
         mark_file = self._mark_file or "lastMark"
-        try:
-            handle = self._fs.open(path, read_only=True)
-        except FsError as exc:
-            raise RecoveryError(
-                f"cannot open journal {path} for replay: {exc}. Check the journal directory's "
-                "permissions and disk, then restart"
-            ) from exc
+        handle = self._open(path)
         try:
             size = handle.size()
             version = decode_version(handle.pread(0, VERSION_HEADER_SIZE))
