@@ -728,6 +728,43 @@ def _not_built(values: Values, sources: Sources, given: Mapping[str, _Given]) ->
     return warnings
 
 
+#: BookKeeper's ledger storages whose files bkref writes (entry logs; SortedLedgerStorage
+#: only adds a memtable in front of InterleavedLedgerStorage).
+_INTERLEAVED_STORAGES = frozenset(
+    {
+        "org.apache.bookkeeper.bookie.InterleavedLedgerStorage",
+        "org.apache.bookkeeper.bookie.SortedLedgerStorage",
+    }
+)
+
+
+def _ignored_but_noted(ignored: Sequence[IgnoredKey]) -> list[str]:
+    """Warnings (or a ConfigError) for keys bkref does not parse whose silent ignoring an
+    operator would not expect: another ledger storage, separate index directories, a bookie
+    forced read-only (bkref has no read-only mode, so it would take writes)."""
+    warnings: list[str] = []
+    for item in ignored:
+        value = ",".join(item.items).strip()
+        where = f"{item.key}={value} ({item.source})"
+        if item.key == "ledgerStorageClass" and value not in _INTERLEAVED_STORAGES:
+            warnings.append(
+                f"{where}: ignored: bkref writes InterleavedLedgerStorage's files (entry logs, "
+                "with its own ledger index), never DbLedgerStorage's RocksDB indexes"
+            )
+        elif item.key == "indexDirectories":
+            warnings.append(
+                f"{where}: ignored: bkref keeps its ledger index in one of ledgerDirectories "
+                "(its identity stamps say which); BookKeeper's .idx files there are read only "
+                "by `bkref import --index-dirs`"
+            )
+        elif item.key == "forceReadOnlyBookie" and value.lower() == "true":
+            raise ConfigError(
+                f"{where}: not implemented by bkref: it has no read-only mode and would take "
+                "writes; remove the setting or set forceReadOnlyBookie=false"
+            )
+    return warnings
+
+
 def load_config(text: str | None, source_name: str, overrides: Sequence[str]) -> ServerConfig:
     """Read a bk_server.conf-style text (None for no file), apply ``--set key=value``
     overrides, validate, and return the configuration. Raises ConfigError naming the key,
@@ -756,6 +793,7 @@ def load_config(text: str | None, source_name: str, overrides: Sequence[str]) ->
             raise ConfigError(problem)
     warnings += _soft_warnings(values, sources, given)
     warnings += _not_built(values, sources, given)
+    warnings += _ignored_but_noted(ignored)
     settings = tuple(Setting(spec.key, values[spec.key], sources[spec.key]) for spec in KEYS)
     config = ServerConfig(settings, tuple(ignored), tuple(warnings))
     config.check_invariants()

@@ -163,4 +163,26 @@ def test_every_other_key_bkref_accepts_is_listed_as_ignored() -> None:
     assert len(others) > 250
     config = load_config(None, "", [f"{key}=x" for key in others])
     assert config.ignored_keys == tuple(others)
-    assert config.warnings == ()
+    # Only the keys whose silent ignoring would surprise an operator are warned about
+    # (test_ignored_keys_an_operator_would_miss_are_warned_about_or_refused).
+    assert [w.split("=", 1)[0] for w in config.warnings] == [
+        "indexDirectories",
+        "ledgerStorageClass",
+    ]
+
+
+def test_ignored_keys_an_operator_would_miss_are_warned_about_or_refused() -> None:
+    """Keys bkref does not parse, whose silent ignoring would surprise: another ledger
+    storage and separate index directories are warned about; a bookie forced read-only is
+    refused (bkref has no read-only mode: it would take writes)."""
+    db = "org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage"
+    warned = load_config(f"ledgerStorageClass={db}\nindexDirectories=/idx\n", "f", []).warnings
+    assert any(w.startswith(f"ledgerStorageClass={db} (f:1): ignored") for w in warned)
+    assert any(w.startswith("indexDirectories=/idx (f:2): ignored") for w in warned)
+    sorted_storage = "org.apache.bookkeeper.bookie.SortedLedgerStorage"
+    quiet = load_config(
+        f"ledgerStorageClass={sorted_storage}\nforceReadOnlyBookie=false\n", "f", []
+    )
+    assert quiet.warnings == ()
+    with pytest.raises(ConfigError, match=r"forceReadOnlyBookie=true .*no read-only mode"):
+        load_config("forceReadOnlyBookie=true\n", "f", [])
