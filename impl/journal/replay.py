@@ -435,13 +435,13 @@ class JournalReplay:
             return end
         return None
 
-    def _damaged(self, where: _Where, offset: int, problem: str) -> int:
-        """A stop no crash leaves: skip the rest of this journal under
-        skipReplayJournalInvalidRecord, as for an invalid record; otherwise refuse."""
+    def _damaged(self, where: _Where, offset: int, problem: str, kind: str = "damaged") -> int:
+        """A stop no crash leaves (``kind``: damaged, or an invalid record): skip the rest of
+        this journal under skipReplayJournalInvalidRecord; otherwise refuse."""
         path, _version, size = where
         if self._skip_invalid:
             self._say(
-                f"journal {path}: damaged at offset {offset}: {problem}; "
+                f"journal {path}: {kind} at offset {offset}: {problem}; "
                 "skipReplayJournalInvalidRecord=true, so the rest of this journal "
                 f"({max(0, size - offset)} bytes) is skipped"
             )
@@ -449,7 +449,7 @@ class JournalReplay:
         raise DamagedFile(
             path,
             offset,
-            problem,
+            problem if kind == "damaged" else f"{kind} at offset {offset}: {problem}",
             "restore the journal from a copy. skipReplayJournalInvalidRecord=true starts "
             f"without the records from offset {offset} to the end of this journal: the adds, "
             "fences and master keys among them are then lost on this bookie, and a fenced "
@@ -596,28 +596,14 @@ class JournalReplay:
                 return
 
     def _invalid(self, where: _Where, offset: int, reason: str) -> int:
-        path, version, size = where
         hint = ""
-        if version == 1:
+        if where[1] == 1:
             hint = " (the file does not start with BKLG, so it was read as a version 1 journal)"
-        if self._skip_invalid:
-            self._say(
-                f"journal {path}: invalid record at offset {offset}: {reason}{hint}; "
-                "skipReplayJournalInvalidRecord=true, so the rest of this journal "
-                f"({max(0, size - offset)} bytes) is skipped"
-            )
-            return max(size, offset)
-        raise DamagedFile(
-            path,
+        return self._damaged(
+            where,
             offset,
-            f"invalid record at offset {offset}: {reason}{hint}; replay cannot go past it "
-            "(BookKeeper refuses "
-            "to start too)",
-            "restore the journal from a copy. skipReplayJournalInvalidRecord=true starts "
-            f"without the records from offset {offset} to the end of this journal: the adds, "
-            "fences and master keys among them are then lost on this bookie, and a fenced "
-            f"ledger could take writes again; do that only with the ledgers re-replicated. "
-            f"{REPLICA_ADVICE}",
+            f"{reason}{hint}; replay cannot go past it (BookKeeper refuses to start too)",
+            kind="invalid record",
         )
 
 
