@@ -58,6 +58,12 @@ def run_import(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str
     return code, capsys.readouterr().err
 
 
+def source_args(source: Path, *ledger_dirs: str) -> list[str]:
+    """``--journal-dir`` and ``--ledger-dirs`` of a source bookie built under ``source``."""
+    dirs = ",".join(str(source / name) for name in ledger_dirs or ("ledgers0",))
+    return ["--journal-dir", str(source / "journal"), "--ledger-dirs", dirs]
+
+
 def open_target(target: Path) -> Bookie:
     conf = (target / "bk_server.conf").read_text(encoding="iso-8859-1")
     config = load_config(conf, str(target / "bk_server.conf"), [])
@@ -78,10 +84,7 @@ def test_import_copies_entries_keys_and_fences_and_never_changes_the_source(
     code, err = run_import(
         capsys,
         str(target),
-        "--journal-dir",
-        str(source / "journal"),
-        "--ledger-dirs",
-        f"{source / 'ledgers0'},{source / 'ledgers1'}",
+        *source_args(source, "ledgers0", "ledgers1"),
     )
     assert code == 0, err
     assert tree_hash(source) == before
@@ -137,10 +140,7 @@ def test_separate_index_directories_are_paired_with_ledger_directories(
     code, err = run_import(
         capsys,
         str(tmp_path / "out"),
-        "--journal-dir",
-        str(source / "journal"),
-        "--ledger-dirs",
-        f"{source / 'ledgers0'},{source / 'ledgers1'}",
+        *source_args(source, "ledgers0", "ledgers1"),
         "--index-dirs",
         f"{index_dirs[0]},{index_dirs[1]}",
     )
@@ -165,14 +165,7 @@ def test_a_non_empty_target_is_refused(
     else:
         target.write_text("x")
     before = tree_hash(tmp_path)
-    code, err = run_import(
-        capsys,
-        str(target),
-        "--journal-dir",
-        str(source / "journal"),
-        "--ledger-dirs",
-        str(source / "ledgers0"),
-    )
+    code, err = run_import(capsys, str(target), *source_args(source))
     assert code == 2
     assert str(target) in err
     assert tree_hash(tmp_path) == before
@@ -183,7 +176,7 @@ def test_a_target_inside_the_source_and_a_source_that_is_no_bookie_are_refused(
 ) -> None:
     source = tmp_path / "bk"
     build_bk_directory(OsFileSystem(), str(source))
-    args = ["--journal-dir", str(source / "journal"), "--ledger-dirs", str(source / "ledgers0")]
+    args = source_args(source)
     code, err = run_import(capsys, str(source / "ledgers0" / "new"), *args)
     assert code == 2
     assert "overlaps the source" in err
@@ -207,14 +200,7 @@ def test_a_damaged_index_file_fails_the_import_and_leaves_the_source(
     path.parent.mkdir(parents=True)
     path.write_bytes(bki.idx_file(KEY, key_len=-2))
     before = tree_hash(source)
-    code, err = run_import(
-        capsys,
-        str(tmp_path / "out"),
-        "--journal-dir",
-        str(source / "journal"),
-        "--ledger-dirs",
-        str(source / "ledgers0"),
-    )
+    code, err = run_import(capsys, str(tmp_path / "out"), *source_args(source))
     assert code == 1
     assert f"{path} offset 8" in err
     assert "remove it, then run again" in err
@@ -255,14 +241,7 @@ def test_import_of_a_dbledgerstorage_bookie_reads_its_ledgers_database_from_a_co
     build_db_bookie(source)
     before = tree_hash(source)
     db_files = sorted(os.listdir(source / "ledgers0" / "current" / "ledgers"))
-    code, err = run_import(
-        capsys,
-        str(tmp_path / "out"),
-        "--journal-dir",
-        str(source / "journal"),
-        "--ledger-dirs",
-        str(source / "ledgers0"),
-    )
+    code, err = run_import(capsys, str(tmp_path / "out"), *source_args(source))
     assert code == 0, err
     assert tree_hash(source) == before
     assert sorted(os.listdir(source / "ledgers0" / "current" / "ledgers")) == db_files
@@ -293,7 +272,7 @@ def test_without_rocksdict_a_dbledgerstorage_import_stops_unless_told(
     source = tmp_path / "bk"
     build_db_bookie(source)
     monkeypatch.setitem(sys.modules, "rocksdict", None)  # import rocksdict -> ImportError
-    args = ["--journal-dir", str(source / "journal"), "--ledger-dirs", str(source / "ledgers0")]
+    args = source_args(source)
     code, err = run_import(capsys, str(tmp_path / "out"), *args)
     assert code == 1
     assert "needs rocksdict" in err
@@ -317,14 +296,7 @@ def test_a_damaged_ledgers_value_or_an_oversized_key_fails_the_import(
         db.close()
         (source / "ledgers0" / "current" / "ledgers" / "rocksdict-config.json").unlink()
         before = tree_hash(source)
-        code, err = run_import(
-            capsys,
-            str(tmp_path / f"out{number}"),
-            "--journal-dir",
-            str(source / "journal"),
-            "--ledger-dirs",
-            str(source / "ledgers0"),
-        )
+        code, err = run_import(capsys, str(tmp_path / f"out{number}"), *source_args(source))
         assert code == 1
         assert "key 0000000000000003" in err
         assert tree_hash(source) == before
