@@ -22,6 +22,7 @@ Where this differs from BookKeeper is listed on :class:`JournalReplay`.
 
 from __future__ import annotations
 
+import contextlib
 import struct
 from collections.abc import Callable, Generator, Iterator
 
@@ -177,21 +178,30 @@ class JournalReplay:
         if self._progress is not None:
             self._progress(line)
 
-    def _open(self, path: str) -> FileHandle:
-        """Open a journal for reading; RecoveryError (with what to do) when it cannot be."""
+    @contextlib.contextmanager
+    def _reading(self, path: str) -> Iterator[FileHandle]:
+        """A journal open for reading, closed after; RecoveryError (with what to do) when it
+        cannot be opened or read."""
         try:
-            return self._fs.open(path, read_only=True)
+            handle = self._fs.open(path, read_only=True)
         except FsError as exc:
             raise RecoveryError(
                 f"cannot open journal {path} for replay: {exc}. Check the journal directory's "
                 "permissions and disk, then restart"
             ) from exc
+        try:
+            yield handle
+        except FsError as exc:
+            raise RecoveryError(
+                f"cannot read journal {path} during replay: {exc}. Check the disk, then restart"
+            ) from exc
+        finally:
+            handle.close()
 
     def _scan(self, journal_id: int, start: int) -> Generator[list[JournalRecord], None, int]:
         self._current = journal_id
         path = join(self._dir, self._files[journal_id])
-        handle = self._open(path)
-        try:
+        with self._reading(path) as handle:
             size = handle.size()
             version = decode_version(handle.pread(0, VERSION_HEADER_SIZE))
             if not MIN_COMPAT_VERSION <= version <= CURRENT_VERSION:
@@ -201,12 +211,6 @@ class JournalReplay:
                 f"replaying journal {path}: version {version}, {size} bytes, from offset {offset}"
             )
             return (yield from self._records(handle, journal_id, version, offset, size))
-        except FsError as exc:
-            raise RecoveryError(
-                f"cannot read journal {path} during replay: {exc}. Check the disk, then restart"
-            ) from exc
-        finally:
-            handle.close()
 
     def _records(
         self, handle: FileHandle, journal_id: int, version: int, offset: int, size: int
@@ -464,8 +468,7 @@ class JournalReplay:
         mark = self._mark
         path = join(self._dir, self._files[mark.journal_id])
         mark_file = self._mark_file or "lastMark"
-        handle = self._open(path)
-        try:
+        with self._reading(path) as handle:
             size = handle.size()
             version = decode_version(handle.pread(0, VERSION_HEADER_SIZE))
             if not MIN_COMPAT_VERSION <= version <= CURRENT_VERSION:
@@ -489,12 +492,6 @@ class JournalReplay:
                         f"lastMark {mark} lies past the records of journal {path}: they end at "
                         f"offset {reached} ({stop})"
                     )
-        except FsError as exc:
-            raise RecoveryError(
-                f"cannot read journal {path} during replay: {exc}. Check the disk, then restart"
-            ) from exc
-        finally:
-            handle.close()
         if problem is not None:
             raise DamagedFile(
                 mark_file,
