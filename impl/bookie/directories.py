@@ -18,19 +18,21 @@ stamp (impl/format/identity.py) instead, and only recognises BookKeeper's files 
 from __future__ import annotations
 
 import enum
-import re
 
 import attrs
 
 from impl.format.identity import MAX_STAMP_BYTES, Stamp, StampFormatError, decode_stamp
 from impl.format.names import (
     CURRENT_DIR,
+    DB_LEDGERS_DIR_NAME,
+    DB_LOCATIONS_DIR_NAME,
     IDENTITY_FILE_NAME,
     INDEX_DIR_NAME,
     INSTANCE_ID_FILE_NAME,
     LAST_ID_FILE_NAME,
     LAST_MARK_FILE_NAME,
     VERSION_FILE_NAME,
+    is_bk_index_dir_name,
     is_tmp_file_name,
     parse_compacted_file_name,
     parse_compacting_file_name,
@@ -42,10 +44,8 @@ from spec.errors import FsError
 
 __all__ = ["DirInfo", "DirKind", "classify_dir", "stamp_path"]
 
-#: BookKeeper's InterleavedLedgerStorage index directories (``<xx>/<yy>/<hex>.idx``: one or
-#: two hex digits per level) and DbLedgerStorage's RocksDB directories.
-_BK_INDEX_DIR = re.compile(r"[0-9a-fA-F]{1,2}")
-_BK_DB_DIRS = frozenset({"ledgers", "locations"})
+#: DbLedgerStorage's RocksDB directories.
+_BK_DB_DIRS = frozenset({DB_LEDGERS_DIR_NAME, DB_LOCATIONS_DIR_NAME})
 #: Files only BookKeeper writes (bkref never does): their presence makes a directory
 #: BookKeeper's even if bkref wrote into it before stamps existed.
 _BK_ONLY_FILES = frozenset({VERSION_FILE_NAME, INSTANCE_ID_FILE_NAME})
@@ -153,7 +153,7 @@ def classify_dir(fs: FileSystem, path: str) -> DirInfo:
         elif name in _BK_ONLY_FILES:
             bk_only.append(name)
         elif fs.is_dir(full):
-            if _BK_INDEX_DIR.fullmatch(name) or name in _BK_DB_DIRS:
+            if is_bk_index_dir_name(name) or name in _BK_DB_DIRS:
                 bk_only.append(name + "/")
                 data.append(name + "/")
             else:

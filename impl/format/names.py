@@ -177,7 +177,16 @@ IDX_SUFFIX: Final = ".idx"
 RLOC_SUFFIX: Final = ".rloc"
 #: DbLedgerStorage's ledger metadata database, a RocksDB directory under ``current``.
 DB_LEDGERS_DIR_NAME: Final = "ledgers"
+#: DbLedgerStorage's entry location database, a RocksDB directory beside it.
+DB_LOCATIONS_DIR_NAME: Final = "locations"
 _IDX_NAME = re.compile(_HEX + re.escape(IDX_SUFFIX))
+_BK_INDEX_DIR_NAME = re.compile(r"[0-9a-fA-F]{1,2}")
+
+
+def is_bk_index_dir_name(name: str) -> bool:
+    """Whether ``name`` is a directory name IndexPersistenceMgr.getLedgerName makes at either
+    level above an ``.idx`` file: one byte of the ledger id in hex, one or two digits."""
+    return _BK_INDEX_DIR_NAME.fullmatch(name) is not None
 
 
 def bk_index_path_parts(ledger_id: int) -> tuple[str, str, str]:

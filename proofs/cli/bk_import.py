@@ -48,7 +48,12 @@ from impl.config.config import ServerConfig, load_config
 from impl.format import names
 from impl.format.bk_index import decode_ledger_data
 from impl.format.ledger_index import MASTER_KEY_MAX_BYTES
-from impl.format.names import CURRENT_DIR, DB_LEDGERS_DIR_NAME, INDEX_DIR_NAME
+from impl.format.names import (
+    CURRENT_DIR,
+    DB_LEDGERS_DIR_NAME,
+    DB_LOCATIONS_DIR_NAME,
+    INDEX_DIR_NAME,
+)
 from impl.index.bk_metadata import BkIdxLedger, BkMetadata
 from proofs.cli.config import read_conf_file
 from spec.errors import BkIndexDamaged, BkrefError, ConfigError
@@ -59,7 +64,6 @@ EXIT_FAILED = 1
 EXIT_BAD_ARGS = 2
 PREFIX = "bkref import: "
 #: DbLedgerStorage's entry-location database: not copied, bkref rebuilds locations.
-DB_LOCATIONS_DIR_NAME = "locations"
 #: The configuration written into the target, naming the new directories.
 TARGET_CONF_NAME = "bk_server.conf"
 

@@ -69,6 +69,8 @@ from impl.format.names import (
     COMPACTED_SUFFIX,
     COMPACTING_SUFFIX,
     CURRENT_DIR,
+    DB_LEDGERS_DIR_NAME,
+    DB_LOCATIONS_DIR_NAME,
     DELETED_FILE_NAME,
     IDENTITY_FILE_NAME,
     INDEX_DIR_NAME,
@@ -77,8 +79,10 @@ from impl.format.names import (
     LAST_ID_FILE_NAME,
     LAST_MARK_FILE_NAME,
     VERSION_FILE_NAME,
+    is_bk_index_dir_name,
     journal_file_name,
     log_id_prefix,
+    parse_bk_index_file_name,
     parse_compacted_file_name,
     parse_compacting_file_name,
     parse_journal_file_name,
@@ -143,14 +147,11 @@ exit codes:
 """
 
 _HEX_ID = re.compile(r"[0-9a-fA-F]+")
-#: BookKeeper's .idx sub-directories: one or two hex digits (Integer.toHexString of a byte).
-_IDX_DIR = re.compile(r"[0-9a-f]{1,2}")
-_IDX_NAME = re.compile(r"([0-9a-fA-F]+)\.idx")
 _LAST_MARK_NAME = re.compile(re.escape(LAST_MARK_FILE_NAME) + r"(?:\.(\d+))?")
 #: DbLedgerStorage's RocksDB directories under current/.
 ROCKSDB_DIRS = {
-    "ledgers": "DbLedgerStorage's ledgers index (master keys, fence flags, explicit LAC)",
-    "locations": "DbLedgerStorage's entry location index",
+    DB_LEDGERS_DIR_NAME: "DbLedgerStorage's ledgers index (master keys, fence flags, explicit LAC)",
+    DB_LOCATIONS_DIR_NAME: "DbLedgerStorage's entry location index",
 }
 
 
@@ -1062,6 +1063,13 @@ def _describe_segment(fs: FileSystem, path: str, seq: int) -> dict[str, object]:
 BK_INDEX_DESCRIPTION = "BookKeeper ledger index file"
 
 
+def _idx_ledger(name: str) -> int | None:
+    """The ledger of an ``<hex id>.idx`` name (impl/format/names.py), None for any other
+    name (a ``.rloc`` copy included)."""
+    parsed = parse_bk_index_file_name(name)
+    return parsed[0] if parsed is not None and not parsed[1] else None
+
+
 def _describe_bk_index(path: str) -> dict[str, object]:
     """A BookKeeper ledger index file (InterleavedLedgerStorage,
     ``current/<hex (id >> 8) & 0xff>/<hex id & 0xff>/<hex id>.idx``): its ledger id from the
@@ -1069,8 +1077,7 @@ def _describe_bk_index(path: str) -> dict[str, object]:
     header and positions as impl/format/bk_index.py reads them (spec/format/bk_index.md).
     A torn header is a warning (a crash can leave one); a damaged one is a problem."""
     head, name = split(path)
-    match = _IDX_NAME.fullmatch(name)
-    ledger_id = int(match.group(1), 16) if match else None
+    ledger_id = _idx_ledger(name)
     try:
         size: int | None = os.lstat(path).st_size
     except OSError:
@@ -1482,7 +1489,7 @@ def _describe_subdir(
         )
         report.items.append(Item(rel, path, "directory", None, kind, text))
         return
-    if _IDX_DIR.fullmatch(name):
+    if is_bk_index_dir_name(name):
         found = _walk_bk_index(report, rel, path)
         text = f"BookKeeper ledger index sub-directory ({found} .idx files)"
         kind = "bk_index_dir" if found else "unknown"
@@ -1508,7 +1515,7 @@ def _walk_bk_index(report: DirReport, rel: str, path: str) -> int:
     for sub in subs:
         sub_path, sub_rel = join(path, sub), f"{rel}/{sub}"
         st = _lstat(sub_path)
-        if st is None or not stat.S_ISDIR(st.st_mode) or not _IDX_DIR.fullmatch(sub):
+        if st is None or not stat.S_ISDIR(st.st_mode) or not is_bk_index_dir_name(sub):
             kind_of_type = "missing" if st is None else _file_type(st.st_mode)
             size = st.st_size if st is not None and stat.S_ISREG(st.st_mode) else None
             report.items.append(
@@ -1523,7 +1530,7 @@ def _walk_bk_index(report: DirReport, rel: str, path: str) -> int:
             file_path, file_rel = join(sub_path, file_name), f"{sub_rel}/{file_name}"
             st = _lstat(file_path)
             regular = st is not None and stat.S_ISREG(st.st_mode)
-            if regular and _IDX_NAME.fullmatch(file_name):
+            if regular and _idx_ledger(file_name) is not None:
                 described = _describe_bk_index(file_path)
                 report.bk_index_files.append(described)
                 found += 1
@@ -1728,7 +1735,7 @@ def describe_file(fs: FileSystem, path: str) -> tuple[dict[str, object], str, in
     if kind == "unknown" and name.endswith(".log"):
         kind = "entry_log"  # named like a log: say why it is not one
     parent_name = split(split(path)[0])[1]
-    if kind == "unknown" and _IDX_NAME.fullmatch(name):
+    if kind == "unknown" and _idx_ledger(name) is not None:
         obj = _describe_bk_index(path)
         return obj, _lines_of(obj), EXIT_OK
     if kind == "unknown" and parent_name == INDEX_DIR_NAME:
