@@ -48,7 +48,6 @@ from impl.entrylog.reader import (
     read_header,
     scan,
 )
-from impl.format.bk_index import describe_idx
 from impl.format.entry_log import LOGFILE_HEADER_SIZE, MAGIC, MAX_LOG_ID, Header
 from impl.format.identity import MAX_STAMP_BYTES, StampFormatError, decode_stamp
 from impl.format.journal import (
@@ -91,6 +90,7 @@ from impl.format.names import (
 )
 from impl.fs.api import DirLock, DiskSpace, FileHandle, FileSystem, join, split
 from impl.fs.os_backend import OsFileSystem
+from impl.index.bk_metadata import describe_idx_file
 from impl.index.ledger_index import LedgerIndex
 from impl.journal.last_mark import NO_MARK, LogMark, decode_last_mark_file
 from impl.journal.replay import JournalReplay
@@ -1098,7 +1098,7 @@ def _describe_bk_index(path: str) -> dict[str, object]:
                 f"BookKeeper keeps ledger {ledger_id}'s index in {expected[0]}/{expected[1]}/, "
                 "not here: it would not find this file"
             ]
-    out["contents"] = _bk_index_contents(ledger_id, path)
+    out["contents"] = _bk_index_contents(path)
     return out
 
 
@@ -1140,18 +1140,17 @@ BK_INDEX_CONTENT_KEYS = (
 )
 
 
-def _bk_index_contents(ledger_id: int | None, path: str) -> dict[str, object]:
-    """The decoded header and positions of one ``.idx`` file (never raises): every key of
+def _bk_index_contents(path: str) -> dict[str, object]:
+    """The decoded header and positions of one ``.idx`` file, read by the engine's reader
+    (impl/index/bk_metadata.py, describe_idx_file; never raises): every key of
     :data:`BK_INDEX_CONTENT_KEYS`, None where it does not apply."""
     out: dict[str, object] = dict.fromkeys(BK_INDEX_CONTENT_KEYS)
     try:
-        with open(path, "rb") as handle:  # a regular file: the caller lstat-ed it
-            data = handle.read()
-    except OSError as exc:
-        out["error"] = f"cannot read {path}: {exc.strerror or exc}"
+        summary = describe_idx_file(ReadOnlyFs(OsFileSystem()), path)
+    except BkrefError as exc:
+        out["error"] = f"cannot read {path}: {exc}"
         out["torn"] = False
         return out
-    summary = describe_idx(ledger_id, data, path)
     for key in BK_INDEX_CONTENT_KEYS:
         out[key] = summary.get(key)
     if out["error"] is None:
