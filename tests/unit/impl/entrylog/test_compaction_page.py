@@ -25,10 +25,12 @@ from tests.unit.impl.entrylog.test_compactor import (
     World,
     leftovers,
     make_world,
-    names as listed,
     put_moves,
     read_back,
     recover,
+)
+from tests.unit.impl.entrylog.test_compactor import (
+    names as listed,
 )
 
 PAGE = Path(__file__).resolve().parents[4] / "spec" / "protocol" / "compaction.md"
