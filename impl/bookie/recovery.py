@@ -295,9 +295,19 @@ def cleanup_compaction_leftovers(
                 index.put_entry(move.ledger_id, move.entry_id, move.new)
         index.flush()
 
+    def keep_source(source: EntryLogId) -> bool:
+        # Entries the index still places in the source are not in the compaction log (a scan
+        # stopped by damage in the source): removing it would lose them.
+        return index.persisted and source in index.log_extents()
+
     try:
         report = recover_leftovers(
-            fs, list(layout.ledger_dirs), entry_logger, apply_moves, limits=limits
+            fs,
+            list(layout.ledger_dirs),
+            entry_logger,
+            apply_moves,
+            limits=limits,
+            keep_source=keep_source,
         )
     except (FsError, EntryLogError) as exc:
         raise RecoveryError(
@@ -310,6 +320,12 @@ def cleanup_compaction_leftovers(
         say(
             f"finished the compaction of entry log {log_file_name(src_id)} into "
             f"{log_file_name(new_id)}"
+        )
+    for source in report.kept_sources:
+        say(
+            f"kept entry log {log_file_name(source)} beside its compaction log: the ledger "
+            "index still places entries in it that the compaction did not copy (damage in "
+            "the log may have stopped the copy's scan). Check the log with bkref inspect"
         )
     for path in report.removed_compacted:
         say(f"removed {path}: a compaction log that is not well formed; its source is kept")

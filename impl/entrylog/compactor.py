@@ -176,13 +176,15 @@ class Compaction:
 class LeftoverReport:
     """What :func:`recover_leftovers` did: the ``.compacting`` files removed (paths), the
     compactions finished (new log id, source id), the ``.compacted`` files removed because
-    they were not well formed while their source was still there (paths), and the entries
-    whose new locations were handed to ``apply_moves``."""
+    they were not well formed while their source was still there (paths), the entries
+    whose new locations were handed to ``apply_moves``, and the sources of finished
+    compactions kept because ``keep_source`` said the index still needs them."""
 
     removed_compacting: tuple[str, ...] = ()
     finished: tuple[tuple[EntryLogId, EntryLogId], ...] = ()
     removed_compacted: tuple[str, ...] = ()
     entries_moved: int = 0
+    kept_sources: tuple[EntryLogId, ...] = ()
 
     @property
     def anything(self) -> bool:
@@ -449,17 +451,24 @@ def recover_leftovers(
     apply_moves: Callable[[list[MovedEntry]], None],
     *,
     limits: Limits = LIMITS,
+    keep_source: Callable[[EntryLogId], bool] | None = None,
 ) -> LeftoverReport:
     """Finish or undo what interrupted compactions left (cleanUpAndRecover), in every ledger
     directory: remove every ``.compacting``; finish every well-formed ``.compacted`` (link
     ``<new>.log`` if missing, rescan it, ``apply_moves`` its records, unlink the source if
     present, unlink ``.compacted``, each name change made durable). ``apply_moves`` must make
     the index name the new locations durably before it returns (the source goes next).
+    ``keep_source(src)``, asked after ``apply_moves``, keeps a source the index still names
+    (entries the compaction log does not hold, which a scan stopped by damage in the source
+    would leave behind): only ``.compacted`` is removed, and both logs stay.
 
     A ``.compacted`` that is not well formed is removed like a ``.compacting`` while its
     source is there, and refused with DamagedFile when the source is gone. Raises FsError
     from the disk; run again after a failure (every step is idempotent)."""
-    return LeftoverRecovery(fs, ledger_dirs, entry_logger, apply_moves, limits=limits).run()
+    recovery = LeftoverRecovery(
+        fs, ledger_dirs, entry_logger, apply_moves, limits=limits, keep_source=keep_source
+    )
+    return recovery.run()
 
 
 class LeftoverRecovery:
@@ -473,9 +482,12 @@ class LeftoverRecovery:
         apply_moves: Callable[[list[MovedEntry]], None],
         *,
         limits: Limits = LIMITS,
+        keep_source: Callable[[EntryLogId], bool] | None = None,
     ) -> None:
         self._fs = fs
         self._dirs = tuple(ledger_dirs)
+        self._keep_source = keep_source
+        self._kept: list[EntryLogId] = []
         self._entry_logger = entry_logger
         self._apply_moves = apply_moves
         self._limits = limits
@@ -495,6 +507,7 @@ class LeftoverRecovery:
             finished=tuple(self._finished),
             removed_compacted=tuple(self._removed_compacted),
             entries_moved=self._moved,
+            kept_sources=tuple(self._kept),
         )
 
     def remove_compacting(self, directory: str) -> None:
@@ -535,7 +548,10 @@ class LeftoverRecovery:
         self._apply_moves(moves)
         self._moved += len(moves)
         if source_path is not None:
-            remove_log_file(self._fs, self._entry_logger, src_id, source_path)
+            if self._keep_source is not None and self._keep_source(src_id):
+                self._kept.append(src_id)
+            else:
+                remove_log_file(self._fs, self._entry_logger, src_id, source_path)
         self.remove_compacted(directory, path)
         self._finished.append((new_id, src_id))
 
