@@ -284,9 +284,12 @@ def cleanup_compaction_leftovers(
     reads the new log, the source being gone by then. Raises RecoveryError on a disk
     error, DamagedFile for a malformed compaction log whose source is gone."""
 
-    def apply_moves(moves: list[MovedEntry]) -> None:
-        if not index.persisted:
-            return
+    def apply_moves(moves: list[MovedEntry]) -> bool:
+        """Put and flush; True (keep the source) when the index still places entries in the
+        source that the compaction log does not hold (a scan stopped by damage in it):
+        removing the source would lose them."""
+        if not index.persisted or not moves:
+            return False
         for move in moves:
             if index.is_deleted(move.ledger_id):
                 continue
@@ -294,20 +297,11 @@ def cleanup_compaction_leftovers(
             if now is not None and location_log_id(now) == location_log_id(move.old):
                 index.put_entry(move.ledger_id, move.entry_id, move.new)
         index.flush()
-
-    def keep_source(source: EntryLogId) -> bool:
-        # Entries the index still places in the source are not in the compaction log (a scan
-        # stopped by damage in the source): removing it would lose them.
-        return index.persisted and source in index.log_extents()
+        return location_log_id(moves[0].old) in index.log_extents()
 
     try:
         report = recover_leftovers(
-            fs,
-            list(layout.ledger_dirs),
-            entry_logger,
-            apply_moves,
-            limits=limits,
-            keep_source=keep_source,
+            fs, list(layout.ledger_dirs), entry_logger, apply_moves, limits=limits
         )
     except (FsError, EntryLogError) as exc:
         raise RecoveryError(

@@ -178,7 +178,7 @@ class LeftoverReport:
     compactions finished (new log id, source id), the ``.compacted`` files removed because
     they were not well formed while their source was still there (paths), the entries
     whose new locations were handed to ``apply_moves``, and the sources of finished
-    compactions kept because ``keep_source`` said the index still needs them."""
+    compactions kept because ``apply_moves`` said the index still needs them."""
 
     removed_compacting: tuple[str, ...] = ()
     finished: tuple[tuple[EntryLogId, EntryLogId], ...] = ()
@@ -448,27 +448,23 @@ def recover_leftovers(
     fs: FileSystem,
     ledger_dirs: Sequence[str],
     entry_logger: EntryLogger,
-    apply_moves: Callable[[list[MovedEntry]], None],
+    apply_moves: Callable[[list[MovedEntry]], bool | None],
     *,
     limits: Limits = LIMITS,
-    keep_source: Callable[[EntryLogId], bool] | None = None,
 ) -> LeftoverReport:
     """Finish or undo what interrupted compactions left (cleanUpAndRecover), in every ledger
     directory: remove every ``.compacting``; finish every well-formed ``.compacted`` (link
     ``<new>.log`` if missing, rescan it, ``apply_moves`` its records, unlink the source if
     present, unlink ``.compacted``, each name change made durable). ``apply_moves`` must make
     the index name the new locations durably before it returns (the source goes next).
-    ``keep_source(src)``, asked after ``apply_moves``, keeps a source the index still names
-    (entries the compaction log does not hold, which a scan stopped by damage in the source
-    would leave behind): only ``.compacted`` is removed, and both logs stay.
+    When ``apply_moves`` answers True the index still places entries in the source that the
+    compaction log does not hold (a scan stopped by damage in the source leaves them
+    behind): the source is kept, only ``.compacted`` is removed, and both logs stay.
 
     A ``.compacted`` that is not well formed is removed like a ``.compacting`` while its
     source is there, and refused with DamagedFile when the source is gone. Raises FsError
     from the disk; run again after a failure (every step is idempotent)."""
-    recovery = LeftoverRecovery(
-        fs, ledger_dirs, entry_logger, apply_moves, limits=limits, keep_source=keep_source
-    )
-    return recovery.run()
+    return LeftoverRecovery(fs, ledger_dirs, entry_logger, apply_moves, limits=limits).run()
 
 
 class LeftoverRecovery:
@@ -479,14 +475,12 @@ class LeftoverRecovery:
         fs: FileSystem,
         ledger_dirs: Sequence[str],
         entry_logger: EntryLogger,
-        apply_moves: Callable[[list[MovedEntry]], None],
+        apply_moves: Callable[[list[MovedEntry]], bool | None],
         *,
         limits: Limits = LIMITS,
-        keep_source: Callable[[EntryLogId], bool] | None = None,
     ) -> None:
         self._fs = fs
         self._dirs = tuple(ledger_dirs)
-        self._keep_source = keep_source
         self._kept: list[EntryLogId] = []
         self._entry_logger = entry_logger
         self._apply_moves = apply_moves
@@ -545,10 +539,10 @@ class LeftoverRecovery:
             return
         new_path = self.link_new_log(directory, path, new_id)
         moves = self.rescan(new_path, new_id, src_id)
-        self._apply_moves(moves)
+        keep_source = self._apply_moves(moves) is True
         self._moved += len(moves)
         if source_path is not None:
-            if self._keep_source is not None and self._keep_source(src_id):
+            if keep_source:
                 self._kept.append(src_id)
             else:
                 remove_log_file(self._fs, self._entry_logger, src_id, source_path)
