@@ -523,7 +523,7 @@ def test_a_crash_at_every_operation_of_recovery_recovers_again() -> None:
     assert [n for n in leftovers(world) if n.endswith(".compacted")]
     recovery_images = images_of(world, lambda: recover(world))
     assert len(recovery_images) >= 6, len(recovery_images)
-    for point, plan, disk in crashed_states(recovery_images):
+    for point, plan, disk in crashed_states(recovery_images, explorer_plans=True):
         world.disk = disk
         recover(world)
         assert check_recovered(world, new_log, f"recovery, before operation {point}, {plan}")
