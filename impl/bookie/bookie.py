@@ -98,14 +98,18 @@ from impl.entrylog.compactor import (
     MovedEntry,
     TransactionalCompactor,
     recover_leftovers,
+    remove_log_file,
+)
+from impl.entrylog.compactor import (
+    Throttle as CompactorThrottle,
 )
 from impl.entrylog.ledger_dirs import RandomSource
 from impl.entrylog.logger import EntryLogger, settings_from_config
-from impl.entrylog.manager import LogState
+from impl.entrylog.manager import LogChannel, LogState
 from impl.format.entry_log import MIN_SANE_ENTRY_SIZE, encode_entry_record
 from impl.format.journal import encode_fence_record, encode_key_record
 from impl.format.names import log_file_name
-from impl.fs.api import DirLock, FileSystem, parent
+from impl.fs.api import DirLock, FileSystem
 from impl.index.ledger_index import LedgerIndex
 from impl.journal.journal import (
     Journal,
@@ -130,10 +134,18 @@ from spec.errors import (
     NoWritableLedgerDir,
     Unauthorized,
 )
-from spec.ids import INT64_MAX, EntryId, EntryLogId, LedgerId
+from spec.ids import INT64_MAX, EntryId, EntryLogId, LedgerId, location_log_id
 
 #: The bookie and the types its methods hand out (importable from here, as before the split).
-__all__ = ["Ack", "Bookie", "BookieLayout", "BookieState", "GcStats", "PhaseResult", "RecoveryReport"]
+__all__ = [
+    "Ack",
+    "Bookie",
+    "BookieLayout",
+    "BookieState",
+    "GcStats",
+    "PhaseResult",
+    "RecoveryReport",
+]
 
 
 def _no_progress(_line: str) -> None:
@@ -152,6 +164,33 @@ def _write_failed(
         f"writing entry {entry_id} of ledger {ledger_id} to the entry log failed: {exc}. "
         "The add was not acknowledged; check the disk and retry."
     )
+
+
+class _BookieCompactor(TransactionalCompactor):
+    """The compactor as the bookie runs it: what touches the entry logger's shared state
+    (the id counter and the new log's allocation, the read handles of a removed log) is done
+    under the bookie's state lock; the copy itself and its fsyncs are not, so adds go on
+    while a log is compacted (and while the throttle waits)."""
+
+    def __init__(
+        self,
+        fs: FileSystem,
+        entry_logger: EntryLogger,
+        state_lock: threading.RLock,
+        *,
+        limits: Limits,
+        throttle: CompactorThrottle | None,
+    ) -> None:
+        super().__init__(fs, entry_logger, limits=limits, throttle=throttle)
+        self._state_lock = state_lock
+
+    def _allocate(self) -> LogChannel:
+        with self._state_lock:
+            return super()._allocate()
+
+    def _remove_source_file(self, c: Compaction) -> None:
+        with self._state_lock:
+            super()._remove_source_file(c)
 
 
 # --- the bookie ------------------------------------------------------------------------------
@@ -821,8 +860,7 @@ class Bookie:
                 return IDLE
             size = self._log_size(source)
             try:
-                with self._lock:
-                    compaction = self._compactor_copy(source)
+                compaction = self._compactor_copy(source)
             except (FsError, NoWritableLedgerDir, EntryLogError) as exc:
                 self._gc_end()
                 raise self._gc_error(f"copying entry log {log_file_name(source)}", exc) from exc
@@ -849,7 +887,9 @@ class Bookie:
                 self._abort_compaction()
                 name = log_file_name(compaction.source)
                 raise self._gc_error(f"flushing the compaction of {name}", exc) from exc
-            return PhaseResult("flush", compaction.source, compaction.new_log, len(compaction.moved))
+            return PhaseResult(
+                "flush", compaction.source, compaction.new_log, len(compaction.moved)
+            )
 
     def compact_index(self) -> PhaseResult:
         """Phase 3 of the compaction in flight: link ``<new>.log``, point the live moved
@@ -886,8 +926,10 @@ class Bookie:
     # --- the GC steps, each overridable ------------------------------------------------
 
     def _is_live_ledger(self, ledger_id: LedgerId) -> bool:
-        """A live ledger: not deleted (contract S1; bkref has no ledger manager)."""
-        return not self._index.is_deleted(ledger_id)
+        """A live ledger: not deleted (contract S1; bkref has no ledger manager). Asked per
+        record while phase 1 copies, so a delete during the copy is seen."""
+        with self._lock:
+            return not self._index.is_deleted(ledger_id)
 
     def _gc_candidate_logs(self) -> list[EntryLogId]:
         """The flushed logs (S1): every ``<hex>.log`` on disk but this run's active,
@@ -916,7 +958,11 @@ class Bookie:
         """Step 0: finish or undo what interrupted compactions left (S3's recovery)."""
         before = set(self._entry_logger.log_ids())
         recover_leftovers(
-            self._fs, self._layout.ledger_dirs, self._entry_logger, self._apply_moves_and_flush
+            self._fs,
+            self._layout.ledger_dirs,
+            self._entry_logger,
+            self._apply_moves_and_flush,
+            limits=self._limits,
         )
         after = set(self._entry_logger.log_ids())
         for gone in before - after:
@@ -926,7 +972,9 @@ class Bookie:
 
     def _gc_extract(self) -> None:
         """Step 2: the metadata of flushed logs not known yet."""
-        self._gc.extract_new(self._gc_candidate_logs(), self._gc_read_metadata, self._is_live_ledger)
+        self._gc.extract_new(
+            self._gc_candidate_logs(), self._gc_read_metadata, self._is_live_ledger
+        )
 
     def _gc_delete_dead(self) -> tuple[int, int]:
         """Step 3: delete every flushed log with nothing live; returns (logs, bytes)."""
@@ -950,9 +998,7 @@ class Bookie:
         if path is not None:
             size = self._log_size(log_id)
             with self._lock:
-                self._entry_logger.forget_log(log_id)
-            self._fs.unlink(path)
-            self._fs.fsync_dir(parent(path))
+                remove_log_file(self._fs, self._entry_logger, log_id, path)
         self._log_gone(log_id)
         return size
 
@@ -978,8 +1024,8 @@ class Bookie:
 
     def _make_compactor(self) -> TransactionalCompactor:
         throttle = Throttle.from_policy(self._gc.policy, self._clock, self._clock.sleep_ns)
-        return TransactionalCompactor(
-            self._fs, self._entry_logger, limits=self._limits, throttle=throttle
+        return _BookieCompactor(
+            self._fs, self._entry_logger, self._lock, limits=self._limits, throttle=throttle
         )
 
     @property
@@ -1011,14 +1057,18 @@ class Bookie:
             self._checkpointer.flush_storage()
 
     def _apply_moves(self, moved: list[MovedEntry]) -> int:
-        """Put the new locations (the caller holds the state lock); returns how many."""
+        """Put the new locations (the caller holds the state lock); returns how many. Only
+        for a live ledger the index knows, and only where the index has no location for the
+        entry or one in the source log (compared by log id: recovery's moves carry the
+        source at offset 0, and any location in a log about to go must move anyway); an
+        entry added again elsewhere since keeps its newer location."""
         index = self._index
         applied = 0
         for move in moved:
             if not self._is_live_ledger(move.ledger_id) or not index.has_ledger(move.ledger_id):
                 continue
             current = index.get_location(move.ledger_id, move.entry_id)
-            if current is None or current == move.old:
+            if current is None or location_log_id(current) == location_log_id(move.old):
                 index.put_entry(move.ledger_id, move.entry_id, move.new)
                 applied += 1
         return applied
@@ -1028,7 +1078,7 @@ class Bookie:
         (a new cycle, a failure, a shutdown). A failed roll-back leaves files the next
         step 0 or start removes."""
         compaction, self._compaction = self._compaction, None
-        if compaction is not None:
+        if compaction is not None and compaction.phase in ("copied", "flushed"):
             with contextlib.suppress(FsError, NoWritableLedgerDir, EntryLogError):
                 self._compactor.abort(compaction)
         self._gc_end()

@@ -120,8 +120,10 @@ class GcPolicy:
         major_interval_ms = major_interval_s * MS_PER_S
         enable_minor = _enabled("minor", minor_threshold, minor_interval_ms, gc_wait_ms)
         enable_major = _enabled("major", major_threshold, major_interval_ms, gc_wait_ms)
-        if enable_minor and enable_major and (
-            minor_interval_ms >= major_interval_ms or minor_threshold >= major_threshold
+        if (
+            enable_minor
+            and enable_major
+            and (minor_interval_ms >= major_interval_ms or minor_threshold >= major_threshold)
         ):
             raise ConfigError(
                 f"minorCompactionThreshold={minor_threshold}, minorCompactionInterval="
@@ -227,14 +229,12 @@ def compaction_kind(
     enabled and forced or due) and not suspended; else minor under the same rule; else none."""
     major_due = now_ms - last_major_ms > policy.major_interval_ms
     if (
-        (policy.force_major_allowed and force)
-        or (policy.enable_major and (force or major_due))
+        (policy.force_major_allowed and force) or (policy.enable_major and (force or major_due))
     ) and not suspend_major:
         return "major"
     minor_due = now_ms - last_minor_ms > policy.minor_interval_ms
     if (
-        (policy.force_minor_allowed and force)
-        or (policy.enable_minor and (force or minor_due))
+        (policy.force_minor_allowed and force) or (policy.enable_minor and (force or minor_due))
     ) and not suspend_minor:
         return "minor"
     return "none"
@@ -299,9 +299,10 @@ class Throttle:
         rate = policy.rate_by_bytes if policy.throttle_by_bytes else policy.rate_by_entries
         return cls(rate, by_bytes=policy.throttle_by_bytes, clock=clock, sleep_ns=sleep_ns)
 
-    def acquire(self, record_bytes: int) -> None:
-        """Take the permits of one record of ``record_bytes`` bytes, waiting if due."""
-        wait = self.reserve(record_bytes if self._by_bytes else 1)
+    def acquire(self, records: int, bytes_: int) -> None:
+        """Take the permits of ``records`` records of ``bytes_`` bytes, waiting if due (the
+        compactor's Throttle protocol, impl/entrylog/compactor.py)."""
+        wait = self.reserve(bytes_ if self._by_bytes else records)
         if wait > 0:
             self.waited_ns += wait
             self._sleep_ns(wait)
@@ -512,7 +513,8 @@ class GarbageCollector:
 
     def next_source(self) -> EntryLogId | None:
         """The next log to compact, None when the cycle's queue is done or its
-        MaxTimeMillis ran out (doCompactEntryLogs's stopCompaction); the cycle then ends."""
+        MaxTimeMillis ran out (doCompactEntryLogs's stopCompaction); the caller then ends
+        the cycle (:meth:`end`)."""
         cycle = self._cycle
         if cycle is None:
             return None
@@ -524,7 +526,6 @@ class GarbageCollector:
             log_id = cycle.queue.pop(0)
             if log_id in self.meta:  # still there (a log deleted meanwhile is skipped)
                 return log_id
-        self.end()
         return None
 
     def record(
