@@ -808,9 +808,7 @@ class Bookie:
         NoSpace or BookieIOError as the steps do (a failed cycle is dropped; the bookie fails
         only when phase 3 failed)."""
         with self._gc_lock:
-            begun = self.gc_begin(force)
-            if not begun.candidates:
-                return attrs.evolve(begun, candidates=())
+            self.gc_begin(force)
             while True:
                 copied = self.compact_copy()
                 if copied.phase == "idle":
@@ -922,6 +920,19 @@ class Bookie:
                 reclaimed=self._compaction_source_bytes - kept,
             )
             return PhaseResult("index", source, new_log, len(compaction.moved))
+
+    def gc_metadata(self) -> dict[EntryLogId, tuple[int, int]]:
+        """The garbage collector's metadata map (entryLogMetaMap) as it stands: per flushed
+        log it knows, (total bytes, bytes of live ledgers) as of its last cycle."""
+        with self._gc_lock:
+            return {log_id: (u.total, u.remaining) for log_id, u in self._gc.meta.items()}
+
+    @property
+    def gc_last_times_ms(self) -> tuple[int, int]:
+        """(last major, last minor) compaction time on the clock's monotonic milliseconds
+        (GarbageCollectorThread's lastMajorCompactionTime, lastMinorCompactionTime)."""
+        with self._gc_lock:
+            return self._gc.last_major_ms, self._gc.last_minor_ms
 
     # --- the GC steps, each overridable ------------------------------------------------
 
