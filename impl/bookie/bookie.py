@@ -24,7 +24,11 @@ released during its fsync too, so adds proceed while a group is being forced). C
 are serialised by the checkpointer's lock (``Checkpointer.lock``), which also guards lastMark.
 The checkpoint holds ``_lock`` while it forces the entry logs and flushes the index, so that
 the persisted index only names locations whose bytes are already durable (adds wait
-meanwhile, as they wait in BookKeeper, whose entry logger is synchronized too).
+meanwhile, as they wait in BookKeeper, whose entry logger is synchronized too). Garbage
+collection steps are serialised by ``_gc_lock``, taken before the other two and never while
+holding them; a compaction's copy runs outside ``_lock`` (only its log's allocation and the
+liveness of each ledger take it), its index phase under the checkpointer's lock as a
+checkpoint (docs/design.md "Concurrency").
 
 The add path is the hot path (tests/bench/bench_bookie.py): its record is encoded once and
 used by both the entry log and the journal (the two formats share it byte for byte), the
@@ -44,10 +48,16 @@ Choices where BookKeeper leaves room, each on purpose (replay's are in recovery.
   ledger would make its acknowledged adds vanish at the next restart.
 - A read can see an entry that is written but not yet acknowledged (as BookKeeper's can).
 - The payload limit is on the whole entry (16 id bytes + data) against maxSaneEntrySize.
+- Garbage collection (impl/bookie/gc.py decides, the ``gc`` steps below do it) only ever
+  touches flushed logs: never the active, a rotated (not yet fsynced) or the preallocated
+  log, whose bytes may not be durable. A failed compaction is rolled back and the bookie
+  keeps serving, unless its index phase failed (the bookie then fails as after a failed
+  checkpoint; the restart finishes the compaction).
 
 Not verified here: multiple journal directories (layout.py refuses them), entry log per
-ledger, garbage collection (deleted ledgers' bytes stay in the logs; recovery finishes or
-undoes interrupted compactions, recovery.cleanup_compaction_leftovers), read-only mode.
+ledger, read-only mode, and the space of duplicate records: a live ledger's records that an
+interrupted recovery re-added elsewhere are copied by compaction with the rest of the ledger
+(liveness is per ledger, as BookKeeper's EntryLogMetadata counts it).
 """
 
 from __future__ import annotations

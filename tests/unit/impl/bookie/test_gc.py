@@ -15,7 +15,14 @@ from __future__ import annotations
 import pytest
 
 from impl.bookie.bookie import Bookie
-from impl.bookie.gc import GarbageCollector, GcPolicy, Suspension, Throttle, suspension
+from impl.bookie.gc import (
+    GarbageCollector,
+    GcPolicy,
+    LogUsage,
+    Suspension,
+    Throttle,
+    suspension,
+)
 from impl.clock import ManualClock
 from impl.config.config import ServerConfig
 from impl.entrylog.ledger_dirs import DirState
@@ -168,7 +175,7 @@ def test_the_active_rotated_and_preallocated_logs_are_never_touched() -> None:
     assert states[EntryLogId(rotated)] == "rotated"  # type: ignore[arg-type]
     bookie.checkpoint()  # now the rotated and the active logs' bytes are durable
     stats = bookie.gc(force=True)
-    assert stats.logs_deleted == 1  # the rotated log, now flushed; the active one stays
+    assert stats.logs_deleted >= 1  # the rotated logs, now flushed; the active one stays
     assert f"{rotated:x}.log" not in files(disk)
     assert f"{active:x}.log" in files(disk) and f"{preallocated:x}.log" in files(disk)
     bookie.check_invariants()
@@ -183,9 +190,7 @@ def test_gc_candidates_are_overridable_and_a_current_log_can_be_offered() -> Non
             return self._entry_logger.log_ids()
 
     disk, clock = SimDisk(), ManualClock()
-    bookie = CompactsCurrent.open(
-        disk, config(), clock=clock, rng=__import__("random").Random(7)
-    )
+    bookie = CompactsCurrent.open(disk, config(), clock=clock, rng=__import__("random").Random(7))
     fill(bookie, (1, 2), 3)
     active = bookie.inspect().current_log_id
     bookie.delete_ledger(LedgerId(2))
@@ -253,9 +258,11 @@ def test_a_ledger_deleted_between_copy_and_index_is_not_put_back_into_the_index(
     assert LedgerId(2) not in [info.ledger_id for info in bookie.inspect().ledgers]
     reads_back(bookie, 1, 6)
     bookie.check_invariants()
-    for plan in (LoseUnsynced(), KeepAll()):
-        bookie.shutdown() if plan is KeepAll else None
-        disk.crash(plan)
+    for clean in (False, True):  # a crash losing everything unsynced, then a clean restart
+        if clean:
+            bookie.shutdown()
+        else:
+            disk.crash(LoseUnsynced())
         bookie = open_bookie(disk, config(), clock=clock)
         with pytest.raises(NoLedger):
             bookie.read_entry(LedgerId(2), EntryId(0))
@@ -271,7 +278,7 @@ def test_a_ledger_deleted_between_copy_and_index_is_not_put_back_into_the_index(
 FAULTS = [
     ("write", lambda path: path.endswith(".log.compacting")),
     ("fsync", lambda path: path.endswith(".log.compacting")),
-    ("read", lambda path: path.endswith(".log") and "/0.log" not in path),
+    ("read", lambda path: path.endswith("/0.log")),  # the source
     ("fsync_dir", lambda path: True),
 ]
 
@@ -288,22 +295,20 @@ def test_many_failed_compactions_leave_no_files_behind(fault: int) -> None:
     failures = 0
     for attempt in range(12):
         disk.fail_next(op, match=match)
-        try:
+        with pytest.raises((BookieIOError, NoSpace)):
             bookie.gc(force=True)
-        except (BookieIOError, NoSpace):
-            failures += 1
+        failures += 1
         disk.clear_failures()
         assert bookie.failure is None, bookie.failure
-        after = sizes(disk)
-        grown = {name for name in after if name not in before}
-        if grown:  # the one cycle that did not fail replaced the source by its copy
-            assert attempt and failures == attempt, (attempt, failures, grown)
-            break
-        assert after == before, (attempt, after, before)
+        now = sizes(disk)  # no new file, the source untouched (the active log takes adds)
+        assert set(now) == set(before) and now["0.log"] == before["0.log"], (attempt, now)
         ack = bookie.add_entry(LedgerId(9), EntryId(attempt), KEY, b"on")  # still serving
         bookie.journal_force()
         assert ack.done and ack.error is None
-    assert failures >= 1
+    assert failures == 12
+    stats = bookie.gc(force=True)  # no fault: the compaction goes through
+    assert stats.logs_compacted == 1, stats
+    assert "0.log" not in files(disk)
     reads_back(bookie, 1, 6)
     reads_back(bookie, 2, 6)
 
@@ -357,7 +362,7 @@ def test_a_new_cycle_rolls_back_the_compaction_in_flight() -> None:
     assert files(disk) == before
     assert bookie.compact_flush().phase == "idle"  # the old compaction is gone
     assert again.candidates == (copied.source_log,)
-    assert bookie.gc().logs_compacted == 1
+    assert bookie.gc(force=True).logs_compacted == 1
 
 
 @pytest.mark.parametrize("after", ["copy", "flush"])
@@ -412,7 +417,9 @@ def test_a_bookie_on_short_disks_suspends_or_forces(
     bookie = open_bookie(disk, cfg, clock=clock)
     if usage:
         for directory in ("/bk/ledgers0", "/bk/ledgers1"):
-            used = disk.disk_space(directory).total_bytes - disk.disk_space(directory).free_bytes
+            disk.set_capacity(directory, 10**9)
+            space = disk.disk_space(directory)
+            used = space.total_bytes - space.free_bytes
             disk.set_capacity(directory, max(1, int(used / usage)))
     bookie.check_dirs()
     # Unforced with intervals not passed: only isForceGCAllowWhenNoSpace makes it compact.
@@ -471,7 +478,5 @@ def test_max_time_millis_stops_a_run_between_compactions() -> None:
     assert gc.last_major_ms == gc.last_minor_ms == 1000
 
 
-def _usage(ledgers: dict[int, int]) -> object:
-    from impl.bookie.gc import LogUsage
-
+def _usage(ledgers: dict[int, int]) -> LogUsage:
     return LogUsage(ledgers)

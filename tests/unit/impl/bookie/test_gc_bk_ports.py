@@ -19,7 +19,7 @@ from impl.fs.api import FileSystem
 from models.fs.simdisk import SimDisk
 from spec.crash import LoseUnsynced
 from spec.errors import ConfigError, NoLedger
-from spec.ids import EntryId, LedgerId
+from spec.ids import EntryId, EntryLogId, LedgerId
 from tests.unit.impl.bookie.test_bookie import KEY, make_config, open_bookie
 
 #: CompactionTest: 100 entries of ENTRY_SIZE fill one entry log (logSizeLimit = 100 *
@@ -204,6 +204,7 @@ def test_force_garbage_collection(force_allow_when_disabled: bool) -> None:
     """CompactionTest.testForceGarbageCollection: a forced GC compacts (major, which stamps
     both times) whether compaction is enabled by its intervals or only allowed by
     forceAllowCompaction."""
+    settings: tuple[str, ...]
     if force_allow_when_disabled:
         settings = (
             "minorCompactionInterval=0",
@@ -345,9 +346,9 @@ def test_extract_meta_from_entry_logs() -> None:
         assert log_id is not None
         return log_id
 
-    log1 = add(1, 1, 5000)
+    log1 = EntryLogId(add(1, 1, 5000))
     assert add(2, 1, 5000) == log1
-    log2 = add(2, 2, 15000)
+    log2 = EntryLogId(add(2, 2, 15000))
     assert log2 > log1
     log3 = add(2, 3, 15000)
     assert log3 > log2
