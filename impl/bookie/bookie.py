@@ -115,7 +115,12 @@ from impl.entrylog.compactor import (
 from impl.entrylog.ledger_dirs import RandomSource
 from impl.entrylog.logger import EntryLogger, settings_from_config
 from impl.entrylog.manager import LogChannel, LogState
-from impl.format.entry_log import MIN_SANE_ENTRY_SIZE, encode_entry_record
+from impl.entrylog.reader import extract_metadata
+from impl.format.entry_log import (
+    LOGFILE_HEADER_SIZE,
+    MIN_SANE_ENTRY_SIZE,
+    encode_entry_record,
+)
 from impl.format.journal import encode_fence_record, encode_key_record
 from impl.format.names import log_file_name
 from impl.fs.api import DirLock, FileSystem
@@ -141,6 +146,7 @@ from spec.errors import (
     NoLedger,
     NoSpace,
     NoWritableLedgerDir,
+    RecoveryError,
     Unauthorized,
 )
 from spec.ids import INT64_MAX, EntryId, EntryLogId, LedgerId, location_log_id
@@ -843,7 +849,9 @@ class Bookie:
                 self._gc.drop_deleted(self._is_live_ledger)  # step 1
                 self._gc_extract()  # step 2
                 deleted, reclaimed = self._gc_delete_dead()  # step 3
-            except (FsError, NoWritableLedgerDir, EntryLogError) as exc:
+            except (FsError, NoWritableLedgerDir, EntryLogError, RecoveryError) as exc:
+                # RecoveryError: a damaged .compacted whose source is gone (step 0 refuses to
+                # guess); the bookie serves on, GC waits for an operator (the message says).
                 raise self._gc_error("garbage collection", exc) from exc
             kind = self._gc_kind(force)  # step 4
             begun = self._gc.begin(kind, deleted, reclaimed)  # step 5's order
@@ -963,16 +971,30 @@ class Bookie:
             return [log_id for log_id in self._entry_logger.log_ids() if log_id not in busy]
 
     def _gc_read_metadata(self, log_id: EntryLogId) -> dict[int, int] | None:
-        """A log's bytes per ledger (its ledgers map, else a scan); ``{}`` for a file that
-        is no entry log (a zero-byte preallocated log of an earlier run: the abstract state
-        says it holds nothing too); None when it cannot be read now (next cycle)."""
-        with self._lock:
-            try:
-                return dict(self._entry_logger.extract_metadata(log_id).metadata.ledgers)
-            except EntryLogError:
-                return {}
-            except FsError:
-                return None
+        """A log's bytes per ledger (its ledgers map, else a scan); ``{}`` for a file too
+        short to hold a record (the zero-byte preallocated log an earlier run left); None
+        when it cannot be read now or its header is damaged (next cycle). The log is
+        flushed, so it is read through a handle of its own, outside the state lock: adds go on
+        while GC scans."""
+        path = self._entry_logger.find_log(log_id)
+        if path is None:
+            return {}
+        try:
+            handle = self._fs.open(path, read_only=True)
+        except FsError:
+            return None
+        try:
+            if handle.size() < LOGFILE_HEADER_SIZE:
+                return {}  # records start after the header: this file holds none
+            chunk = self._limits.scan_chunk_bytes
+            return dict(extract_metadata(handle, log_id, chunk_bytes=chunk).metadata.ledgers)
+        except (EntryLogError, FsError):
+            # A damaged header over what may be records, or a read error: never deleted on a
+            # guess; skipped (and tried again next cycle).
+            return None
+        finally:
+            with contextlib.suppress(FsError):
+                handle.close()
 
     def _gc_recover(self) -> None:
         """Step 0: finish or undo what interrupted compactions left (S3's recovery)."""
@@ -1282,3 +1304,9 @@ class Bookie:
                 assert not self._index.is_deleted(LedgerId(ledger_id)), ledger_id
             if self._closed:
                 assert self._pending.all_done()
+        with self._gc_lock:  # never taken while holding _lock
+            self._gc.check_invariants()
+            compaction = self._compaction
+            if compaction is not None:
+                assert compaction.phase in ("copied", "flushed"), compaction.phase
+                assert self._gc.in_cycle, "a compaction belongs to a cycle"

@@ -480,3 +480,25 @@ def test_max_time_millis_stops_a_run_between_compactions() -> None:
 
 def _usage(ledgers: dict[int, int]) -> LogUsage:
     return LogUsage(ledgers)
+
+
+def test_a_log_with_a_damaged_header_is_never_deleted_on_a_guess() -> None:
+    """A file too short for a record is empty for sure and goes; one long enough to hold
+    records whose header is not an entry log's may hold data the index names: GC leaves it
+    (and a zero-byte file beside it still goes)."""
+    disk, clock = SimDisk(), ManualClock()
+    bookie = open_bookie(disk, config(), clock=clock)
+    fill(bookie, (1,), 3)
+    bookie.checkpoint()
+    bookie.shutdown()
+    for name, data in (("99.log", b"\xff" * 3000), ("98.log", b"")):
+        handle = disk.open(f"{LEDGER_DIRS[0]}/{name}", create=True)
+        handle.append(data)
+        handle.fsync()
+        handle.close()
+    disk.fsync_dir(LEDGER_DIRS[0])
+    bookie = open_bookie(disk, config(), clock=clock)
+    stats = bookie.gc(force=True)
+    assert "99.log" in files(disk) and "98.log" not in files(disk)
+    assert stats.logs_deleted == 1
+    reads_back(bookie, 1, 3)
