@@ -877,6 +877,7 @@ class Bookie:
             try:
                 compaction = self._compactor_copy(source)
             except (FsError, NoWritableLedgerDir, EntryLogError) as exc:
+                self._forget_if_gone(source)  # nothing live: the unlink may have happened
                 self._gc_end()
                 raise self._gc_error(f"copying entry log {log_file_name(source)}", exc) from exc
             if compaction.new_log is None:
@@ -926,6 +927,7 @@ class Bookie:
                 self._apply_moves_and_flush(compaction.moved)
                 self._compactor_remove_source(compaction)
             except (FsError, NoWritableLedgerDir, EntryLogError) as exc:
+                self._forget_if_gone(source)
                 self._gc_end()
                 step = f"the index phase of the compaction of {log_file_name(source)}"
                 raise self._step_failed(step, exc) from exc
@@ -1050,6 +1052,12 @@ class Bookie:
                 raise
         self._log_gone(log_id)
         return size
+
+    def _forget_if_gone(self, log_id: EntryLogId) -> None:
+        """After a failed step that may have unlinked ``log_id`` before failing (its
+        directory's fsync): a log whose file is gone is gone for the bookie too."""
+        if self._entry_logger.find_log(log_id) is None:
+            self._log_gone(log_id)
 
     def _log_gone(self, log_id: EntryLogId) -> None:
         """A log left the disk: forget it everywhere the bookie remembers it."""

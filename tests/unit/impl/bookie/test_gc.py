@@ -502,3 +502,26 @@ def test_a_log_with_a_damaged_header_is_never_deleted_on_a_guess() -> None:
     assert "99.log" in files(disk) and "98.log" not in files(disk)
     assert stats.logs_deleted == 1
     reads_back(bookie, 1, 3)
+
+
+def test_a_source_unlinked_before_a_failed_directory_fsync_is_gone_for_the_bookie() -> None:
+    """Phase 1 found nothing live and unlinked the source; the directory's fsync failed. The
+    error is answered, and the bookie's state no longer lists a log whose file is gone."""
+    disk, clock = SimDisk(), ManualClock()
+    bookie = _three_ledger_log(disk, clock)
+    (source,) = bookie.gc_begin(force=True).candidates
+    bookie.delete_ledger(LedgerId(1))
+    bookie.delete_ledger(LedgerId(2))
+    name = f"{source:x}.log"
+    # Fail the first directory fsync after the source's unlink.
+    disk.fail_next("fsync_dir", match=lambda path: name not in files(disk))
+    with pytest.raises(BookieIOError):
+        bookie.compact_copy()
+    assert disk.take_fired(), "the fault never fired"
+    assert name not in files(disk)
+    assert source not in [info.log_id for info in bookie.inspect().entry_logs]
+    bookie.check_invariants()
+    assert bookie.failure is None
+    bookie.gc(force=True)
+    assert f"{source:x}.log" not in files(disk)
+    assert source not in [info.log_id for info in bookie.inspect().entry_logs]
