@@ -72,6 +72,7 @@ from impl.bookie.ack import Ack, PendingAcks
 from impl.bookie.checkpoint import Checkpointer
 from impl.bookie.gc import (
     IDLE,
+    CompactionCancelled,
     GarbageCollector,
     GcPolicy,
     GcStats,
@@ -273,6 +274,9 @@ class Bookie:
         self._gc = GarbageCollector(GcPolicy.from_config(config), self._clock)
         self._gc_last_stats = GcStats("none", 0, 0, 0, 0)
         self._compactor_instance: TransactionalCompactor | None = None
+        self._throttle: Throttle | None = None
+        #: A compaction copy is running (``cancel_gc`` has something to stop).
+        self._copying = False
         #: The compaction in flight between its phase steps (guarded by ``_gc_lock``).
         self._compaction: Compaction | None = None
         self._compaction_source_bytes = 0
@@ -876,6 +880,9 @@ class Bookie:
             size = self._log_size(source)
             try:
                 compaction = self._compactor_copy(source)
+            except CompactionCancelled:
+                self._gc_end()  # rolled back by the compactor
+                raise
             except (FsError, NoWritableLedgerDir, EntryLogError) as exc:
                 self._forget_if_gone(source)  # nothing live: the unlink may have happened
                 self._gc_end()
@@ -939,6 +946,15 @@ class Bookie:
                 reclaimed=self._compaction_source_bytes - kept,
             )
             return PhaseResult("index", source, new_log, len(compaction.moved))
+
+    def cancel_gc(self) -> None:
+        """Stop a compaction copy in progress at its next record (it rolls back and its step
+        raises CompactionCancelled, a BookieIOError); a shutdown and a stopping driver call
+        it, so they do not wait for a throttled copy of a whole log. Thread-safe: it only
+        raises a flag."""
+        throttle = self._throttle
+        if throttle is not None and self._copying:
+            throttle.cancel()
 
     def gc_metadata(self) -> dict[EntryLogId, tuple[int, int]]:
         """The garbage collector's metadata map (entryLogMetaMap) as it stands: per flushed
@@ -1081,6 +1097,7 @@ class Bookie:
 
     def _make_compactor(self) -> TransactionalCompactor:
         throttle = Throttle.from_policy(self._gc.policy, self._clock, self._clock.sleep_ns)
+        self._throttle = throttle
         return _BookieCompactor(
             self._fs, self._entry_logger, self._lock, limits=self._limits, throttle=throttle
         )
@@ -1092,7 +1109,14 @@ class Bookie:
         return self._compactor_instance
 
     def _compactor_copy(self, source: EntryLogId) -> Compaction:
-        return self._compactor.copy(source, self._is_live_ledger)
+        compactor = self._compactor
+        self._copying = True
+        try:
+            return compactor.copy(source, self._is_live_ledger)
+        finally:
+            self._copying = False
+            if self._throttle is not None:
+                self._throttle.clear()
 
     def _compactor_flush(self, compaction: Compaction) -> None:
         self._compactor.flush(compaction)
@@ -1188,6 +1212,7 @@ class Bookie:
             if self._closed or self._closing:
                 return
             self._closing = True
+        self.cancel_gc()  # a throttled copy in progress stops at its next record
         with self._gc_lock:  # waits for a GC step in progress, then drops its cycle
             self._abort_compaction()
         failed_before = self._failure

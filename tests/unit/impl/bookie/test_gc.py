@@ -525,3 +525,37 @@ def test_a_source_unlinked_before_a_failed_directory_fsync_is_gone_for_the_booki
     bookie.gc(force=True)
     assert f"{source:x}.log" not in files(disk)
     assert source not in [info.log_id for info in bookie.inspect().entry_logs]
+
+
+class _CancellingClock(ManualClock):
+    """A clock whose first throttle wait cancels the copy, as a shutdown from another
+    thread would while the copy waits for its rate."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bookie: Bookie | None = None
+        self.cancels = 0
+
+    def sleep_ns(self, ns: int) -> None:
+        if self.bookie is not None and not self.cancels:
+            self.cancels += 1
+            self.bookie.cancel_gc()
+        super().sleep_ns(ns)
+
+
+def test_a_cancelled_copy_rolls_back_and_the_next_cycle_compacts() -> None:
+    disk, clock = SimDisk(), _CancellingClock()
+    bookie = open_bookie(disk, config("compactionRateByEntries=2"), clock=clock)
+    fill(bookie, (1, 2, 3), 6)
+    bookie.rotate_log()
+    bookie.checkpoint()
+    bookie.delete_ledger(LedgerId(3))
+    before = files(disk)
+    clock.bookie = bookie
+    with pytest.raises(BookieIOError, match="cancelled"):
+        bookie.gc(force=True)
+    assert clock.cancels == 1
+    assert files(disk) == before and bookie.failure is None
+    bookie.cancel_gc()  # no copy running: nothing to stop, the next copy is not hit
+    assert bookie.gc(force=True).logs_compacted == 1
+    reads_back(bookie, 1, 6)
