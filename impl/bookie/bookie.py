@@ -1129,8 +1129,8 @@ class Bookie:
 
     def _apply_moves_and_flush(self, moved: list[MovedEntry]) -> None:
         """Phase 3's index part (and recovery's): under the checkpointer's lock, point each
-        moved entry of a live ledger whose location is still the old one (or missing) at its
-        new location, then force the entry logs and flush the index as a checkpoint's first
+        moved entry of a live ledger whose location is still in the source log at its new
+        location, then force the entry logs and flush the index as a checkpoint's first
         half does (the persisted index only names durable records)."""
         with self._checkpointer.lock:
             with self._lock:
@@ -1139,17 +1139,20 @@ class Bookie:
 
     def _apply_moves(self, moved: list[MovedEntry]) -> int:
         """Put the new locations (the caller holds the state lock); returns how many. Only
-        for a live ledger the index knows, and only where the index has no location for the
-        entry or one in the source log (compared by log id: recovery's moves carry the
-        source at offset 0, and any location in a log about to go must move anyway); an
-        entry added again elsewhere since keeps its newer location."""
+        for a live ledger the index knows, and only where the index has a location for the
+        entry in the source log (compared by log id: recovery's moves carry the source at
+        offset 0, and any location in a log about to go must move anyway); an entry added
+        again elsewhere since keeps its newer location. An entry the index does not have is
+        never put: its record reached the log but its add was never journaled (or the
+        journal replay adds it back), and a reader already told ``no_entry`` must keep
+        hearing it."""
         index = self._index
         applied = 0
         for move in moved:
             if not self._is_live_ledger(move.ledger_id) or not index.has_ledger(move.ledger_id):
                 continue
             current = index.get_location(move.ledger_id, move.entry_id)
-            if current is None or location_log_id(current) == location_log_id(move.old):
+            if current is not None and location_log_id(current) == location_log_id(move.old):
                 index.put_entry(move.ledger_id, move.entry_id, move.new)
                 applied += 1
         return applied
