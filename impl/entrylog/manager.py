@@ -365,6 +365,10 @@ class SingleEntryLogManager:
         except FsError:
             with contextlib.suppress(FsError):
                 channel.close()
+            if not register:
+                # A compaction log nobody will ever finish: remove it now (recovery would).
+                with contextlib.suppress(FsError):
+                    self._fs.unlink(path)
             raise
         self._allocator.publish(log_id)
         if register:
