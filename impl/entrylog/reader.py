@@ -400,6 +400,19 @@ assert _SCAN_HEAD.size == ENTRY_HEAD_SIZE
 _NOT_ZERO = re.compile(rb"[^\x00]")
 
 
+class RecordChunk(NamedTuple):
+    """One chunk the scan read: ``data`` is the file from offset ``base`` on, ``records`` the
+    entries whose heads lie in it (their bodies may run past its end)."""
+
+    base: int
+    data: bytes
+    records: list[ScannedRecord]
+
+    def holds(self, start: int, end: int) -> bool:
+        """Whether the file's bytes ``start`` to ``end`` are all in this chunk."""
+        return self.base <= start and end <= self.base + len(self.data)
+
+
 class _ScanState:
     """scanEntryLog's position and counters, kept while the scan walks the log."""
 
@@ -435,8 +448,9 @@ class _ScanState:
         assert all(r.offset + r.size <= self.pos for r in self.undersized[-1:]), self.pos
 
 
-def _walk(src: ByteSource, state: _ScanState, chunk_bytes: int) -> Iterator[list[ScannedRecord]]:
-    """scanEntryLog's walk over ``src``, yielding the entries of each chunk read, in file order.
+def _walk(src: ByteSource, state: _ScanState, chunk_bytes: int) -> Iterator[RecordChunk]:
+    """scanEntryLog's walk over ``src``, yielding each chunk read with the entries whose
+    heads it holds, in file order.
 
     Why it is shaped so: GC extracts the metadata of every new log and the compactor scans
     every source, so this loop is the scan's whole cost. It reads ``chunk_bytes`` (at least
@@ -464,7 +478,7 @@ def _walk(src: ByteSource, state: _ScanState, chunk_bytes: int) -> Iterator[list
         need = min(ENTRY_HEAD_SIZE, file_size - pos)
         if rel + need > len(buf) and read_at != pos:
             if batch:
-                yield batch
+                yield RecordChunk(base, buf, batch)
                 batch = []
                 append = batch.append
             buf = src.pread(pos, min(max(need, chunk_bytes), file_size - pos))
@@ -519,7 +533,7 @@ def _walk(src: ByteSource, state: _ScanState, chunk_bytes: int) -> Iterator[list
             break
         pos = state.pos = record_end
     if batch:
-        yield batch
+        yield RecordChunk(base, buf, batch)
 
 
 def iter_records(
@@ -528,8 +542,21 @@ def iter_records(
     """The entries of a log in file order, lazily (map and undersized records left out)."""
     del log_id  # the records do not carry it; kept for the callers' symmetry with scan
     state = _ScanState(src.size())
-    for batch in _walk(src, state, chunk_bytes):
-        yield from batch
+    for chunk in _walk(src, state, chunk_bytes):
+        yield from chunk.records
+    state.check_invariants()
+
+
+def iter_record_chunks(
+    src: ByteSource, log_id: EntryLogId, *, chunk_bytes: int = LIMITS.scan_chunk_bytes
+) -> Iterator[RecordChunk]:
+    """The entries of a log as :func:`iter_records` finds them, chunk by chunk, each with the
+    bytes the scan read: a caller that needs the records' bytes too (the compactor's copy)
+    slices them out of the chunk instead of reading each record again. A record may run
+    past the end of its chunk (``RecordChunk.holds``); read that one from the source."""
+    del log_id
+    state = _ScanState(src.size())
+    yield from _walk(src, state, chunk_bytes)
     state.check_invariants()
 
 
@@ -539,8 +566,8 @@ def scan(
     """Walk the whole log as BookKeeper's scanEntryLog does (spec page, "The scan")."""
     state = _ScanState(src.size())
     records: list[ScannedRecord] = []
-    for batch in _walk(src, state, chunk_bytes):
-        records += batch
+    for chunk in _walk(src, state, chunk_bytes):
+        records += chunk.records
     state.check_invariants()
     result = ScanResult(
         log_id=log_id,
