@@ -43,6 +43,7 @@ NOT_MODELLED = "not modelled: checked by "
 MODEL_MAP: dict[str, str] = {
     "impl/bookie/bookie.py": "models/bookie/bookie.py",
     "impl/bookie/driver.py": NOT_MODELLED + "tests/unit/impl/bookie/test_driver.py",
+    "impl/bookie/gc.py": NOT_MODELLED + "tests/unit/impl/bookie/test_gc.py",
     "impl/clock.py": NOT_MODELLED + "tests/unit/impl/bookie/test_driver.py",
     "impl/config/bk_keys.py": NOT_MODELLED + "tests/unit/impl/config/test_config.py",
     "impl/config/config.py": NOT_MODELLED + "tests/unit/impl/config/test_config.py",
@@ -51,6 +52,7 @@ MODEL_MAP: dict[str, str] = {
     "impl/entrylog/buffered_channel.py": (
         NOT_MODELLED + "tests/unit/impl/entrylog/test_buffered_channel.py"
     ),
+    "impl/entrylog/compactor.py": NOT_MODELLED + "tests/unit/impl/entrylog/test_compactor.py",
     "impl/entrylog/ids.py": NOT_MODELLED + "tests/unit/impl/entrylog/test_ids.py",
     "impl/entrylog/ledger_dirs.py": NOT_MODELLED + "tests/unit/impl/entrylog/test_ledger_dirs.py",
     "impl/entrylog/logger.py": NOT_MODELLED + "tests/unit/impl/entrylog/test_logger.py",
