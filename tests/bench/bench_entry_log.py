@@ -7,7 +7,8 @@ Not part of the test run (these machines are noisy; a ratio from one run is what
    (fsync), beside a raw loop that builds the same records into a 64 KiB buffer, os.write()s
    it when full and fsyncs once at the end. Same bytes, same disk.
 2. scan: impl.entrylog.reader.scan over the resulting log, beside a raw sequential read of
-   the same file in 1 MiB chunks.
+   the same file in 1 MiB chunks; and extract_metadata of the same log (it has no ledgers
+   map, so the metadata comes from a scan: what GC does for a log without a map).
 3. read: EntryLogger.read_entry of every entry by location, beside raw os.pread of each
    record at the same offsets.
 Reports the best of R rounds for each, in MB/s, and the ratio bkref / raw.
@@ -24,7 +25,7 @@ import time
 from collections.abc import Callable
 
 from impl.entrylog.logger import EntryLogger, EntryLoggerSettings
-from impl.entrylog.reader import scan
+from impl.entrylog.reader import extract_metadata, scan
 from impl.format.entry_log import encode_payload
 from impl.fs.os_backend import OsFileSystem
 from spec.ids import EntryId, EntryLogId, LedgerId, Location
@@ -83,7 +84,7 @@ def bench_append(entries: int, rounds: int) -> tuple[float, float, int]:
     return _best(rounds, ours), _best(rounds, raw), total_bytes
 
 
-def bench_read(entries: int, rounds: int) -> tuple[float, float, float, float, int]:
+def bench_read(entries: int, rounds: int) -> tuple[float, float, float, float, float, int]:
     body = random.Random(2).randbytes(ENTRY_BODY_BYTES)
     with tempfile.TemporaryDirectory() as root:
         os.makedirs(f"{root}/current")
@@ -104,6 +105,16 @@ def bench_read(entries: int, rounds: int) -> tuple[float, float, float, float, i
             elapsed = time.perf_counter() - start
             handle.close()
             assert len(result.records) == entries
+            return elapsed
+
+        def ours_metadata() -> float:
+            handle = OsFileSystem().open(path)
+            start = time.perf_counter()
+            found = extract_metadata(handle, log_id)
+            elapsed = time.perf_counter() - start
+            handle.close()
+            assert found.source == "scan", found.fallback_reason
+            assert found.metadata.total_bytes == size - 1024
             return elapsed
 
         def raw_scan() -> float:
@@ -136,6 +147,7 @@ def bench_read(entries: int, rounds: int) -> tuple[float, float, float, float, i
             _best(rounds, raw_scan),
             _best(rounds, ours_read),
             _best(rounds, raw_read),
+            _best(rounds, ours_metadata),
         )
         reader.close()
         return (*results, size)
@@ -152,10 +164,16 @@ def main() -> None:
         f"append {args.entries} x 1 KiB + fsync: bkref {total / ours / mb:7.1f} MB/s, "
         f"raw {total / raw / mb:7.1f} MB/s, ratio {raw / ours:.2f}"
     )
-    scan_ours, scan_raw, read_ours, read_raw, size = bench_read(args.entries, args.rounds)
+    scan_ours, scan_raw, read_ours, read_raw, meta_ours, size = bench_read(
+        args.entries, args.rounds
+    )
     print(
         f"scan of the log ({size / mb:.1f} MB): bkref {size / scan_ours / mb:7.1f} MB/s, "
         f"raw read {size / scan_raw / mb:7.1f} MB/s, ratio {scan_raw / scan_ours:.2f}"
+    )
+    print(
+        f"extract_metadata by scan: bkref {size / meta_ours / mb:7.1f} MB/s, "
+        f"raw read {size / scan_raw / mb:7.1f} MB/s, ratio {scan_raw / meta_ours:.2f}"
     )
     print(
         f"read_entry by location: bkref {args.entries / read_ours:9.0f} entries/s, "

@@ -560,3 +560,107 @@ def test_a_real_file_handle_is_a_byte_source(tmp_path: Path) -> None:
         assert len(scan(src, LOG, chunk_bytes=64).records) == 4
     finally:
         handle.close()
+
+
+def reference_scan(data: bytes) -> tuple[object, ...]:
+    """The spec page's walk ("The scan") written plainly, one position at a time over the
+    whole bytes: the oracle for the bulk scan's chunks, tight loop and skipped zero runs."""
+    records, undersized, padding, maps, skipped = [], [], 0, 0, 0
+    pos = fmt.LOGFILE_HEADER_SIZE
+    while pos < len(data):
+        if len(data) - pos < 12:
+            break
+        size = struct.unpack_from(">i", data, pos)[0]
+        if size <= 0:
+            padding, pos = padding + 1, pos + 1
+            continue
+        if pos + 4 + size > len(data):
+            break
+        ledger_id = struct.unpack_from(">q", data, pos + 4)[0]
+        if ledger_id == -1:
+            maps += 1
+        elif ledger_id < 0:
+            skipped += 1
+        elif size < 16:
+            undersized.append((ledger_id, pos + 4, size))
+        else:
+            entry_id = struct.unpack_from(">q", data, pos + 12)[0]
+            records.append((ledger_id, entry_id, pos + 4, size))
+        pos += 4 + size
+    end = min(pos, len(data))
+    return records, undersized, padding, maps, skipped, end, len(data) - end
+
+
+def bulk_scan(data: bytes, chunk_bytes: int) -> tuple[object, ...]:
+    result = scan(BytesSource(data), LOG, chunk_bytes=chunk_bytes)
+    return (
+        [tuple(r) for r in result.records],
+        [(r.ledger_id, r.offset, r.size) for r in result.undersized_records],
+        result.padding_bytes,
+        result.map_records,
+        result.skipped_records,
+        result.end_offset,
+        result.torn_tail_bytes,
+    )
+
+
+@st.composite
+def messy_logs(draw: st.DrawFn) -> bytes:
+    """A header, then entries, zero runs, bytes of negative sizes, map records, records of
+    negative ledgers and undersized records in any order, cut anywhere."""
+    data = bytearray(bk_layout.header())
+    for _ in range(draw(st.integers(0, 14))):
+        kind = draw(st.sampled_from(["entry", "zeros", "negative", "map", "skip", "small", "raw"]))
+        if kind == "entry":
+            ledger, entry_id, body = draw(st.tuples(st.integers(0, 6), int64s, bodies))
+            data += bk_layout.record(bk_layout.payload(ledger, entry_id, body))
+        elif kind == "zeros":
+            data += bytes(draw(st.integers(1, 90)))
+        elif kind == "negative":
+            data += bytes([draw(st.integers(0x80, 0xFF))]) * draw(st.integers(1, 5))
+        elif kind in ("map", "skip"):
+            ledger = -1 if kind == "map" else draw(st.integers(INT64_MIN, -2))
+            data += bk_layout.record(bk_layout.payload(ledger, 0, draw(bodies)))
+        elif kind == "small":
+            size = draw(st.integers(1, 15))
+            data += struct.pack(">i", size) + draw(st.binary(min_size=size, max_size=size))
+        else:
+            data += draw(st.binary(max_size=30))
+    return bytes(data[: draw(st.integers(0, len(data)))])
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.one_of(messy_logs(), hostile_logs()), chunk_bytes=st.integers(20, 300))
+def test_the_bulk_scan_walks_as_the_plain_reference_does(data: bytes, chunk_bytes: int) -> None:
+    expected = reference_scan(data)
+    assert bulk_scan(data, chunk_bytes) == expected
+    assert bulk_scan(data, 1 << 20) == expected
+    assert [tuple(r) for r in iter_records(BytesSource(data), LOG, chunk_bytes=chunk_bytes)] == (
+        expected[0]
+    )
+
+
+def test_a_long_run_of_zeros_is_padding_read_in_one_chunk() -> None:
+    built = bk_layout.build_log(FOUR_ADDS, rotated=False)
+    zeros = 100_000
+    data = built.data + bytes(zeros) + bk_layout.record(bk_layout.payload(5, 1, b"after"))
+    src = BytesSource(data)
+    result = scan(src, LOG)
+    assert result.padding_bytes == zeros
+    assert [r.ledger_id for r in result.records][-1] == 5
+    assert src.reads <= 2
+    assert bulk_scan(data, 64) == reference_scan(data)
+
+
+@pytest.mark.parametrize("chunk_bytes", [20, 57, 1 << 20])
+def test_every_cut_of_a_messy_log_scans_as_the_reference(chunk_bytes: int) -> None:
+    records = [
+        bk_layout.record(bk_layout.payload(ledger, ledger * 3, b"x" * ledger))
+        for ledger in range(6)
+    ]
+    data = bk_layout.header() + records[0] + bytes(9) + records[1] + b"\xff\x80"
+    data += bk_layout.record(bk_layout.payload(-1, 0, b"map")) + records[2]
+    data += struct.pack(">iq", 8, 4) + records[3] + bk_layout.record(bk_layout.payload(-5, 0, b""))
+    data += records[4] + bytes(15) + records[5]
+    for cut in range(fmt.LOGFILE_HEADER_SIZE - 1, len(data) + 1):
+        assert bulk_scan(data[:cut], chunk_bytes) == reference_scan(data[:cut]), cut
