@@ -23,6 +23,11 @@ class Clock(Protocol):
         """A monotonic reading in nanoseconds, for group-commit waits and timers."""
         ...
 
+    def sleep_ns(self, ns: int) -> None:
+        """Wait ``ns`` nanoseconds (the compaction throttle): a real sleep, or on a manual
+        clock a move of the clock, so a throttled compaction replays exactly."""
+        ...
+
 
 class SystemClock:
     """The real clock."""
@@ -32,6 +37,10 @@ class SystemClock:
 
     def monotonic_ns(self) -> int:
         return time.monotonic_ns()
+
+    def sleep_ns(self, ns: int) -> None:
+        if ns > 0:
+            time.sleep(ns / 1_000_000_000)
 
 
 class ManualClock:
@@ -49,6 +58,13 @@ class ManualClock:
     def monotonic_ns(self) -> int:
         with self._lock:
             return self._monotonic_ns
+
+    def sleep_ns(self, ns: int) -> None:
+        """Move both readings forward by ``ns`` (the wall clock by whole milliseconds)."""
+        assert ns >= 0, ns
+        with self._lock:
+            self._monotonic_ns += ns
+            self._wall_ms += ns // 1_000_000
 
     def advance_ms(self, ms: int) -> None:
         """Move both readings forward by ``ms`` milliseconds."""

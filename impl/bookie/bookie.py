@@ -61,6 +61,16 @@ import attrs
 
 from impl.bookie.ack import Ack, PendingAcks
 from impl.bookie.checkpoint import Checkpointer
+from impl.bookie.gc import (
+    IDLE,
+    GarbageCollector,
+    GcPolicy,
+    GcStats,
+    Kind,
+    PhaseResult,
+    Throttle,
+    suspension,
+)
 from impl.bookie.identity import (
     lock_directories,
     normalise_dir,
@@ -81,12 +91,24 @@ from impl.bookie.state import (
     RecoveryReport,
     bookie_state,
 )
-from impl.clock import Clock
+from impl.clock import Clock, SystemClock
 from impl.config.config import ServerConfig
+from impl.entrylog.compactor import (
+    Compaction,
+    MovedEntry,
+    TransactionalCompactor,
+    recover_leftovers,
+    remove_log_file,
+)
+from impl.entrylog.compactor import (
+    Throttle as CompactorThrottle,
+)
 from impl.entrylog.ledger_dirs import RandomSource
 from impl.entrylog.logger import EntryLogger, settings_from_config
+from impl.entrylog.manager import LogChannel, LogState
 from impl.format.entry_log import MIN_SANE_ENTRY_SIZE, encode_entry_record
 from impl.format.journal import encode_fence_record, encode_key_record
+from impl.format.names import log_file_name
 from impl.fs.api import DirLock, FileSystem
 from impl.index.ledger_index import LedgerIndex
 from impl.journal.journal import (
@@ -112,10 +134,18 @@ from spec.errors import (
     NoWritableLedgerDir,
     Unauthorized,
 )
-from spec.ids import INT64_MAX, EntryId, EntryLogId, LedgerId
+from spec.ids import INT64_MAX, EntryId, EntryLogId, LedgerId, location_log_id
 
 #: The bookie and the types its methods hand out (importable from here, as before the split).
-__all__ = ["Ack", "Bookie", "BookieLayout", "BookieState", "RecoveryReport"]
+__all__ = [
+    "Ack",
+    "Bookie",
+    "BookieLayout",
+    "BookieState",
+    "GcStats",
+    "PhaseResult",
+    "RecoveryReport",
+]
 
 
 def _no_progress(_line: str) -> None:
@@ -136,6 +166,33 @@ def _write_failed(
     )
 
 
+class _BookieCompactor(TransactionalCompactor):
+    """The compactor as the bookie runs it: what touches the entry logger's shared state
+    (the id counter and the new log's allocation, the read handles of a removed log) is done
+    under the bookie's state lock; the copy itself and its fsyncs are not, so adds go on
+    while a log is compacted (and while the throttle waits)."""
+
+    def __init__(
+        self,
+        fs: FileSystem,
+        entry_logger: EntryLogger,
+        state_lock: threading.RLock,
+        *,
+        limits: Limits,
+        throttle: CompactorThrottle | None,
+    ) -> None:
+        super().__init__(fs, entry_logger, limits=limits, throttle=throttle)
+        self._state_lock = state_lock
+
+    def _allocate(self) -> LogChannel:
+        with self._state_lock:
+            return super()._allocate()
+
+    def _remove_source_file(self, c: Compaction) -> None:
+        with self._state_lock:
+            super()._remove_source_file(c)
+
+
 # --- the bookie ------------------------------------------------------------------------------
 
 
@@ -151,10 +208,13 @@ class Bookie:
         index: LedgerIndex,
         recovery: RecoveryReport,
         limits: Limits,
+        *,
+        clock: Clock | None = None,
     ) -> None:
         """Internal: use :meth:`open`, which recovers before the bookie takes requests.
         ``index`` and ``entry_logger`` are consistent with the journal up to
-        ``recovery.end_mark``; lastMark is still ``recovery.start_mark``."""
+        ``recovery.end_mark``; lastMark is still ``recovery.start_mark``. ``clock`` times
+        the garbage collector's intervals and the compaction throttle."""
         self._fs = fs
         self._config = config
         self._limits = limits
@@ -190,6 +250,17 @@ class Bookie:
         self._captured: LogMark | None = None
         #: The directory locks (impl/bookie/identity.py), held until shutdown or close.
         self._dir_locks: list[DirLock] = []
+        # Garbage collection (gc.py decides, the GC steps below do the file work).
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        #: Serialises GC steps (the adapter's gc and the driver's GC thread); taken before
+        #: the checkpointer's lock and the state lock, never while holding them.
+        self._gc_lock = threading.RLock()
+        self._gc = GarbageCollector(GcPolicy.from_config(config), self._clock)
+        self._gc_last_stats = GcStats("none", 0, 0, 0, 0)
+        self._compactor_instance: TransactionalCompactor | None = None
+        #: The compaction in flight between its phase steps (guarded by ``_gc_lock``).
+        self._compaction: Compaction | None = None
+        self._compaction_source_bytes = 0
 
     # --- opening ----------------------------------------------------------------------
 
@@ -258,7 +329,9 @@ class Bookie:
             # Steps 0-3.
             recovered = recover(fs, config, layout, entry_logger, say, limits=limits)
             report = recovered.report
-            bookie = cls(fs, config, layout, entry_logger, recovered.index, report, limits)
+            bookie = cls(
+                fs, config, layout, entry_logger, recovered.index, report, limits, clock=clock
+            )
             bookie._recovery_checkpoint(report.end_mark)  # step 4
             bookie._start_journal(clock)  # step 5
         except BaseException:
@@ -718,6 +791,317 @@ class Bookie:
             self._require_open()
             self._entry_logger.check_dirs()
 
+    # --- garbage collection and compaction ------------------------------------------------
+    #
+    # gc.py decides (which logs are dead, the kind, the candidates and their order); these
+    # steps do the file work under the bookie's locks. ``gc`` is a whole cycle (the adapter's
+    # op and the driver's GC thread); ``gc_begin`` and the three phase steps are the same
+    # cycle as explicit steps, so a test or the model can put adds, checkpoints, rotations and
+    # crashes between them. Each step is a small method a known-bad variant can override
+    # (tests/quality). Locks: ``_gc_lock`` serialises GC steps; phase 1 holds the state lock
+    # (it takes an id from the shared counter and reads which ledgers are live); phase 3
+    # holds the checkpointer's lock around its index update and flush, as a checkpoint does.
+
+    def gc(self, force: bool = False) -> GcStats:
+        """One whole GC cycle (GarbageCollectorThread.runWithFlags): ``gc_begin``, then copy,
+        flush and index for each candidate in order. Returns what the cycle did. Raises
+        NoSpace or BookieIOError as the steps do (a failed cycle is dropped; the bookie fails
+        only when phase 3 failed)."""
+        with self._gc_lock:
+            begun = self.gc_begin(force)
+            if not begun.candidates:
+                return attrs.evolve(begun, candidates=())
+            while True:
+                copied = self.compact_copy()
+                if copied.phase == "idle":
+                    break
+                if copied.new_log is None:
+                    continue
+                self.compact_flush()
+                self.compact_index()
+            return self._gc_last_stats
+
+    def gc_begin(self, force: bool = False) -> GcStats:
+        """Steps 0 to 4 of a cycle and its candidates (no compaction yet): abort a compaction
+        in flight and drop the rest of its cycle, recover leftovers, drop deleted ledgers from
+        the metadata, extract the metadata of new flushed logs, delete the logs with nothing
+        live, decide the kind. Returns the stats so far with ``candidates`` in order. Raises
+        NoSpace or BookieIOError (nothing is half done: the bookie keeps serving)."""
+        with self._gc_lock:
+            self._require_ready()
+            self._abort_compaction()
+            self._gc_last_stats = GcStats("none", 0, 0, 0, 0)
+            try:
+                self._gc_recover()  # step 0
+                self._gc.drop_deleted(self._is_live_ledger)  # step 1
+                self._gc_extract()  # step 2
+                deleted, reclaimed = self._gc_delete_dead()  # step 3
+            except (FsError, NoWritableLedgerDir, EntryLogError) as exc:
+                raise self._gc_error("garbage collection", exc) from exc
+            kind = self._gc_kind(force)  # step 4
+            begun = self._gc.begin(kind, deleted, reclaimed)  # step 5's order
+            if kind == "none":
+                self._gc_last_stats = begun
+            return begun
+
+    def compact_copy(self) -> PhaseResult:
+        """Phase 1 of the next candidate of the cycle (when no compaction is in flight):
+        copy the records of its live ledgers into a new ``.compacting`` log; when nothing is
+        live the source is deleted and no compaction log is left. ``idle`` when a compaction
+        is in flight or the cycle has no candidate left (the cycle then ends). Errors roll
+        back (NoSpace, BookieIOError; the rest of the cycle is dropped)."""
+        with self._gc_lock:
+            self._require_ready()
+            if self._compaction is not None:
+                return IDLE
+            source = self._gc.next_source()
+            if source is None:
+                self._gc_end()
+                return IDLE
+            size = self._log_size(source)
+            try:
+                compaction = self._compactor_copy(source)
+            except (FsError, NoWritableLedgerDir, EntryLogError) as exc:
+                self._gc_end()
+                raise self._gc_error(f"copying entry log {log_file_name(source)}", exc) from exc
+            if compaction.new_log is None:
+                self._log_gone(source)
+                self._gc.record(deleted=1, reclaimed=size)
+                return PhaseResult("copy", source, None, 0)
+            self._compaction = compaction
+            self._compaction_source_bytes = size
+            return PhaseResult("copy", source, compaction.new_log, len(compaction.moved))
+
+    def compact_flush(self) -> PhaseResult:
+        """Phase 2 of the compaction in flight: ledgers map, fsync, ``.compacted`` link,
+        ``.compacting`` removed. ``idle`` when no compaction waits for it. Errors roll back
+        (the compaction files are removed; NoSpace or BookieIOError)."""
+        with self._gc_lock:
+            self._require_ready()
+            compaction = self._compaction
+            if compaction is None or compaction.phase != "copied":
+                return IDLE
+            try:
+                self._compactor_flush(compaction)
+            except (FsError, NoWritableLedgerDir, EntryLogError) as exc:
+                self._abort_compaction()
+                name = log_file_name(compaction.source)
+                raise self._gc_error(f"flushing the compaction of {name}", exc) from exc
+            return PhaseResult(
+                "flush", compaction.source, compaction.new_log, len(compaction.moved)
+            )
+
+    def compact_index(self) -> PhaseResult:
+        """Phase 3 of the compaction in flight: link ``<new>.log``, point the live moved
+        entries at it, force the entry logs and flush the index (under the checkpointer's
+        lock), then remove the source and ``.compacted``. ``idle`` when no flushed compaction
+        waits. A failure fails the bookie (``_step_failed``; out of space excepted): recovery
+        finishes the compaction from ``.compacted``."""
+        with self._gc_lock:
+            self._require_ready()
+            compaction = self._compaction
+            if compaction is None or compaction.phase != "flushed":
+                return IDLE
+            self._compaction = None
+            source, new_log = compaction.source, compaction.new_log
+            assert new_log is not None
+            try:
+                self._compactor_link(compaction)
+                self._log_infos.rescan()
+                self._apply_moves_and_flush(compaction.moved)
+                self._compactor_remove_source(compaction)
+            except (FsError, NoWritableLedgerDir, EntryLogError) as exc:
+                self._gc_end()
+                step = f"the index phase of the compaction of {log_file_name(source)}"
+                raise self._step_failed(step, exc) from exc
+            self._log_gone(source)
+            kept = self._log_size(new_log)
+            self._gc.record(
+                compacted=1,
+                moved=len(compaction.moved),
+                reclaimed=self._compaction_source_bytes - kept,
+            )
+            return PhaseResult("index", source, new_log, len(compaction.moved))
+
+    # --- the GC steps, each overridable ------------------------------------------------
+
+    def _is_live_ledger(self, ledger_id: LedgerId) -> bool:
+        """A live ledger: not deleted (contract S1; bkref has no ledger manager). Asked per
+        record while phase 1 copies, so a delete during the copy is seen."""
+        with self._lock:
+            return not self._index.is_deleted(ledger_id)
+
+    def _gc_candidate_logs(self) -> list[EntryLogId]:
+        """The flushed logs (S1): every ``<hex>.log`` on disk but this run's active,
+        rotated and preallocated logs. A compaction's new log counts once linked."""
+        with self._lock:
+            busy = {
+                desc.log_id
+                for desc in self._entry_logger.state().logs
+                if desc.state is not LogState.FLUSHED
+            }
+            return [log_id for log_id in self._entry_logger.log_ids() if log_id not in busy]
+
+    def _gc_read_metadata(self, log_id: EntryLogId) -> dict[int, int] | None:
+        """A log's bytes per ledger (its ledgers map, else a scan); ``{}`` for a file that
+        is no entry log (a zero-byte preallocated log of an earlier run: the abstract state
+        says it holds nothing too); None when it cannot be read now (next cycle)."""
+        with self._lock:
+            try:
+                return dict(self._entry_logger.extract_metadata(log_id).metadata.ledgers)
+            except EntryLogError:
+                return {}
+            except FsError:
+                return None
+
+    def _gc_recover(self) -> None:
+        """Step 0: finish or undo what interrupted compactions left (S3's recovery)."""
+        before = set(self._entry_logger.log_ids())
+        recover_leftovers(
+            self._fs,
+            self._layout.ledger_dirs,
+            self._entry_logger,
+            self._apply_moves_and_flush,
+            limits=self._limits,
+        )
+        after = set(self._entry_logger.log_ids())
+        for gone in before - after:
+            self._log_gone(gone)
+        if after - before:
+            self._log_infos.rescan()
+
+    def _gc_extract(self) -> None:
+        """Step 2: the metadata of flushed logs not known yet."""
+        self._gc.extract_new(
+            self._gc_candidate_logs(), self._gc_read_metadata, self._is_live_ledger
+        )
+
+    def _gc_delete_dead(self) -> tuple[int, int]:
+        """Step 3: delete every flushed log with nothing live; returns (logs, bytes)."""
+        deleted = reclaimed = 0
+        for log_id in self._gc.dead_logs():
+            reclaimed += self._remove_log(log_id)
+            deleted += 1
+        return deleted, reclaimed
+
+    def _gc_kind(self, force: bool) -> Kind:
+        """Step 4: the kind, from ``force`` and the directories' states (gc.suspension)."""
+        states = [state for _, state in self._entry_logger.state().dir_states]
+        flags = suspension(states, self._gc.policy.force_gc_when_no_space)
+        return self._gc.decide(flags, force)
+
+    def _remove_log(self, log_id: EntryLogId) -> int:
+        """Unlink ``<hex>.log`` and make its removal durable (EntryLogger.removeEntryLog);
+        returns its size in bytes (0 if it was gone already)."""
+        path = self._entry_logger.find_log(log_id)
+        size = 0
+        if path is not None:
+            size = self._log_size(log_id)
+            with self._lock:
+                remove_log_file(self._fs, self._entry_logger, log_id, path)
+        self._log_gone(log_id)
+        return size
+
+    def _log_gone(self, log_id: EntryLogId) -> None:
+        """A log left the disk: forget it everywhere the bookie remembers it."""
+        self._gc.forget(log_id)
+        with self._lock:
+            self._entry_logger.forget_log(log_id)
+            self._log_infos.removed(log_id)
+
+    def _log_size(self, log_id: EntryLogId) -> int:
+        path = self._entry_logger.find_log(log_id)
+        if path is None:
+            return 0
+        try:
+            handle = self._fs.open(path, read_only=True)
+        except FsError:
+            return 0
+        try:
+            return handle.size()
+        finally:
+            handle.close()
+
+    def _make_compactor(self) -> TransactionalCompactor:
+        throttle = Throttle.from_policy(self._gc.policy, self._clock, self._clock.sleep_ns)
+        return _BookieCompactor(
+            self._fs, self._entry_logger, self._lock, limits=self._limits, throttle=throttle
+        )
+
+    @property
+    def _compactor(self) -> TransactionalCompactor:
+        if self._compactor_instance is None:
+            self._compactor_instance = self._make_compactor()
+        return self._compactor_instance
+
+    def _compactor_copy(self, source: EntryLogId) -> Compaction:
+        return self._compactor.copy(source, self._is_live_ledger)
+
+    def _compactor_flush(self, compaction: Compaction) -> None:
+        self._compactor.flush(compaction)
+
+    def _compactor_link(self, compaction: Compaction) -> None:
+        self._compactor.link(compaction)
+
+    def _compactor_remove_source(self, compaction: Compaction) -> None:
+        self._compactor.remove_source(compaction)
+
+    def _apply_moves_and_flush(self, moved: list[MovedEntry]) -> None:
+        """Phase 3's index part (and recovery's): under the checkpointer's lock, point each
+        moved entry of a live ledger whose location is still the old one (or missing) at its
+        new location, then force the entry logs and flush the index as a checkpoint's first
+        half does (the persisted index only names durable records)."""
+        with self._checkpointer.lock:
+            with self._lock:
+                self._apply_moves(moved)
+            self._checkpointer.flush_storage()
+
+    def _apply_moves(self, moved: list[MovedEntry]) -> int:
+        """Put the new locations (the caller holds the state lock); returns how many. Only
+        for a live ledger the index knows, and only where the index has no location for the
+        entry or one in the source log (compared by log id: recovery's moves carry the
+        source at offset 0, and any location in a log about to go must move anyway); an
+        entry added again elsewhere since keeps its newer location."""
+        index = self._index
+        applied = 0
+        for move in moved:
+            if not self._is_live_ledger(move.ledger_id) or not index.has_ledger(move.ledger_id):
+                continue
+            current = index.get_location(move.ledger_id, move.entry_id)
+            if current is None or location_log_id(current) == location_log_id(move.old):
+                index.put_entry(move.ledger_id, move.entry_id, move.new)
+                applied += 1
+        return applied
+
+    def _abort_compaction(self) -> None:
+        """Roll back a compaction whose phase 3 has not run and drop the rest of its cycle
+        (a new cycle, a failure, a shutdown). A failed roll-back leaves files the next
+        step 0 or start removes."""
+        compaction, self._compaction = self._compaction, None
+        if compaction is not None and compaction.phase in ("copied", "flushed"):
+            with contextlib.suppress(FsError, NoWritableLedgerDir, EntryLogError):
+                self._compactor.abort(compaction)
+        self._gc_end()
+
+    def _gc_end(self) -> None:
+        """End the cycle in flight (if any), keeping its stats for ``gc``."""
+        if self._gc.in_cycle:
+            self._gc_last_stats = self._gc.end()
+
+    def _gc_error(self, step: str, exc: Exception) -> BookieError:
+        """A GC step before phase 3 failed: nothing was half done (what it wrote was rolled
+        back or is a leftover the next cycle removes), so the bookie keeps serving."""
+        self._gc_end()
+        if isinstance(exc, (NoWritableLedgerDir, FsNoSpace)):
+            return NoSpace(
+                f"{step} found no room: {exc}. Nothing was changed; free space (or add a "
+                "ledger directory) and run gc again."
+            )
+        return BookieIOError(
+            f"{step} failed: {exc}. Nothing was changed: the source logs and the index are "
+            "as before; check the disk and run gc again."
+        )
+
     def fail(self, error: BaseException) -> None:
         """A background step failed: fail every pending Ack with BookieIOError and refuse
         writes from now on (BookKeeper shuts the bookie down when its journal dies)."""
@@ -747,6 +1131,8 @@ class Bookie:
             if self._closed or self._closing:
                 return
             self._closing = True
+        with self._gc_lock:  # waits for a GC step in progress, then drops its cycle
+            self._abort_compaction()
         failed_before = self._failure
         try:
             self._shutdown_steps()

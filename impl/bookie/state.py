@@ -142,6 +142,9 @@ class EntryLogInfos:
         #: This run's logs not flushed yet, as last described: the same info object again
         #: while a log's state and bytes stay the same (an info is a function of them).
         self._run_infos: dict[EntryLogId, EntryLogInfo] = {}
+        #: Logs garbage collection removed (this run's flushed ones stay in the manager's
+        #: description; they are no longer logs of the bookie).
+        self._gone: set[EntryLogId] = set()
 
     def describe(self, descs: Sequence[LogDescription]) -> tuple[EntryLogInfo, ...]:
         """Every log, by id: ``descs`` are this run's logs (EntryLoggerState.logs)."""
@@ -154,6 +157,8 @@ class EntryLogInfos:
             }
         infos = dict(self._old_infos)
         for desc in descs:
+            if desc.log_id in self._gone:
+                continue
             info = self._flushed_infos.get(desc.log_id)
             if info is None:
                 state = desc.state.value
@@ -168,6 +173,20 @@ class EntryLogInfos:
                     self._run_infos[desc.log_id] = info
             infos[desc.log_id] = info
         return tuple(infos[log_id] for log_id in sorted(infos))
+
+    def removed(self, log_id: EntryLogId) -> None:
+        """Garbage collection deleted ``log_id`` (a dead log, or a compaction's source)."""
+        self._gone.add(log_id)
+        self._old_log_ledgers.pop(log_id, None)
+        self._flushed_infos.pop(log_id, None)
+        self._run_infos.pop(log_id, None)
+        if self._old_infos is not None:
+            self._old_infos.pop(log_id, None)
+
+    def rescan(self) -> None:
+        """The set of logs on disk changed (a compaction's new log was linked): list the
+        earlier runs' logs again at the next ``describe`` (their ledgers stay cached)."""
+        self._old_infos = None
 
     def _old_ledgers(self, log_id: EntryLogId) -> LedgerSizes:
         cached = self._old_log_ledgers.get(log_id)

@@ -399,6 +399,22 @@ class ServerConfig:
         return self._bool("useTransactionalCompaction")
 
     @property
+    def compaction_rate(self) -> int:
+        return self._int("compactionRate")
+
+    @property
+    def compaction_rate_by_entries(self) -> int:
+        return self._int("compactionRateByEntries")
+
+    @property
+    def compaction_rate_by_bytes(self) -> int:
+        return self._int("compactionRateByBytes")
+
+    @property
+    def is_throttle_by_bytes(self) -> bool:
+        return self._bool("isThrottleByBytes")
+
+    @property
     def journal_format_version_to_write(self) -> int:
         return self._int("journalFormatVersionToWrite")
 
@@ -756,6 +772,12 @@ def _ignored_but_noted(ignored: Sequence[IgnoredKey]) -> list[str]:
                 f"{where}: ignored: bkref keeps its ledger index in one of ledgerDirectories "
                 "(its identity stamps say which); BookKeeper's .idx files there are read only "
                 "by `bkref import --index-dirs`"
+            )
+        elif item.key == "entryLocationCompactionInterval":
+            warnings.append(
+                f"{where}: ignored: it schedules DbLedgerStorage's compaction of its RocksDB "
+                "entry-location index, which bkref does not have (bkref's own index is "
+                "rewritten by its checkpoints)"
             )
         elif item.key == "forceReadOnlyBookie" and value.lower() == "true":
             raise ConfigError(

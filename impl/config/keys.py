@@ -182,6 +182,16 @@ KEYS: tuple[KeySpec, ...] = (
           "allow a forced compaction even when periodic compaction is disabled"),
     _spec("useTransactionalCompaction", _B, False, "", "use_transactional_compaction",
           "compact through a separate .compacting log in three phases (BP-6)"),
+    _spec("compactionRate", _I, 1000, "entries/s", "compaction_rate",
+          "deprecated: the default of compactionRateByEntries", _POSITIVE),
+    _spec("compactionRateByEntries", _I, None, "entries/s", "compaction_rate_by_entries",
+          "compaction copies at most this many entries per second", _POSITIVE,
+          default_from="compactionRate"),
+    _spec("compactionRateByBytes", _I, 1000000, "bytes/s", "compaction_rate_by_bytes",
+          "with isThrottleByBytes, compaction copies at most this many bytes per second",
+          _POSITIVE),
+    _spec("isThrottleByBytes", _B, False, "", "is_throttle_by_bytes",
+          "throttle compaction by compactionRateByBytes instead of compactionRateByEntries"),
     # --- journal
     _spec("journalFormatVersionToWrite", _I, 6, "version", "journal_format_version_to_write",
           "journal format version of new journal files",
@@ -249,9 +259,10 @@ class NotBuilt:
     harmless_as_key: str | None = None
 
 
-_GC = (
-    "garbage collection and compaction are not built yet (a later issue): bkref never "
-    "removes or rewrites an entry log, so the space of deleted ledgers is not reclaimed"
+_TRANSACTIONAL = (
+    "bkref always compacts transactionally (BP-6: a .compacting log, then .compacted, then "
+    "the index); BookKeeper's in-place compactor (useTransactionalCompaction=false) is not "
+    "built"
 )
 
 #: The keys of KEYS that bkref parses and validates but does not act on. Every other key of
@@ -286,16 +297,7 @@ NOT_BUILT: Mapping[str, NotBuilt] = {
         "diskUsageThreshold (no low-water mark)",
         harmless_as_key="diskUsageThreshold",
     ),
-    "gcWaitTime": NotBuilt(Status.IGNORED, _GC),
-    "minorCompactionThreshold": NotBuilt(Status.IGNORED, _GC),
-    "minorCompactionInterval": NotBuilt(Status.IGNORED, _GC),
-    "minorCompactionMaxTimeMillis": NotBuilt(Status.IGNORED, _GC),
-    "majorCompactionThreshold": NotBuilt(Status.IGNORED, _GC),
-    "majorCompactionInterval": NotBuilt(Status.IGNORED, _GC),
-    "majorCompactionMaxTimeMillis": NotBuilt(Status.IGNORED, _GC),
-    "isForceGCAllowWhenNoSpace": NotBuilt(Status.IGNORED, _GC),
-    "forceAllowCompaction": NotBuilt(Status.IGNORED, _GC),
-    "useTransactionalCompaction": NotBuilt(Status.IGNORED, _GC),
+    "useTransactionalCompaction": NotBuilt(Status.IGNORED, _TRANSACTIONAL, harmless=True),
     "journalPreAllocSizeMB": NotBuilt(
         Status.IGNORED,
         "bkref never preallocates the journal: each group is appended and synced as written "

@@ -16,7 +16,7 @@ impl/entrylog/ledger_dirs.py (no low-water mark, notifications on state changes 
 checkpoints the rotated ones), then releases the handles. No ledgers map is written on close:
 the active log keeps a header offset of 0 and its metadata comes from a scan.
 
-Not verified here: entry log per ledger, compaction logs, readers in other threads, logs
+Not verified here: entry log per ledger, readers in other threads, logs
 deleted under a cached read handle (the garbage collector must call :meth:`forget_log`).
 """
 
@@ -30,7 +30,7 @@ import attrs
 from impl.config.config import ServerConfig
 from impl.entrylog.ids import LogIdAllocator, RecentEntryLogsStatus
 from impl.entrylog.ledger_dirs import DirState, LedgerDirs, RandomSource
-from impl.entrylog.manager import LogDescription, SingleEntryLogManager
+from impl.entrylog.manager import LogChannel, LogDescription, SingleEntryLogManager
 from impl.entrylog.reader import (
     ByteSource,
     MetadataResult,
@@ -250,6 +250,14 @@ class EntryLogger:
         """Create the next log ahead of need (entryLogFilePreallocationEnabled)."""
         self._require_open()
         return self._manager.preallocate()
+
+    def create_compaction_log(self) -> LogChannel:
+        """A new ``<hex id>.log.compacting`` in a directory with room for a whole log, even
+        when every directory is marked full (SingleEntryLogManager.allocate_compaction_log;
+        EntryLoggerAllocator.createNewLogForCompaction). Its channel is the caller's to write,
+        force and close. Raises NoWritableLedgerDir or FsError."""
+        self._require_open()
+        return self._manager.allocate_compaction_log()
 
     def check_dirs(self) -> dict[str, DirState]:
         """Measure every ledger directory (LedgerDirsMonitor.check); a full or almost full

@@ -40,7 +40,8 @@ Deviations from BookKeeper, each on purpose:
   writable directory. FsIOError and other FsErrors propagate unchanged.
 
 Not verified here: recovery from a failed fsync (see impl/entrylog/buffered_channel.py), entry log
-per ledger (EntryLogManagerForEntryLogPerLedger), compaction logs, ``rollLog=false``.
+per ledger (EntryLogManagerForEntryLogPerLedger), ``rollLog=false``. Compaction logs are
+allocated here (``allocate_compaction_log``) and written by impl/entrylog/compactor.py.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ from impl.format.entry_log import (
     encode_map_location,
     encode_record,
 )
-from impl.format.names import log_file_name
+from impl.format.names import compacting_file_name, log_file_name
 from impl.fs.api import FileSystem, join
 from spec.errors import FsError, FsNoSpace, NoWritableLedgerDir
 from spec.ids import LOCATION_OFFSET_END, EntryLogId, LedgerId, Location
@@ -337,11 +338,18 @@ class SingleEntryLogManager:
         self._status.flushed(pre.log_id)
         self._fs.fsync_dir(pre.directory)
 
-    def _allocate(self, directory: str) -> LogChannel:
+    def _allocate(
+        self,
+        directory: str,
+        file_name: Callable[[int], str] = log_file_name,
+        *,
+        register: bool = True,
+    ) -> LogChannel:
         """allocateNewLog: next free id, exclusive create, fsync of the directory (ours),
-        header into the channel, lastId everywhere, created in the status."""
-        log_id = self._allocator.next_id(log_file_name)
-        path = join(directory, log_file_name(log_id))
+        header into the channel, lastId everywhere, created in the status (``register``:
+        a ``.log``; a compaction log is not registered)."""
+        log_id = self._allocator.next_id(file_name)
+        path = join(directory, file_name(log_id))
         try:
             handle = self._fs.open(path, create=True, exclusive=True)
         except FsNoSpace as exc:
@@ -359,8 +367,35 @@ class SingleEntryLogManager:
                 channel.close()
             raise
         self._allocator.publish(log_id)
-        self._status.created(log_id)
+        if register:
+            self._status.created(log_id)
         return log
+
+    def allocate_compaction_log(self) -> LogChannel:
+        """createNewLogForCompaction: a ``<hex id>.log.compacting`` file with its header in
+        its channel, the id from the shared counter and ``lastId`` published like any log.
+
+        It goes to the directory with the most free space among those with room for a whole
+        log (logSizeLimit bytes), whether or not a disk check marked it full: compaction is
+        what frees space, so BookKeeper allows it on a full disk. The choice uses no random
+        draw, so compaction never shifts the directories later logs get. The log is not
+        registered in RecentEntryLogsStatus (BookKeeper registers ``.log`` files only): it is
+        no log of the entry logger until the compactor links it as ``<hex id>.log``. Raises
+        NoWritableLedgerDir when no directory has room (nothing is created), FsError from
+        the disk."""
+        self._require_open()
+        need = self._log_size_limit_bytes
+        spaces = [(self._fs.disk_space(d).free_bytes, d) for d in self._ledger_dirs.dirs]
+        roomy = [(free, d) for free, d in spaces if free >= need]
+        if not roomy:
+            shown = ", ".join(f"{d} ({free} bytes free)" for free, d in spaces)
+            raise NoWritableLedgerDir(
+                f"no ledger directory has room for a compaction log of up to {need} bytes "
+                f"(logSizeLimit): {shown}. Nothing was created; free space or add a ledger "
+                "directory, then run garbage collection again"
+            )
+        directory = max(roomy, key=lambda pair: pair[0])[1]
+        return self._allocate(directory, compacting_file_name, register=False)
 
     def preallocate(self) -> EntryLogId | None:
         """Create the next log ahead of need, when preallocation is enabled; the next

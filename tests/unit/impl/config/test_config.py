@@ -508,6 +508,8 @@ def _overrides(draw: st.DrawFn) -> list[str]:
     for key in ("writeBufferSizeBytes", "readBufferSizeBytes", "diskCheckInterval"):
         number(key, 1, 2**31 - 1)
     number("flushInterval", 1, 2**31 - 1)
+    for key in ("compactionRate", "compactionRateByEntries", "compactionRateByBytes"):
+        number(key, 1, 2**31 - 1)
     number("entrylogMapAccessExpiryTimeInSeconds", 0, 2**31 - 1)
     number("maximumNumberOfActiveEntryLogs", 1, 2**31 - 1)
     number("nettyMaxFrameSizeBytes", 517, 2**31 - 1)
