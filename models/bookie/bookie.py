@@ -327,6 +327,7 @@ class _Compaction:
     source: int
     new_id: int
     moved: dict[int, int]
+    entries: int
     phase: str = "copied"
 
 
@@ -738,6 +739,12 @@ class BookieModel:
         candidates = self.logs.candidates(live, threshold) if kind != "none" else []
         return dead, candidates
 
+    def _gc_failed(self) -> None:
+        """A gc or gc_begin failed: how many dead logs (and, for a whole cycle, which
+        compactions) it finished first is not known; the layout is followed from here."""
+        self.logs.relaxed = True
+        self.logs.may_vanish |= {i for i, log in self.logs.logs.items() if log.state == "flushed"}
+
     def _gc_relaxed(self, op: Gc | GcBegin, report: GcReport) -> list[str]:
         """A GC the model cannot compute: every flushed log may vanish (deleted or compacted
         away), and the layout is followed until the next restart."""
@@ -754,7 +761,9 @@ class BookieModel:
         notes = self._abort_compaction("a new GC cycle")
         report = self._gc_report(index, op, result)
         if report is None:
+            self._gc_failed()
             return [*notes, f"gc_begin failed ({result.error}): no cycle begun"]
+        self.gc_compactions = []  # its step 0 finished what a failed phase 3 left
         if self._gc_unpredictable():
             return notes + self._gc_relaxed(op, report)
         dead, candidates = self._gc_begin_checks(index, op, report)
@@ -783,7 +792,9 @@ class BookieModel:
         notes = self._abort_compaction("a GC cycle")
         report = self._gc_report(index, op, result)
         if report is None:
+            self._gc_failed()
             return [*notes, f"gc failed ({result.error})"]
+        self.gc_compactions = []  # its step 0 finished what a failed phase 3 left
         if self._gc_unpredictable():
             return notes + self._gc_relaxed(op, report)
         dead, candidates = self._gc_begin_checks(index, op, report)
@@ -851,18 +862,20 @@ class BookieModel:
     def _compact_copy(self, index: int, op: CompactCopy, result: Result) -> list[str]:
         cycle = self.gc
         if cycle is not None and cycle.current is not None:
-            raise ModelUsageError(
-                f"step {index}: compact_copy while the compaction of entry log "
-                f"{cycle.current.source} is in flight: step it to its end first"
-            )
+            # A compaction is in flight: the copy waits for it (the bookie answers idle).
+            return self._idle(index, op, self._phase_report(index, op, result, {None}))
         if self.logs.relaxed and cycle is not None:
             report = self._phase_report(index, op, result, self._gc_errors())
             if report is not None and report.new_log is not None:
                 self.logs.taken.add(report.new_log)
                 self.logs.may_vanish.add(report.new_log)
-                cycle.current = _Compaction(report.source_log or 0, report.new_log, {}, "copied")
+                source = report.source_log or 0
+                cycle.current = _Compaction(source, report.new_log, {}, report.entries_moved)
+            elif report is None:
+                self.gc = None
             return ["compact_copy: the layout is followed (a fault fired earlier)"]
         if cycle is None or not cycle.candidates:
+            self.gc = None  # the cycle ends
             return self._idle(index, op, self._phase_report(index, op, result, {None}))
         errors = self._gc_errors()
         source = cycle.candidates[0]
@@ -870,9 +883,13 @@ class BookieModel:
         cycle.candidates.pop(0)
         if report is None:
             # Aborted: the source and the index stay; the compaction log, if it was made,
-            # is removed, and its id may or may not be used up.
+            # is removed, and its id may or may not be used up. The cycle is dropped.
             self.logs.forget_next_id()
-            return [f"compact_copy of entry log {source} failed ({result.error}): rolled back"]
+            self.gc = None
+            return [
+                f"compact_copy of entry log {source} failed ({result.error}): rolled back, "
+                "the rest of the cycle dropped"
+            ]
         live = self._live()
         moved = self.logs.live_bytes(source, live)
         if not moved:
@@ -907,7 +924,7 @@ class BookieModel:
                 f"log {source} hold {dict(moved)} bytes",
             )
         self.logs.take_compaction_id(new_id)
-        cycle.current = _Compaction(source, new_id, moved)
+        cycle.current = _Compaction(source, new_id, moved, report.entries_moved)
         return [
             f"compaction phase 1: the live ledgers {sorted(moved)} of entry log {source} "
             f"copied into {new_id}.log.compacting (not durable; a crash now undoes it)"
@@ -916,24 +933,21 @@ class BookieModel:
     def _compact_flush(self, index: int, op: CompactFlush, result: Result) -> list[str]:
         cycle = self.gc
         current = cycle.current if cycle is not None else None
-        if current is None:
+        if current is None or current.phase != "copied":
             return self._idle(index, op, self._phase_report(index, op, result, {None}))
-        if current.phase != "copied":
-            raise ModelUsageError(f"step {index}: compact_flush twice: run compact_index")
-        assert cycle is not None
         report = self._phase_report(index, op, result, self._gc_errors())
         if report is None:
-            cycle.current = None
+            self.gc = None
             return [
                 f"compact_flush of entry log {current.source} failed ({result.error}): "
-                "rolled back, the source and the index untouched"
+                "rolled back, the source and the index untouched, the rest of the cycle dropped"
             ]
         if not self.logs.relaxed:
             self._check_phase(
                 index,
                 op,
                 report,
-                PhaseReport("flush", current.source, current.new_id, report.entries_moved),
+                PhaseReport("flush", current.source, current.new_id, current.entries),
             )
         current.phase = "flushed"
         return [
@@ -944,16 +958,21 @@ class BookieModel:
     def _compact_index(self, index: int, op: CompactIndex, result: Result) -> list[str]:
         cycle = self.gc
         current = cycle.current if cycle is not None else None
-        if current is None:
+        if current is None or current.phase != "flushed":
             return self._idle(index, op, self._phase_report(index, op, result, {None}))
-        if current.phase != "flushed":
-            raise ModelUsageError(f"step {index}: compact_index before compact_flush")
         assert cycle is not None
         errors: set[str | None] = {None}
         if self.faulted:
             errors |= {"io_error", "no_space"}
+        if self.disk_full == "ledger_dirs" or self.no_room:
+            errors.add("no_space")  # the index found no room: the next cycle finishes it
         report = self._phase_report(index, op, result, errors)
         if report is None:
+            self.gc = None
+            moved = tuple(sorted(current.moved.items()))
+            self.gc_compactions.append(
+                CompactionOutcome(current.source, current.new_id, moved, "yes")
+            )
             # Phase 3 failed: the bookie fails, as after a failed checkpoint; recovery
             # finishes the compaction. How far it got is for the next states to show.
             self.faulted = True
@@ -971,7 +990,7 @@ class BookieModel:
             index,
             op,
             report,
-            PhaseReport("index", current.source, current.new_id, report.entries_moved),
+            PhaseReport("index", current.source, current.new_id, current.entries),
         )
         self.logs.compacted(current.source, current.new_id, current.moved)
         return [
