@@ -365,6 +365,11 @@ class SingleEntryLogManager:
         except FsError:
             with contextlib.suppress(FsError):
                 channel.close()
+            if not register:
+                # A compaction log nobody will abort (the compactor never got its channel):
+                # remove it now, so a failed phase 1 leaves no .compacting behind (S3).
+                with contextlib.suppress(FsError):
+                    self._fs.unlink(path)
             raise
         self._allocator.publish(log_id)
         if register:
