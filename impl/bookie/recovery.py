@@ -9,11 +9,16 @@ The steps (BookieImpl's start, with InterleavedLedgerStorage):
 
 0. fsync every file and directory the previous process left (impl/bookie/layout.py,
    ``sync_previous_run``: it may have died before its fsyncs);
-1. clean up what an interrupted compaction left (a named no-op until compaction lands);
-2. read lastMark (refusing a damaged one), load the ledger index, check it holds what
-   lastMark records it held and that the entry logs hold what it places in them, or rebuild
-   it from the entry logs when it was never persisted but logs exist (a directory written by
-   BookKeeper);
+1. read lastMark (refusing a damaged one), load the ledger index and check it holds what
+   lastMark records it held;
+2. finish or undo what interrupted compactions left (:func:`cleanup_compaction_leftovers`,
+   impl/entrylog/compactor.py ``recover_leftovers``; spec/protocol/compaction.md): every
+   ``.compacting`` is removed, every ``.compacted`` finished, the new locations going into the
+   index, which is flushed before a source log is removed. Before the next checks, so that
+   they and the rebuild see the logs as the finished compactions leave them: check that the
+   entry logs hold what the index places in them, or rebuild the index from the entry logs
+   when it was never persisted but logs exist (a directory written by BookKeeper: its index
+   is rebuilt from the new log, not the source, which is gone);
 3. replay the journal from lastMark, applying each record to the entry logs and the index
    (:class:`JournalReplayer`); the replay checks the mark and every journal's stop first;
 4. a checkpoint at where replay ended, and 5. a new journal file: both are the composition
@@ -47,7 +52,7 @@ recovery input that no crash leaves, and that can be told, raises DamagedFile in
 recovery checkpoint never makes the damage permanent. The advice in those errors never moves
 the index or lastMark aside over lost data and never resurrects a delete.
 
-Not verified here: compaction leftovers (the hook does nothing), multiple journal directories.
+Not verified here: multiple journal directories.
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ import attrs
 from impl.bookie.layout import BookieLayout, sync_previous_run
 from impl.bookie.state import RecoveryReport
 from impl.config.config import ServerConfig
+from impl.entrylog.compactor import LeftoverReport, MovedEntry, recover_leftovers
 from impl.entrylog.logger import EntryLogger
 from impl.format.journal import MIN_PAYLOAD_SIZE, JournalRecord
 from impl.format.ledger_index import DELETED_RECORD_SIZE, MASTER_KEY_MAX_BYTES
@@ -84,7 +90,7 @@ from spec.errors import (
     NoWritableLedgerDir,
     RecoveryError,
 )
-from spec.ids import EntryId, EntryLogId, LedgerId
+from spec.ids import EntryId, EntryLogId, LedgerId, location_log_id
 
 __all__ = [
     "Progress",
@@ -257,10 +263,57 @@ def _has_bk_index_files(fs: FileSystem, ledger_dirs: Sequence[str]) -> bool:
     return bool(find_idx_files(fs, ledger_dirs)[0])
 
 
-def cleanup_compaction_leftovers(fs: FileSystem, layout: BookieLayout) -> None:
-    """Recovery step 1, a hook for the compaction issue: remove ``.compacting`` files and
-    finish or undo interrupted compactions. Nothing to do while bkref does not compact."""
-    del fs, layout
+def cleanup_compaction_leftovers(
+    fs: FileSystem,
+    layout: BookieLayout,
+    index: LedgerIndex,
+    entry_logger: EntryLogger,
+    say: Progress,
+    *,
+    limits: Limits = LIMITS,
+) -> LeftoverReport:
+    """Recovery step 2 (module docstring): ``recover_leftovers`` over the ledger directories,
+    with the index update of phase 3 (spec/protocol/compaction.md, "Recovery"): for a live
+    ledger, the new location replaces one in the source log, then the index is flushed. An
+    entry the persisted index does not have is left alone: if it was acknowledged, its
+    journal record is after lastMark and replay adds it again; if not, its record in the
+    source was never journaled and indexing its copy would bring back an entry this bookie
+    already answered as missing. The previous run's logs were fsynced by step 0 and
+    recovery made the new log's name durable, so the flush names durable records only. An
+    index never persisted (a BookKeeper directory) is not written: the rebuild that follows
+    reads the new log, the source being gone by then. Raises RecoveryError on a disk
+    error, DamagedFile for a malformed compaction log whose source is gone."""
+
+    def apply_moves(moves: list[MovedEntry]) -> None:
+        if not index.persisted:
+            return
+        for move in moves:
+            if index.is_deleted(move.ledger_id):
+                continue
+            now = index.get_location(move.ledger_id, move.entry_id)
+            if now is not None and location_log_id(now) == location_log_id(move.old):
+                index.put_entry(move.ledger_id, move.entry_id, move.new)
+        index.flush()
+
+    try:
+        report = recover_leftovers(
+            fs, list(layout.ledger_dirs), entry_logger, apply_moves, limits=limits
+        )
+    except (FsError, EntryLogError) as exc:
+        raise RecoveryError(
+            f"cannot finish an interrupted compaction: {exc}. What was done is kept and the "
+            "rest is done again at the next start; check the disk, then start again"
+        ) from exc
+    for path in report.removed_compacting:
+        say(f"removed {path}: a compaction log an interrupted compaction was still writing")
+    for new_id, src_id in report.finished:
+        say(
+            f"finished the compaction of entry log {log_file_name(src_id)} into "
+            f"{log_file_name(new_id)}"
+        )
+    for path in report.removed_compacted:
+        say(f"removed {path}: a compaction log that is not well formed; its source is kept")
+    return report
 
 
 def recover(
@@ -277,12 +330,13 @@ def recover(
     what to do; what it wrote is then only what a later start writes again (replay is
     idempotent). The index, its rebuild and the replay get ``limits`` (impl/limits.py)."""
     sync_previous_run(fs, layout)  # (0)
-    cleanup_compaction_leftovers(fs, layout)  # (1)
     # lastMark first: a damaged one is refused before the index is even read. Nothing below
-    # writes before replay, and replay refuses damage before the checkpoint (Bookie.open).
-    checked = checked_last_mark(fs, list(layout.ledger_dirs))
-    index = LedgerIndex.load(fs, layout.index_dir, limits=limits)  # (2)
+    # but the compaction leftovers' recovery writes before replay, and replay refuses damage
+    # before the checkpoint (Bookie.open).
+    checked = checked_last_mark(fs, list(layout.ledger_dirs))  # (1)
+    index = LedgerIndex.load(fs, layout.index_dir, limits=limits)
     check_index_coverage(index, checked.coverage)
+    cleanup_compaction_leftovers(fs, layout, index, entry_logger, say, limits=limits)  # (2)
     check_indexed_logs(fs, index, entry_logger)
     rebuilt: int | None = None
     bk_files = not index.persisted and _has_bk_index_files(fs, layout.ledger_dirs)

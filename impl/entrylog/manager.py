@@ -366,8 +366,7 @@ class SingleEntryLogManager:
             with contextlib.suppress(FsError):
                 channel.close()
             if not register:
-                # A compaction log nobody will abort (the compactor never got its channel):
-                # remove it now, so a failed phase 1 leaves no .compacting behind (S3).
+                # A compaction log nobody will ever finish: remove it now (recovery would).
                 with contextlib.suppress(FsError):
                     self._fs.unlink(path)
             raise

@@ -147,3 +147,36 @@ class BytesSource:
 
     def size(self) -> int:
         return len(self.data)
+
+
+# --- what BookKeeper's compaction leaves (TransactionalEntryLogCompactor, BP-6) ---------------
+# The names restated from spec/format/entry_log.md ("File names") and spec/protocol/compaction.md:
+# lower-case hex, as Long.toHexString writes them.
+
+
+def log_name(log_id: int) -> str:
+    """``<hex id>.log``."""
+    return f"{log_id:x}.log"
+
+
+def compacting_name(new_id: int) -> str:
+    """``<hex new>.log.compacting``: a compaction log still being written (phase 1)."""
+    return f"{new_id:x}.log.compacting"
+
+
+def compacted_name(new_id: int, src_id: int) -> str:
+    """``<hex new>.log.<hex src>.compacted``: a flushed compaction log (phase 2 done)."""
+    return f"{new_id:x}.log.{src_id:x}.compacted"
+
+
+def build_compacting_log(entries: Iterable[tuple[int, int, bytes]], tail_bytes: int) -> bytes:
+    """A compaction log BookKeeper was still writing: header (map offset 0), the records it
+    had flushed, then the first ``tail_bytes`` of one more record (its buffer was being
+    written out when the bookie died). No map: only phase 2 appends one."""
+    listed = list(entries)
+    assert listed, "at least the record that is cut"
+    whole = build_log(listed[:-1], rotated=False).data
+    ledger, entry, body = listed[-1]
+    last = record(payload(ledger, entry, body))
+    assert 0 < tail_bytes < len(last), tail_bytes
+    return whole + last[:tail_bytes]

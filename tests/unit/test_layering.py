@@ -51,6 +51,7 @@ MODEL_MAP: dict[str, str] = {
     "impl/entrylog/buffered_channel.py": (
         NOT_MODELLED + "tests/unit/impl/entrylog/test_buffered_channel.py"
     ),
+    "impl/entrylog/compactor.py": NOT_MODELLED + "tests/unit/impl/entrylog/test_compactor.py",
     "impl/entrylog/ids.py": NOT_MODELLED + "tests/unit/impl/entrylog/test_ids.py",
     "impl/entrylog/ledger_dirs.py": NOT_MODELLED + "tests/unit/impl/entrylog/test_ledger_dirs.py",
     "impl/entrylog/logger.py": NOT_MODELLED + "tests/unit/impl/entrylog/test_logger.py",
