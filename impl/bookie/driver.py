@@ -31,6 +31,12 @@ runs them on threads for the adapter and operators:
   when a log is already preallocated or preallocation is disabled). Due times are read
   from the injected Clock; the thread sleeps on an Event with a bounded timeout, never on
   ``time`` (impl/ reads no clock of its own).
+- the GC thread (GarbageCollectorThread): a garbage collection cycle every gcWaitTime ms
+  after the end of the previous one (scheduleWithFixedDelay), run step by step
+  (``gc_begin``, then each compaction's copy, flush and index) so that ``stop`` is noticed
+  between phases; a compaction left half way is rolled back by the bookie's shutdown. It has
+  a thread of its own, as in BookKeeper, because a throttled compaction can take minutes and
+  must not hold back checkpoints.
 
 Failures do not vanish: the first exception of a thread is recorded, the bookie is told
 (``Bookie.fail``: every pending Ack fails with BookieIOError and writes are refused), both
@@ -43,7 +49,11 @@ check, which notices space that returned; a preallocation at the next wake-up); 
 serves meanwhile and its adds answer no_space while they find no room. A failed fsync still
 fails the bookie (fsyncgate: the bytes it should have made durable may be gone). The journal
 thread has no such exception: a journal write that finds no space leaves records that were
-never written behind Acks, and the bookie fails as for any journal failure.
+never written behind Acks, and the bookie fails as for any journal failure. A GC cycle that
+fails with NoSpace or BookieIOError without failing the bookie (phases 1 and 2, and the steps
+before them, roll back: Bookie.gc_begin) is counted (``gc_failures``), logged, and tried again
+gcWaitTime later, as BookKeeper's GC thread logs and goes on; a failed phase 3 fails the bookie
+and stops the threads like any other failure.
 
 Not verified here: fairness between request threads, a journal thread that wakes late under
 heavy load (the group then only grows), and the cost of the maintenance thread's tick
@@ -73,9 +83,17 @@ class BookieDriver:
     ``thread_join_timeout_ms`` for each thread."""
 
     def __init__(
-        self, bookie: Bookie, clock: Clock, config: ServerConfig, *, limits: Limits = LIMITS
+        self,
+        bookie: Bookie,
+        clock: Clock,
+        config: ServerConfig,
+        *,
+        limits: Limits = LIMITS,
+        log: Callable[[str], None] | None = None,
     ) -> None:
+        """``log`` hears what the threads recover from by themselves (a failed GC cycle)."""
         self._bookie = bookie
+        self._log = log or _say_nothing
         self._clock = clock
         self._group_wait_min_ns = limits.group_wait_min_ms * NS_PER_MS
         self._journal_idle_ns = limits.journal_idle_ms * NS_PER_MS
@@ -87,6 +105,7 @@ class BookieDriver:
         self._flush_interval_ns = config.flush_interval_ms * NS_PER_MS
         self._disk_check_interval_ns = config.disk_check_interval_ms * NS_PER_MS
         self._preallocate = config.entry_log_file_preallocation_enabled
+        self._gc_wait_ns = config.gc_wait_time_ms * NS_PER_MS
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -96,6 +115,8 @@ class BookieDriver:
         self._checkpoints = 0
         self._forces = 0
         self._no_space_steps = 0
+        self._gc_cycles = 0
+        self._gc_failures = 0
 
     # --- life cycle ---------------------------------------------------------------------
 
@@ -107,6 +128,7 @@ class BookieDriver:
         for name, target in (
             ("bkref-journal", self._journal_loop),
             ("bkref-maintenance", self._maintenance_loop),
+            ("bkref-gc", self._gc_loop),
         ):
             thread = threading.Thread(target=self._guarded, args=(target,), name=name, daemon=True)
             self._threads.append(thread)
@@ -154,9 +176,21 @@ class BookieDriver:
         """Checkpoints done by the maintenance thread."""
         return self._checkpoints
 
+    @property
+    def gc_cycles(self) -> int:
+        """GC cycles the GC thread finished (a cycle cut short by ``stop`` is not counted)."""
+        return self._gc_cycles
+
+    @property
+    def gc_failures(self) -> int:
+        """GC cycles that failed without failing the bookie (tried again later)."""
+        return self._gc_failures
+
     def check_invariants(self) -> None:
         assert self._started or not self._threads
-        assert len(self._threads) in (0, 2), self._threads
+        assert len(self._threads) in (0, 3), self._threads
+        assert self._gc_wait_ns > 0
+        assert self._gc_cycles >= 0 and self._gc_failures >= 0
         assert self._group_wait_ns >= self._group_wait_min_ns > 0
         assert self._journal_idle_ns >= self._group_wait_min_ns
         assert self._flush_interval_ns > 0
@@ -256,3 +290,43 @@ class BookieDriver:
                 self._no_room(self._bookie.preallocate)
             due = min(next_checkpoint, next_disk_check) - self._clock.monotonic_ns()
             self._stop.wait(max(0, min(due, self._maintenance_tick_ns)) / NS_PER_S)
+
+    def _gc_loop(self) -> None:
+        next_gc = self._clock.monotonic_ns() + self._gc_wait_ns
+        while not self._stop.is_set() and not self._bookie.closed:
+            if self._clock.monotonic_ns() >= next_gc:
+                self._gc_cycle()
+                next_gc = self._clock.monotonic_ns() + self._gc_wait_ns
+            due = next_gc - self._clock.monotonic_ns()
+            self._stop.wait(max(0, min(due, self._maintenance_tick_ns)) / NS_PER_S)
+
+    def _gc_cycle(self) -> None:
+        """One GC cycle, step by step, stopping between phases when the driver stops. A
+        failure that left the bookie serving is logged and waits for the next cycle."""
+        bookie = self._bookie
+        try:
+            bookie.gc_begin()
+            while not self._stop.is_set():
+                copied = bookie.compact_copy()
+                if copied.phase == "idle":
+                    break
+                if copied.new_log is None:
+                    continue
+                bookie.compact_flush()
+                bookie.compact_index()
+            else:
+                return
+        except (NoSpace, BookieIOError) as exc:
+            if bookie.failure is not None or bookie.closed:
+                raise
+            self._gc_failures += 1
+            self._log(
+                f"garbage collection failed and will run again in {self._gc_wait_ns // NS_PER_MS}"
+                f" ms (gcWaitTime): {exc}"
+            )
+            return
+        self._gc_cycles += 1
+
+
+def _say_nothing(_line: str) -> None:
+    """The default log: say nothing."""

@@ -28,6 +28,7 @@ from typing import Protocol
 
 from impl.limits import LIMITS, Limits
 from impl.server.protocol import (
+    GC_ANSWER_FIELDS,
     PROTOCOL_VERSION,
     JsonValue,
     Op,
@@ -72,6 +73,10 @@ class BookieLike(Protocol):
     def delete_ledger(self, ledger_id: LedgerId, /) -> None: ...
 
     def checkpoint(self) -> object: ...
+
+    def gc(self, force: bool, /) -> object:
+        """A whole GC cycle; the answer has the GC_ANSWER_FIELDS attributes."""
+        ...
 
     def inspect(self) -> object: ...
 
@@ -143,7 +148,7 @@ class Dispatcher:
             Op.WRITE_CLOSE: self._unsupported,
             Op.DELETE: self._delete,
             Op.CHECKPOINT: self._checkpoint,
-            Op.GC: self._unsupported,
+            Op.GC: self._gc,
             Op.INSPECT: self._inspect,
             Op.SHUTDOWN: self._shutdown_op,
         }
@@ -263,6 +268,17 @@ class Dispatcher:
             return ok_response(request.id)
 
         return self._sync(request, checkpoint)
+
+    def _gc(self, request: Request) -> Outcome:
+        force = request.force
+        assert force is not None, request
+
+        def gc() -> Response:
+            stats = self._bookie.gc(force)
+            fields = {name: to_json_safe(getattr(stats, name)) for name in GC_ANSWER_FIELDS}
+            return ok_response(request.id, **fields)
+
+        return self._sync(request, gc)
 
     def _inspect(self, request: Request) -> Outcome:
         return self._sync(request, lambda: ok_response(request.id, state=self._state()))

@@ -116,6 +116,16 @@ OP_FIELDS: Mapping[Op, tuple[str, ...]] = {
     Op.SHUTDOWN: (),
 }
 
+#: The fields of a ``gc`` answer besides ``id`` and ``ok`` (spec/adapter.md, "gc"): the
+#: GcStats of the cycle (impl/bookie/gc.py), its candidate list left out.
+GC_ANSWER_FIELDS: tuple[str, ...] = (
+    "compaction",
+    "logs_deleted",
+    "logs_compacted",
+    "entries_moved",
+    "bytes_reclaimed",
+)
+
 _HEX = re.compile(r"[0-9a-fA-F]*")
 _OPS_BY_NAME: Mapping[str, Op] = {op.value: op for op in Op}
 _OP_NAMES = ", ".join(_OPS_BY_NAME)

@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     except BkrefError as exc:
         say(f"cannot start the bookie: {exc}")
         return EXIT_FAILED
-    driver = BookieDriver(bookie, clock, config, limits=limits)
+    driver = BookieDriver(bookie, clock, config, limits=limits, log=say)
 
     def shutdown() -> None:
         try:

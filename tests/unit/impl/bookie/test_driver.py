@@ -364,3 +364,122 @@ def test_a_failed_fsync_in_the_periodic_checkpoint_still_fails_the_bookie() -> N
         bookie.add_entry(LedgerId(1), EntryId(1), KEY, b"b")
     with pytest.raises(BookieIOError, match="background thread failed"):
         driver.stop()
+
+
+# --- the GC thread ------------------------------------------------------------------------
+
+
+def _logs_of(disk: SimDisk) -> set[str]:
+    return {
+        name
+        for directory in ("/bk/ledgers0/current", "/bk/ledgers1/current")
+        for name in disk.listdir(directory)
+        if ".log" in name
+    }
+
+
+def _three_logs(bookie: Bookie) -> list[str]:
+    """Ledger 1 and 2 in one flushed log each, then ledger 1 and 2 together in a third."""
+    names = []
+    for ledger in (1, 2, 0):
+        targets = (1, 2) if ledger == 0 else (ledger,)
+        for target in targets:
+            for entry in range(3):
+                entry_id = EntryId(entry + (3 if ledger == 0 else 0))
+                ack = bookie.add_entry(LedgerId(target), entry_id, KEY, body(target, entry))
+                assert ack.wait(WAIT_S) and ack.error is None
+        names.append(f"{bookie.inspect().current_log_id:x}.log")
+        bookie.rotate_log()
+    bookie.checkpoint()
+    return names
+
+
+def test_the_gc_thread_runs_a_cycle_every_gc_wait_time_on_the_clock() -> None:
+    disk = SimDisk()
+    fs = LockedFs(disk)
+    clock = ManualClock()
+    config = make_config("gcWaitTime=1000", "entryLogFilePreallocationEnabled=false")
+    bookie, driver = start(fs, config, clock)
+    only_1, only_2, both = _three_logs(bookie)
+    bookie.delete_ledger(LedgerId(2))
+    threading.Event().wait(0.3)
+    assert driver.gc_cycles == 0  # not due before gcWaitTime on the injected clock
+    assert only_2 in _logs_of(disk)
+    clock.advance_ms(1000)
+    assert _wait_for(lambda: driver.gc_cycles >= 1), "no GC cycle after gcWaitTime"
+    with fs.lock:
+        logs = _logs_of(disk)
+    assert only_2 not in logs  # nothing live in it: deleted by the cycle
+    assert {only_1, both} <= logs  # not due for compaction (intervals not passed)
+    for entry in range(6):
+        assert bookie.read_entry(LedgerId(1), EntryId(entry)) == body(1, entry % 3)
+    assert driver.failed is None and driver.gc_failures == 0
+    driver.stop()
+    driver.check_invariants()
+    bookie.shutdown()
+
+
+def test_a_failed_gc_cycle_is_logged_and_retried_and_the_bookie_keeps_serving() -> None:
+    disk = SimDisk()
+    fs = LockedFs(disk)
+    clock = ManualClock()
+    # Major compaction due after 1 s, minor disabled: an unforced cycle compacts.
+    config = make_config(
+        "gcWaitTime=1000",
+        "majorCompactionInterval=1",
+        "minorCompactionThreshold=0",
+        "entryLogFilePreallocationEnabled=false",
+    )
+    said: list[str] = []
+    bookie = Bookie.open(fs, config, clock=clock, rng=random.Random(3))
+    driver = BookieDriver(bookie, clock, config, log=said.append)
+    driver.start()
+    _, _, both = _three_logs(bookie)
+    bookie.delete_ledger(LedgerId(2))  # the log holding both is half dead: compacted
+    with fs.lock:
+        disk.fail_next("write", match=lambda path: path.endswith(".log.compacting"))
+        clock.advance_ms(1001)
+    assert _wait_for(lambda: driver.gc_failures >= 1), "the failure was not met"
+    assert driver.failed is None and bookie.failure is None
+    assert len(said) == 1 and "garbage collection failed" in said[0], said
+    with fs.lock:
+        logs = _logs_of(disk)
+    assert both in logs, logs  # rolled back: the source stays
+    ack = bookie.add_entry(LedgerId(7), EntryId(0), KEY, b"still serving")
+    assert ack.wait(WAIT_S) and ack.error is None
+    with fs.lock:
+        clock.advance_ms(1001)  # the next cycle: nothing fails now
+    assert _wait_for(lambda: driver.gc_cycles >= 1), "the cycle was not retried"
+    with fs.lock:
+        logs = _logs_of(disk)
+    assert both not in logs, logs  # compacted this time
+    assert not any(name.endswith(("compacting", "compacted")) for name in logs), logs
+    for entry in range(6):
+        assert bookie.read_entry(LedgerId(1), EntryId(entry)) == body(1, entry % 3)
+    driver.stop()
+    bookie.shutdown()
+
+
+def test_a_failed_index_phase_in_the_gc_thread_fails_the_bookie() -> None:
+    disk = SimDisk()
+    fs = LockedFs(disk)
+    clock = ManualClock()
+    config = make_config(
+        "gcWaitTime=1000",
+        "majorCompactionInterval=1",
+        "minorCompactionThreshold=0",
+        "entryLogFilePreallocationEnabled=false",
+    )
+    bookie, driver = start(fs, config, clock)
+    _three_logs(bookie)
+    bookie.delete_ledger(LedgerId(2))
+    with fs.lock:
+        # Phase 3 flushes the index: its segment's fsync fails.
+        disk.fail_next("fsync", match=lambda path: "bkref-index" in path)
+        clock.advance_ms(1001)
+    assert _wait_for(lambda: driver.failed is not None), "phase 3's failure did not surface"
+    assert bookie.failure is not None
+    with pytest.raises(BookieIOError, match="background thread failed"):
+        driver.stop()
+    with pytest.raises(BookieIOError):
+        bookie.shutdown()

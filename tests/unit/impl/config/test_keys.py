@@ -42,6 +42,10 @@ JAVA_DEFAULTS: dict[str, object] = {
     "isForceGCAllowWhenNoSpace": False,
     "forceAllowCompaction": False,
     "useTransactionalCompaction": False,
+    "compactionRate": 1000,
+    "compactionRateByEntries": 1000,  # getCompactionRate()
+    "compactionRateByBytes": 1000000,
+    "isThrottleByBytes": False,
     "journalFormatVersionToWrite": 6,
     "journalMaxSizeMB": 2048,  # 2 * 1024
     "journalMaxBackups": 5,

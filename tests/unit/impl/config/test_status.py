@@ -125,9 +125,25 @@ def test_the_harmless_value_given_is_not_warned_about() -> None:
 
 
 def test_a_compaction_key_in_a_file_is_warned_about_with_its_line() -> None:
-    config = load_config("# c\ngcWaitTime=600000\n", "bk.conf", [])
+    config = load_config("# c\nuseTransactionalCompaction=false\n", "bk.conf", [])
     assert len(config.warnings) == 1
-    assert config.warnings[0].startswith("gcWaitTime=600000 (bk.conf:2): accepted but has no")
+    assert config.warnings[0].startswith(
+        "useTransactionalCompaction=false (bk.conf:2): accepted but has no"
+    )
+    assert "bkref always compacts transactionally" in config.warnings[0]
+
+
+def test_transactional_compaction_asked_for_is_not_warned_about() -> None:
+    config = load_config(None, "", ["useTransactionalCompaction=true", "gcWaitTime=1000"])
+    assert config.warnings == ()
+
+
+def test_db_ledger_storage_entry_location_compaction_is_named_as_such() -> None:
+    config = load_config(None, "", ["entryLocationCompactionInterval=3600"])
+    assert config.ignored_keys == ("entryLocationCompactionInterval",)
+    (warning,) = config.warnings
+    assert warning.startswith("entryLocationCompactionInterval=3600 (--set): ignored:")
+    assert "DbLedgerStorage" in warning
 
 
 def test_journal_sync_data_false_is_warned_about() -> None:
@@ -157,6 +173,7 @@ def test_every_other_key_bkref_accepts_is_listed_as_ignored() -> None:
     # Only the keys whose silent ignoring would surprise an operator are warned about
     # (test_ignored_keys_an_operator_would_miss_are_warned_about_or_refused).
     assert [w.split("=", 1)[0] for w in config.warnings] == [
+        "entryLocationCompactionInterval",
         "indexDirectories",
         "ledgerStorageClass",
     ]

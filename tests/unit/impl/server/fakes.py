@@ -84,6 +84,18 @@ class FakeLedger:
     entries: dict[int, bytes] = attrs.Factory(dict)
 
 
+@attrs.frozen
+class FakeGcStats:
+    """The fields of impl.bookie.gc.GcStats."""
+
+    compaction: str
+    logs_deleted: int
+    logs_compacted: int
+    entries_moved: int
+    bytes_reclaimed: int
+    candidates: tuple[int, ...]
+
+
 class FakeBookie:
     """The bookie contract of impl.bookie.bookie, in memory. With ``auto_complete`` every Ack is
     done before it is returned; otherwise the test completes ``pending`` Acks itself.
@@ -96,6 +108,7 @@ class FakeBookie:
         self.pending: list[FakeAck] = []
         self.raise_on: dict[str, BkrefError] = {}
         self.checkpoints = 0
+        self.gc_forces: list[bool] = []
         self.shut_down = False
         self.calls: list[str] = []
 
@@ -154,6 +167,13 @@ class FakeBookie:
     def checkpoint(self) -> None:
         self._enter("checkpoint")
         self.checkpoints += 1
+
+    def gc(self, force: bool, /) -> FakeGcStats:
+        self._enter("gc")
+        self.gc_forces.append(force)
+        deleted = len(self.deleted)  # one log per deleted ledger, one compaction each
+        kind = "major" if force else "none"
+        return FakeGcStats(kind, deleted, deleted, 17 * deleted, 4096 * deleted, (9,))
 
     def ledgers_maps(self) -> tuple[tuple[int, bool], ...]:
         self._enter("ledgers_maps")

@@ -104,19 +104,58 @@ def test_inspect_returns_the_state_as_json() -> None:
     json.loads(encode_response(harness.last()))
 
 
-@pytest.mark.parametrize(
-    "request_",
-    [
-        {"id": 1, "op": "gc", "force": True},
-        {"id": 1, "op": "gc", "force": False},
-        {"id": 1, "op": "write_close", "ledger": 3, "key": "ab"},
-    ],
-)
-def test_gc_and_write_close_are_unsupported(request_: dict[str, object]) -> None:
+def test_write_close_is_unsupported() -> None:
     harness = Harness()
-    harness.send(request_)
+    harness.send({"id": 1, "op": "write_close", "ledger": 3, "key": "ab"})
     assert harness.last()["error"] == "unsupported"
     assert harness.last()["id"] == 1
+    assert harness.bookie.calls == []
+
+
+@pytest.mark.parametrize("force", [True, False])
+def test_gc_runs_a_cycle_and_answers_its_stats(force: bool) -> None:
+    """spec/adapter.md, "gc": the cycle's GcStats, without the candidate list."""
+    harness = Harness()
+    harness.send({"id": 1, "op": "delete", "ledger": 4})
+    harness.send({"id": 2, "op": "gc", "force": force})
+    assert harness.bookie.gc_forces == [force]
+    assert harness.last() == {
+        "id": 2,
+        "ok": True,
+        "compaction": "major" if force else "none",
+        "logs_deleted": 1,
+        "logs_compacted": 1,
+        "entries_moved": 17,
+        "bytes_reclaimed": 4096,
+    }
+    json.loads(encode_response(harness.last()))
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (NoSpace("no room for a compaction log"), "no_space"),
+        (BookieIOError("a read of the source failed"), "io_error"),
+    ],
+)
+def test_a_failed_gc_answers_its_error_and_the_adapter_goes_on(
+    error: BkrefError, code: str
+) -> None:
+    harness = Harness()
+    harness.bookie.raise_on["gc"] = error
+    harness.send({"id": 1, "op": "gc", "force": True})
+    assert harness.last()["error"] == code
+    assert str(error) in str(harness.last()["message"])
+    harness.send({"id": 2, "op": "checkpoint"})
+    assert harness.last() == {"id": 2, "ok": True}
+
+
+@pytest.mark.parametrize("request_", [{"id": 1, "op": "gc"}, {"id": 1, "op": "gc", "force": 1}])
+def test_gc_needs_a_boolean_force(request_: dict[str, object]) -> None:
+    harness = Harness()
+    harness.send(request_)
+    assert harness.last()["error"] == "bad_request"
+    assert "force" in str(harness.last()["message"])
     assert harness.bookie.calls == []
 
 

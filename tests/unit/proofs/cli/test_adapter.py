@@ -177,7 +177,15 @@ def test_exchange_restart_and_shutdown(tmp_path: Path) -> None:
         state = adapter.call({"id": 10, "op": "inspect"})["state"]
         assert isinstance(state, dict)
         assert state["fenced_ledgers"] == [7]
-        assert adapter.call({"id": 11, "op": "gc", "force": True})["error"] == "unsupported"
+        assert adapter.call({"id": 11, "op": "gc", "force": True}) == {
+            "id": 11,
+            "ok": True,
+            "compaction": "major",
+            "logs_deleted": 0,
+            "logs_compacted": 0,
+            "entries_moved": 0,
+            "bytes_reclaimed": 0,
+        }
         adapter.send("not json")
         assert adapter.receive()["id"] is None
         assert adapter.call({"id": 12, "op": "shutdown"}) == {"id": 12, "ok": True}
@@ -190,6 +198,55 @@ def test_exchange_restart_and_shutdown(tmp_path: Path) -> None:
             b64(b"hello")
         )
         assert adapter.call(add(2, 7, 3, b"late"))["error"] == "fenced"
+        adapter.close_stdin()
+        assert adapter.wait() == EXIT_OK
+
+
+def _log_files(tmp_path: Path) -> list[str]:
+    return sorted(path.name for path in tmp_path.glob("ledgers*/current/*") if ".log" in path.name)
+
+
+def test_gc_reclaims_a_deleted_ledger_and_the_live_one_still_reads(tmp_path: Path) -> None:
+    """Two ledgers interleaved over several entry logs; ledger 2 is deleted; a forced gc
+    compacts every log (each is half dead, below majorCompactionThreshold 0.8), answers what
+    it did, and every entry of ledger 1 still reads, also after a restart."""
+    settings = (*dirs(tmp_path), "journalMaxGroupWaitMSec=0", "logSizeLimit=4096")
+    data = {entry: bytes([entry]) * 200 for entry in range(30)}
+    with AdapterProcess(tmp_path, *settings) as adapter:
+        adapter.ready()
+        request_id = 0
+        for entry, payload in data.items():
+            for ledger in (1, 2):
+                request_id += 1
+                assert adapter.call(add(request_id, ledger, entry, payload))["ok"]
+        assert adapter.call({"id": 100, "op": "checkpoint"})["ok"]
+        before = _log_files(tmp_path)
+        assert adapter.call({"id": 101, "op": "delete", "ledger": 2})["ok"]
+        stats = adapter.call({"id": 102, "op": "gc", "force": True})
+        assert stats["ok"] is True and stats["compaction"] == "major", stats
+        compacted, moved = stats["logs_compacted"], stats["entries_moved"]
+        assert isinstance(compacted, int) and compacted >= 1, stats
+        assert isinstance(moved, int) and 1 <= moved < len(data), stats  # not the active log's
+        reclaimed = stats["bytes_reclaimed"]
+        assert isinstance(reclaimed, int) and reclaimed >= moved * 200, stats
+        after = _log_files(tmp_path)
+        assert not any(name.endswith(("compacting", "compacted")) for name in after), after
+        assert after != before
+        for entry, payload in data.items():
+            read = adapter.call({"id": 200 + entry, "op": "read", "ledger": 1, "entry": entry})
+            assert read["data"] == b64(payload), (entry, read)
+        gone = adapter.call({"id": 300, "op": "read", "ledger": 2, "entry": 0})
+        assert gone["error"] == "no_ledger"
+        again = adapter.call({"id": 301, "op": "gc", "force": True})
+        assert again["logs_compacted"] == 0 and again["entries_moved"] == 0, again
+        assert adapter.call({"id": 302, "op": "shutdown"})["ok"]
+        assert adapter.wait() == EXIT_OK
+        assert "Traceback" not in adapter.stderr()
+    with AdapterProcess(tmp_path, *settings) as adapter:
+        adapter.ready()
+        for entry, payload in data.items():
+            read = adapter.call({"id": entry + 1, "op": "read", "ledger": 1, "entry": entry})
+            assert read["data"] == b64(payload), (entry, read)
         adapter.close_stdin()
         assert adapter.wait() == EXIT_OK
 

@@ -53,17 +53,21 @@ def test_defaults_table(capsys: pytest.CaptureFixture[str]) -> None:
         "diskUsageThreshold)",
     ]
     assert rows["entryLogPerLedgerEnabled"] == ["false", "refused", "default"]
-    assert "#   gcWaitTime " in out  # what bkref does instead, for each key not built
+    assert "#   useTransactionalCompaction " in out  # what bkref does instead, when not built
+    assert rows["gcWaitTime"] == ["600000", "implemented", "default"]
     assert "# ignored: none" in out
 
 
 def test_conf_file_and_set(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = bkref(capsys, "--conf", str(FIXTURE), "--set", "gcWaitTime=1000")
+    code, out, err = bkref(
+        capsys, "--conf", str(FIXTURE), "--set", "useTransactionalCompaction=false"
+    )
     assert code == 0
     assert err == (
-        "bkref config: warning: gcWaitTime=1000 (--set): accepted but has no effect in bkref: "
-        "garbage collection and compaction are not built yet (a later issue): bkref never "
-        "removes or rewrites an entry log, so the space of deleted ledgers is not reclaimed\n"
+        "bkref config: warning: useTransactionalCompaction=false (--set): accepted but has no "
+        "effect in bkref: bkref always compacts transactionally (BP-6: a .compacting log, then "
+        ".compacted, then the index); BookKeeper's in-place compactor "
+        "(useTransactionalCompaction=false) is not built\n"
     )
     lines = out.splitlines()
     journal = next(line for line in lines if line.startswith("journalDirectories "))
@@ -72,8 +76,8 @@ def test_conf_file_and_set(capsys: pytest.CaptureFixture[str]) -> None:
         "implemented",
         f"{FIXTURE}:{_line_of('journalDirectories=')}",
     ]
-    gc = next(line for line in lines if line.startswith("gcWaitTime "))
-    assert gc.split()[1:] == ["1000", "ignored", "--set"]
+    gc = next(line for line in lines if line.startswith("useTransactionalCompaction "))
+    assert gc.split()[1:] == ["false", "ignored", "--set"]
     port = next(line for line in lines if line.startswith("bookiePort "))
     assert port.split()[1:] == [
         "3181",
@@ -98,8 +102,9 @@ def test_json(capsys: pytest.CaptureFixture[str]) -> None:
         "status": "implemented",
         "instead": None,
     }
-    assert values["gcWaitTime"]["status"] == "ignored"
-    assert "compaction are not built yet" in values["gcWaitTime"]["instead"]
+    assert values["gcWaitTime"]["status"] == "implemented"
+    assert values["useTransactionalCompaction"]["status"] == "ignored"
+    assert "always compacts transactionally" in values["useTransactionalCompaction"]["instead"]
     assert values["logSizeLimit"]["value"] == 1073741824
     assert values["journalSyncData"]["value"] is True
     assert values["diskUsageThreshold"]["value"] == 0.95
