@@ -811,6 +811,8 @@ class BookieModel:
                 f"{dead} and compacts {len(candidates)} ({candidates}), moving "
                 f"{moved_bytes} bytes of records",
             )
+        if any(copied for _, copied in moved):
+            self.logs.checkpoint()  # each phase 3 forces the entry logs before its index flush
         ids = self.logs.next_compaction_ids()
         for source, copied in moved:
             if len(ids) == 1 and not self.unplaced:
@@ -839,6 +841,11 @@ class BookieModel:
             raise Divergence(index, f"{op.name} answered ok without saying what it did")
         return result.phase
 
+    def _idle_errors(self) -> set[str | None]:
+        """A phase step with nothing to step writes nothing: ok, or io_error once the bookie
+        may have failed (it refuses every GC step then)."""
+        return {None, "io_error"} if self.faulted else {None}
+
     def _idle(self, index: int, op: Operation, report: PhaseReport | None) -> list[str]:
         if report is not None and report.phase != "idle":
             raise Divergence(
@@ -863,7 +870,7 @@ class BookieModel:
         cycle = self.gc
         if cycle is not None and cycle.current is not None:
             # A compaction is in flight: the copy waits for it (the bookie answers idle).
-            return self._idle(index, op, self._phase_report(index, op, result, {None}))
+            return self._idle(index, op, self._phase_report(index, op, result, self._idle_errors()))
         if self.logs.relaxed and cycle is not None:
             report = self._phase_report(index, op, result, self._gc_errors())
             if report is not None and report.new_log is not None:
@@ -876,7 +883,7 @@ class BookieModel:
             return ["compact_copy: the layout is followed (a fault fired earlier)"]
         if cycle is None or not cycle.candidates:
             self.gc = None  # the cycle ends
-            return self._idle(index, op, self._phase_report(index, op, result, {None}))
+            return self._idle(index, op, self._phase_report(index, op, result, self._idle_errors()))
         errors = self._gc_errors()
         source = cycle.candidates[0]
         report = self._phase_report(index, op, result, errors)
@@ -934,7 +941,7 @@ class BookieModel:
         cycle = self.gc
         current = cycle.current if cycle is not None else None
         if current is None or current.phase != "copied":
-            return self._idle(index, op, self._phase_report(index, op, result, {None}))
+            return self._idle(index, op, self._phase_report(index, op, result, self._idle_errors()))
         report = self._phase_report(index, op, result, self._gc_errors())
         if report is None:
             self.gc = None
@@ -959,7 +966,7 @@ class BookieModel:
         cycle = self.gc
         current = cycle.current if cycle is not None else None
         if current is None or current.phase != "flushed":
-            return self._idle(index, op, self._phase_report(index, op, result, {None}))
+            return self._idle(index, op, self._phase_report(index, op, result, self._idle_errors()))
         assert cycle is not None
         errors: set[str | None] = {None}
         if self.faulted:
@@ -992,6 +999,9 @@ class BookieModel:
             report,
             PhaseReport("index", current.source, current.new_id, current.entries),
         )
+        # Its index flush forces the entry logs first, as a checkpoint's first half does:
+        # the rotated logs become flushed, the active log's bytes durable.
+        self.logs.checkpoint()
         self.logs.compacted(current.source, current.new_id, current.moved)
         return [
             f"compaction phase 3: entry log {current.new_id} holds the live entries of "

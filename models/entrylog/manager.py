@@ -601,6 +601,10 @@ class EntryLogManagerModel:
         self.dropped_from = None
         self.least_followed = False
         self.may_vanish = set()
+        # An id a compaction took and rolled back is durable nowhere (no file keeps it, and
+        # lastId need not be fsynced): a new run may use it again. The compaction logs that
+        # exist are logs now.
+        self.taken = set()
 
     def check_invariants(self) -> None:
         for log_id, log in self.logs.items():
