@@ -739,6 +739,13 @@ class BookieModel:
         candidates = self.logs.candidates(live, threshold) if kind != "none" else []
         return dead, candidates
 
+    def _compaction_id_unknown(self) -> None:
+        """A compaction may or may not have taken the next id (it failed, or found nothing
+        live while a preallocated log may hold the next id): the next new log's id is known
+        only to be new, and leastUnflushedLogId is followed from now on."""
+        self.logs.forget_next_id()
+        self.logs.least_followed = True
+
     def _gc_failed(self) -> None:
         """A gc or gc_begin failed: how many dead logs (and, for a whole cycle, which
         compactions) it finished first is not known; the layout is followed from here."""
@@ -824,7 +831,7 @@ class BookieModel:
                 self.logs.remove(source)
                 self.unplaced.append((source, copied))
         if self.unplaced:
-            self.logs.forget_next_id()
+            self._compaction_id_unknown()
         return [
             *notes,
             f"GC cycle ({report.compaction}): dead entry logs {dead} deleted, {candidates} "
@@ -891,7 +898,7 @@ class BookieModel:
         if report is None:
             # Aborted: the source and the index stay; the compaction log, if it was made,
             # is removed, and its id may or may not be used up. The cycle is dropped.
-            self.logs.forget_next_id()
+            self._compaction_id_unknown()
             self.gc = None
             return [
                 f"compact_copy of entry log {source} failed ({result.error}): rolled back, "
@@ -905,7 +912,7 @@ class BookieModel:
             if len(ids) == 1:
                 self.logs.take_compaction_id(ids.pop())
             else:
-                self.logs.forget_next_id()
+                self._compaction_id_unknown()
             self.logs.remove(source)
             return [f"compact_copy: entry log {source} holds nothing live any more: deleted"]
         ids = self.logs.next_compaction_ids()
@@ -1777,7 +1784,10 @@ class BookieModel:
                     index, f"entry log {view.log_id} is preallocated but holds entries"
                 )
             reserved = view.log_id == self.logs.next_id and view.log_id not in self.logs.logs
-            if (view.log_id <= used and not reserved) or view.log_id in self.logs.taken:
+            reused = view.log_id in self.logs.removed and view.log_id not in self.logs.logs
+            if (view.log_id <= used and not reserved and not reused) or (
+                view.log_id in self.logs.taken
+            ):
                 raise Divergence(
                     index,
                     f"entry log {view.log_id} is preallocated with an id already used "
@@ -1916,16 +1926,18 @@ class BookieModel:
             )
         least = observed.least_unflushed_log_id
         if self.async_acks or logs.least_followed:
+            # Followed, not predicted: never below what a state showed before (the model's
+            # own count may run ahead, past ids a compaction took).
             _check_least_unflushed(index, observed)
-            if least < logs.least_unflushed:
-                raise Divergence(
-                    index, f"leastUnflushedLogId moved backwards: {logs.least_unflushed} -> {least}"
-                )
+            before = logs.least_seen if logs.least_followed else logs.least_unflushed
+            if least < before:
+                raise Divergence(index, f"leastUnflushedLogId moved backwards: {before} -> {least}")
             logs.least_unflushed = least
         elif least != logs.least_unflushed:
             raise Divergence(
                 index, f"leastUnflushedLogId is {least}; the model has {logs.least_unflushed}"
             )
+        logs.least_seen = least
 
     def _compare_maps(self, index: int, maps: dict[int, MapState]) -> None:
         """Each log's ledgers map as the model predicts it: none on the active log, exactly
@@ -2004,11 +2016,13 @@ class BookieModel:
         known = set(logs.logs) - set(logs.provisional)
         new = sorted(view.log_id for view in views if view.log_id not in known)
         before = logs.provisional[0] - 1
-        if len(new) != len(logs.provisional) or (new and new[0] <= before):
+        reused = [log_id for log_id in new if log_id <= before and log_id not in logs.removed]
+        if len(new) != len(logs.provisional) or reused:
             raise Divergence(
                 index,
                 f"the entry logs created since the restart have ids {new}; the model created "
-                f"{len(logs.provisional)}, with ids above {before} (ids are never reused)",
+                f"{len(logs.provisional)}, with ids above {before} (ids are never reused, but "
+                "for those of logs a GC removed: lastId is a hint, docs/model.md)",
             )
         logs.resolve_provisional(new)
 
@@ -2031,7 +2045,10 @@ class BookieModel:
         for log_id, view in seen.items():
             if log_id in self.logs.logs:
                 continue
-            if log_id <= self.logs.max_seen_id and log_id not in self.logs.taken:
+            if (
+                log_id <= self.logs.max_seen_id
+                and log_id not in self.logs.taken | self.logs.removed
+            ):
                 raise Divergence(index, f"entry log {log_id} appeared; its id was used before")
             self._check_known_ledgers(index, view)
         if observed.least_unflushed_log_id < self.logs.least_unflushed:
@@ -2091,6 +2108,7 @@ class BookieModel:
                 log_id <= constraints.max_known_id
                 and seen[log_id].ledger_bytes
                 and log_id not in compacted_ids
+                and log_id not in self.logs.removed
             ):
                 raise Divergence(
                     index,
@@ -2098,7 +2116,11 @@ class BookieModel:
                 )
             self._check_known_ledgers(index, seen[log_id])
         current = observed.current_log_id
-        if current is not None and current <= constraints.max_known_id:
+        if (
+            current is not None
+            and current <= constraints.max_known_id
+            and current not in self.logs.removed
+        ):
             raise Divergence(
                 index, f"the active log after recovery is {current}, an id used before the crash"
             )

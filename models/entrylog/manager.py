@@ -313,6 +313,15 @@ class EntryLogManagerModel:
         self.taken: set[int] = set()
         #: A compaction took an id in this run: leastUnflushedLogId is followed from now on.
         self.least_followed = False
+        #: The leastUnflushedLogId the last compared state showed.
+        self.least_seen = 0
+        #: Ids of logs a GC removed (dead, or compacted away), in any run: ``lastId`` is a
+        #: hint written without fsync (impl/entrylog/ids.py), so once no file holds such an
+        #: id a later run may use it again. Nothing can name the old log by then: the index
+        #: never names a removed log for a live ledger (the harness's disk check).
+        self.removed: set[int] = set()
+        #: ``max_seen_id`` before the first provisional log of the run.
+        self.max_before_provisional = -1
         #: While relaxed: logs a GC step may have deleted or compacted away.
         self.may_vanish: set[int] = set()
 
@@ -354,6 +363,8 @@ class EntryLogManagerModel:
             # Sealed: its map lists exactly what was written to it.
             old.ledgers_map = (True, tuple(sorted(old.written.items())))
         if self.next_id is None:
+            if not self.provisional:
+                self.max_before_provisional = self.max_seen_id
             log_id = max([self.max_seen_id, *self.taken, *self.logs]) + 1
             self.provisional.append(log_id)
         else:
@@ -410,6 +421,7 @@ class EntryLogManagerModel:
         """A log was deleted (dead, or a compaction's source)."""
         del self.logs[log_id]
         self.created.pop(log_id, None)
+        self.removed.add(log_id)
 
     def next_compaction_ids(self) -> set[int]:
         """The ids a compaction may take now: the next id, or the one after it when a
@@ -485,7 +497,9 @@ class EntryLogManagerModel:
             self.dropped_from = None
         self.next_id = observed_ids[-1] + 1
         self._skip_taken()
-        self.max_seen_id = max(self.max_seen_id, observed_ids[-1])
+        # The placeholders counted as seen ids; the real ones may be lower (an id of a log a
+        # GC removed, used again).
+        self.max_seen_id = max([self.max_before_provisional, *self.logs])
         self._update_least_unflushed()
 
     def observed_flushed(self, log_id: int) -> None:
@@ -515,6 +529,7 @@ class EntryLogManagerModel:
             return
         for log_id in self.tentative:
             self.logs.pop(log_id, None)
+            self.removed.discard(log_id)
             self.created.pop(log_id, None)
             if log_id in self.provisional:
                 self.provisional.remove(log_id)
@@ -557,6 +572,9 @@ class EntryLogManagerModel:
         caller checked it); after a restart every flushed log's map is durable, while
         relaxed only what was durable before."""
         before = self.logs
+        seen = {view.log_id for view in views}
+        # A log that is gone was removed by a GC (the caller checked that it may be).
+        self.removed |= {log_id for log_id in before if log_id not in seen}
         self.logs = {}
         for view in views:
             written = dict(view.ledger_bytes)
@@ -572,6 +590,7 @@ class EntryLogManagerModel:
             self.max_seen_id = max(self.max_seen_id, view.log_id)
         self.current = current
         self.least_unflushed = least
+        self.least_seen = least
         # leastUnflushedLogId starts a run one past the last id used (BookKeeper's lastId):
         # every id below it was used, even by a log that did not survive.
         self.max_seen_id = max(self.max_seen_id, least - 1)

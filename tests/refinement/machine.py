@@ -608,7 +608,9 @@ def machine_for(
                 st.sampled_from(("add", "delete", "checkpoint", "rotate", "read", "fence")),
                 max_size=6,
             ),
-            crash_in=st.sampled_from((None, None, *GC_PHASES, "recovery")),
+            crash_in=st.sampled_from(
+                (None, "begin", "copy", "copy", "flush", "flush", "index", "recovery")
+            ),
             at=st.integers(0, 30),
             plan=crash_plans,
         )
