@@ -831,7 +831,8 @@ class BookieModel:
                 self.logs.remove(source)
                 self.unplaced.append((source, copied))
         if self.unplaced:
-            self._compaction_id_unknown()
+            # The next compared state shows their ids (_place_compacted), before any new log.
+            self.logs.least_followed = True
         return [
             *notes,
             f"GC cycle ({report.compaction}): dead entry logs {dead} deleted, {candidates} "
