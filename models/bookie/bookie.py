@@ -35,10 +35,19 @@ bkref indexes an add before it answers, so a read must see it); while a fault is
 failed write or fsync, a full journal, until the next restart) any step may fail with
 io_error; while the ledger directories have no room, a step that writes may answer no_space
 (never io_error: a full disk is no failure, and once room is back every step must succeed
-again, issue 10). What a read showed holds for the rest of the run.
+again, issue 10). What a read showed holds for the rest of the run. An unforced GC cycle may
+choose any compaction kind the configuration can make due (its clock is not modelled); the
+candidates are then checked exactly for the kind it reports. After a crash an interrupted
+compaction may be finished or undone where the crash left both possible (CompactionOutcome).
 
-Not modelled: write_close, explicit LAC, garbage collection and compaction, several journal
-directories, entry log per ledger; preallocated logs are only checked to be empty and new.
+Garbage collection and compaction (``_gc_begin``, ``_gc_whole``, ``_compact_copy``,
+``_compact_flush``, ``_compact_index``) are computed from the model's own logs
+(models/entrylog/manager.py): the dead logs, the candidates and their order, each new log's
+id and bytes; docs/model.md, "Garbage collection and compaction".
+
+Not modelled: write_close, explicit LAC, several journal directories, entry log per ledger,
+the bytes a GC cycle reports as reclaimed; preallocated logs are only checked to be empty and
+new.
 """
 
 from __future__ import annotations
