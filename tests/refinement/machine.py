@@ -658,6 +658,31 @@ def machine_for(
                     self._crash_and_restart(plan, at)
                     return
 
+        @precondition(lambda self: self.up)
+        @rule(
+            ledger=ledgers,
+            data=payloads,
+            flushed=st.booleans(),
+            plan=crash_plans,
+            at=st.integers(0, 40),
+        )
+        def crash_inside_recovery_of_a_compaction(
+            self, ledger: int, data: bytes, flushed: bool, plan: CrashPlan, at: int
+        ) -> None:
+            """A compaction copied (and maybe flushed: its .compacted durable), then a power
+            cut, and a recovery that dies at a drawn file-system operation while it removes
+            the .compacting or finishes the .compacted, then a recovery again: recovery must
+            cope with its own half-done work (every step idempotent)."""
+            self._make_logs_compactable(ledger, data, 1)
+            if not self.up or self._gc_step(GcBegin(True), None, plan):
+                return
+            if self._gc_step(CompactCopy(), None, plan) or self._compaction_in_flight() is None:
+                return
+            if flushed and self._gc_step(CompactFlush(), None, plan):
+                return
+            _seen("crash inside recovery after a compaction")
+            self._crash_and_restart(plan, at)
+
         def _between(self, what: str, ledger: int, data: bytes, phase: str) -> None:
             """One request between two compaction phases."""
             in_flight = self._compaction_in_flight()
@@ -687,7 +712,7 @@ def machine_for(
             ledger=ledgers,
             data=payloads,
             fault=COMPACTION_FAULTS,
-            phase=st.sampled_from(("copy", "flush")),
+            phase=st.sampled_from(("copy", "flush", "index")),
             repeat=st.integers(1, 3),
             plan=crash_plans,
             crash=st.booleans(),
@@ -703,9 +728,11 @@ def machine_for(
             crash: bool,
         ) -> None:
             """A fault aimed at a compaction's files (or its source, or a full disk), armed
-            before its copy or its flush, again and again: each attempt rolls back (the
-            bookie serves on) and repeated failed compactions leave nothing behind on the
-            disk (the harness's disk check counts the files after recovery); maybe a crash."""
+            before its copy, its flush or its index phase, again and again: a failed copy or
+            flush rolls back (the bookie serves on) and repeated failed compactions leave
+            nothing behind on the disk (the harness's disk check counts the files after
+            recovery); a failed index phase fails the bookie, and the restart finishes the
+            compaction; maybe a crash."""
             self._make_logs_compactable(ledger, data, 1)
             for _ in range(repeat):
                 if not self.up:
@@ -713,18 +740,24 @@ def machine_for(
                 self._gc_step(GcBegin(True), None, plan)
                 if not self.up:
                     return
-                if phase == "flush":
+                if phase in ("flush", "index"):
                     self._gc_step(CompactCopy(), None, plan)
                     if not self.up or self._compaction_in_flight() is None:
                         continue
+                if phase == "index":
+                    self._gc_step(CompactFlush(), None, plan)
+                    if not self.up or self._compaction_in_flight() != "flushed":
+                        continue
                 self._run(fault)
-                op = CompactCopy() if phase == "copy" else CompactFlush()
+                op = {"copy": CompactCopy(), "flush": CompactFlush()}.get(phase, CompactIndex())
                 step = self._run(op)
                 self._see_gc(op, step)
                 if step.result.error is not None:
                     _seen(f"compaction {phase} failed and rolled back")
                 if isinstance(fault, DiskFull) and self.up:
                     self._run(DiskWritable())
+                if phase == "index" and step.result.error is not None and self.up:
+                    self._crash_and_restart(plan, None)  # the bookie failed: restart it
             if self.up:
                 self._run(Read(self._ledger(ledger), 0))
             if crash and self.up:
@@ -999,6 +1032,7 @@ PRODUCERS: Mapping[type[Operation], tuple[str, ...]] = require_complete(
             "compaction_with_requests_between_its_phases",
             "fault_in_a_compaction",
             "rotate_many",
+            "crash_inside_recovery_of_a_compaction",
         ),
         Read: (
             "read",
@@ -1009,7 +1043,12 @@ PRODUCERS: Mapping[type[Operation], tuple[str, ...]] = require_complete(
             "fault_in_a_compaction",
         ),
         Fence: ("fence", "compaction_with_requests_between_its_phases"),
-        Delete: ("delete", "compaction_with_requests_between_its_phases", "fault_in_a_compaction"),
+        Delete: (
+            "delete",
+            "compaction_with_requests_between_its_phases",
+            "fault_in_a_compaction",
+            "crash_inside_recovery_of_a_compaction",
+        ),
         Checkpoint: (
             "checkpoint",
             "checkpoint_then_crash",
@@ -1017,6 +1056,7 @@ PRODUCERS: Mapping[type[Operation], tuple[str, ...]] = require_complete(
             "full_disk_in_background_work",
             "compaction_with_requests_between_its_phases",
             "fault_in_a_compaction",
+            "crash_inside_recovery_of_a_compaction",
         ),
         JournalForce: (
             "journal_force",
@@ -1041,6 +1081,7 @@ PRODUCERS: Mapping[type[Operation], tuple[str, ...]] = require_complete(
             "rotate_many",
             "compaction_with_requests_between_its_phases",
             "fault_in_a_compaction",
+            "crash_inside_recovery_of_a_compaction",
         ),
         Preallocate: ("preallocate", "full_disk_in_background_work"),
         CheckDirs: ("check_dirs",),
@@ -1049,18 +1090,25 @@ PRODUCERS: Mapping[type[Operation], tuple[str, ...]] = require_complete(
             "gc_begin",
             "compaction_with_requests_between_its_phases",
             "fault_in_a_compaction",
+            "crash_inside_recovery_of_a_compaction",
         ),
         CompactCopy: (
             "compact_copy",
             "compaction_with_requests_between_its_phases",
             "fault_in_a_compaction",
+            "crash_inside_recovery_of_a_compaction",
         ),
         CompactFlush: (
             "compact_flush",
             "compaction_with_requests_between_its_phases",
             "fault_in_a_compaction",
+            "crash_inside_recovery_of_a_compaction",
         ),
-        CompactIndex: ("compact_index", "compaction_with_requests_between_its_phases"),
+        CompactIndex: (
+            "compact_index",
+            "compaction_with_requests_between_its_phases",
+            "fault_in_a_compaction",
+        ),
         Crash: (
             "crash",
             "process_killed_then_power_cut",
@@ -1077,6 +1125,7 @@ PRODUCERS: Mapping[type[Operation], tuple[str, ...]] = require_complete(
             "full_disk_in_background_work",
             "compaction_with_requests_between_its_phases",
             "fault_in_a_compaction",
+            "crash_inside_recovery_of_a_compaction",
         ),
         Restart: (
             "crash",
@@ -1088,6 +1137,7 @@ PRODUCERS: Mapping[type[Operation], tuple[str, ...]] = require_complete(
             "full_disk_in_background_work",
             "compaction_with_requests_between_its_phases",
             "fault_in_a_compaction",
+            "crash_inside_recovery_of_a_compaction",
         ),
         Shutdown: ("shutdown_and_restart",),
         DiskFull: ("disk_full", "full_disk_in_background_work", "fault_in_a_compaction"),

@@ -222,6 +222,13 @@ RULE_ARGS: Mapping[str, dict[str, object]] = {
         "at": 3,
         "plan": PLAN,
     },
+    "crash_inside_recovery_of_a_compaction": {
+        "ledger": 1,
+        "data": b"x" * 150,
+        "flushed": True,
+        "plan": PLAN,
+        "at": 3,
+    },
     "fault_in_a_compaction": {
         "ledger": 1,
         "data": b"x" * 150,
@@ -259,6 +266,7 @@ MORE_RULE_ARGS: Mapping[str, list[dict[str, object]]] = {
             (FailFsync("compaction"), "flush"),
             (FailRead("entry_log"), "copy"),
             (DiskFull("ledger_dirs"), "copy"),
+            (FailFsync("any"), "index"),
         )
     ],
 }
