@@ -934,7 +934,10 @@ class BookieModel:
                 f"compact_copy of entry log {source} answered new log {new_id}; the shared "
                 f"id counter gives {want}",
             )
-        if not ids and (new_id in self.logs.logs or new_id <= self.logs.max_seen_id):
+        reused = new_id in self.logs.removed  # a GC removed its log: lastId is a hint
+        if not ids and (
+            new_id in self.logs.logs or (new_id <= self.logs.max_seen_id and not reused)
+        ):
             raise Divergence(index, f"compact_copy took entry log id {new_id}, used before")
         if report.source_log != source or report.phase != "copy":
             raise Divergence(

@@ -222,6 +222,13 @@ RULE_ARGS: Mapping[str, dict[str, object]] = {
         "at": 3,
         "plan": PLAN,
     },
+    "crash_inside_a_compaction_phase": {
+        "ledger": 1,
+        "data": b"x" * 150,
+        "phase": "copy",
+        "at": 3,
+        "plan": PLAN,
+    },
     "crash_inside_recovery_of_a_compaction": {
         "ledger": 1,
         "data": b"x" * 150,
