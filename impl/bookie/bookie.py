@@ -46,9 +46,8 @@ Choices where BookKeeper leaves room, each on purpose (replay's are in recovery.
 - The payload limit is on the whole entry (16 id bytes + data) against maxSaneEntrySize.
 
 Not verified here: multiple journal directories (layout.py refuses them), entry log per
-ledger, compaction (its leftovers cleanup is a named no-op hook,
-recovery.cleanup_compaction_leftovers), garbage collection (deleted ledgers' bytes stay in the
-logs), read-only mode.
+ledger, garbage collection (deleted ledgers' bytes stay in the logs; recovery finishes or
+undoes interrupted compactions, recovery.cleanup_compaction_leftovers), read-only mode.
 """
 
 from __future__ import annotations

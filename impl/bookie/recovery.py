@@ -284,9 +284,12 @@ def cleanup_compaction_leftovers(
     reads the new log, the source being gone by then. Raises RecoveryError on a disk
     error, DamagedFile for a malformed compaction log whose source is gone."""
 
-    def apply_moves(moves: list[MovedEntry]) -> None:
-        if not index.persisted:
-            return
+    def apply_moves(moves: list[MovedEntry]) -> bool:
+        """Put and flush; True (keep the source) when the index still places entries in the
+        source that the compaction log does not hold (a scan stopped by damage in it):
+        removing the source would lose them."""
+        if not index.persisted or not moves:
+            return False
         for move in moves:
             if index.is_deleted(move.ledger_id):
                 continue
@@ -294,6 +297,7 @@ def cleanup_compaction_leftovers(
             if now is not None and location_log_id(now) == location_log_id(move.old):
                 index.put_entry(move.ledger_id, move.entry_id, move.new)
         index.flush()
+        return location_log_id(moves[0].old) in index.log_extents()
 
     try:
         report = recover_leftovers(
@@ -310,6 +314,12 @@ def cleanup_compaction_leftovers(
         say(
             f"finished the compaction of entry log {log_file_name(src_id)} into "
             f"{log_file_name(new_id)}"
+        )
+    for source in report.kept_sources:
+        say(
+            f"kept entry log {log_file_name(source)} beside its compaction log: the ledger "
+            "index still places entries in it that the compaction did not copy (damage in "
+            "the log may have stopped the copy's scan). Check the log with bkref inspect"
         )
     for path in report.removed_compacted:
         say(f"removed {path}: a compaction log that is not well formed; its source is kept")

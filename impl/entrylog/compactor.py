@@ -176,13 +176,15 @@ class Compaction:
 class LeftoverReport:
     """What :func:`recover_leftovers` did: the ``.compacting`` files removed (paths), the
     compactions finished (new log id, source id), the ``.compacted`` files removed because
-    they were not well formed while their source was still there (paths), and the entries
-    whose new locations were handed to ``apply_moves``."""
+    they were not well formed while their source was still there (paths), the entries
+    whose new locations were handed to ``apply_moves``, and the sources of finished
+    compactions kept because ``apply_moves`` said the index still needs them."""
 
     removed_compacting: tuple[str, ...] = ()
     finished: tuple[tuple[EntryLogId, EntryLogId], ...] = ()
     removed_compacted: tuple[str, ...] = ()
     entries_moved: int = 0
+    kept_sources: tuple[EntryLogId, ...] = ()
 
     @property
     def anything(self) -> bool:
@@ -446,7 +448,7 @@ def recover_leftovers(
     fs: FileSystem,
     ledger_dirs: Sequence[str],
     entry_logger: EntryLogger,
-    apply_moves: Callable[[list[MovedEntry]], None],
+    apply_moves: Callable[[list[MovedEntry]], bool | None],
     *,
     limits: Limits = LIMITS,
 ) -> LeftoverReport:
@@ -455,6 +457,9 @@ def recover_leftovers(
     ``<new>.log`` if missing, rescan it, ``apply_moves`` its records, unlink the source if
     present, unlink ``.compacted``, each name change made durable). ``apply_moves`` must make
     the index name the new locations durably before it returns (the source goes next).
+    When ``apply_moves`` answers True the index still places entries in the source that the
+    compaction log does not hold (a scan stopped by damage in the source leaves them
+    behind): the source is kept, only ``.compacted`` is removed, and both logs stay.
 
     A ``.compacted`` that is not well formed is removed like a ``.compacting`` while its
     source is there, and refused with DamagedFile when the source is gone. Raises FsError
@@ -470,12 +475,13 @@ class LeftoverRecovery:
         fs: FileSystem,
         ledger_dirs: Sequence[str],
         entry_logger: EntryLogger,
-        apply_moves: Callable[[list[MovedEntry]], None],
+        apply_moves: Callable[[list[MovedEntry]], bool | None],
         *,
         limits: Limits = LIMITS,
     ) -> None:
         self._fs = fs
         self._dirs = tuple(ledger_dirs)
+        self._kept: list[EntryLogId] = []
         self._entry_logger = entry_logger
         self._apply_moves = apply_moves
         self._limits = limits
@@ -495,6 +501,7 @@ class LeftoverRecovery:
             finished=tuple(self._finished),
             removed_compacted=tuple(self._removed_compacted),
             entries_moved=self._moved,
+            kept_sources=tuple(self._kept),
         )
 
     def remove_compacting(self, directory: str) -> None:
@@ -532,10 +539,13 @@ class LeftoverRecovery:
             return
         new_path = self.link_new_log(directory, path, new_id)
         moves = self.rescan(new_path, new_id, src_id)
-        self._apply_moves(moves)
+        keep_source = self._apply_moves(moves) is True
         self._moved += len(moves)
         if source_path is not None:
-            remove_log_file(self._fs, self._entry_logger, src_id, source_path)
+            if keep_source:
+                self._kept.append(src_id)
+            else:
+                remove_log_file(self._fs, self._entry_logger, src_id, source_path)
         self.remove_compacted(directory, path)
         self._finished.append((new_id, src_id))
 

@@ -7,7 +7,9 @@ bkref's: every entry log (header, ledgers map or the scan and why, entries, a to
 key, fence and explicit-LAC records, where a scan stops and why), lastMark and which one
 recovery would use, lastId, BookKeeper's VERSION cookie, bkref's own index (``bkref-index/``),
 BookKeeper's ``.idx`` index files and DbLedgerStorage's RocksDB directories (named, not read),
-compaction leftovers, and anything else as an unknown file with its size.
+compaction leftovers with what recovery will do with each (impl/entrylog/compactor.py's own
+well-formedness check; spec/protocol/compaction.md), and anything else as an unknown file with
+its size.
 
 Why it reads through the engine's own code (impl/entrylog/reader.py, impl/journal/replay.py,
 impl/journal/last_mark.py, impl/index/ledger_index.py) rather than parsers of its own: what it
@@ -40,6 +42,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from impl.entrylog.compactor import malformed_compaction_log
 from impl.entrylog.reader import (
     MetadataResult,
     ScanResult,
@@ -80,6 +83,7 @@ from impl.format.names import (
     VERSION_FILE_NAME,
     is_bk_index_dir_name,
     journal_file_name,
+    log_file_name,
     log_id_prefix,
     parse_bk_index_file_name,
     parse_compacted_file_name,
@@ -1159,16 +1163,19 @@ def _bk_index_contents(path: str) -> dict[str, object]:
 
 
 COMPACTING_NOTE = (
-    "a compaction log that was still being written when the bookie stopped. BookKeeper's "
-    "recovery deletes it (the entries are still in the source log). bkref does not compact: "
-    "it neither reads nor removes it"
+    "a compaction log that was still being written when the bookie stopped (its entries are "
+    "still in the source log). Recovery removes it, bkref's as BookKeeper's "
+    "(spec/protocol/compaction.md)"
 )
 COMPACTED_NOTE = (
-    "a flushed compaction log of log {src} whose index update may not have finished. "
-    "BookKeeper's recovery points its index at the entries in it, renames it to {new}.log and "
-    "deletes {src}.log. bkref does not compact and does not finish this: it neither reads nor "
-    "renames it (its id counts as taken when bkref picks new log ids)"
+    "a flushed compaction log of log {src}.log whose index update may not have finished. "
+    "Recovery finishes it, bkref's as BookKeeper's (spec/protocol/compaction.md): {steps}"
 )
+COMPACTED_MALFORMED_NOTE = (
+    "a compaction log of log {src}.log that is not well formed ({why}). {what}"
+)
+
+
 TMP_NOTE = (
     "a file bkref writes under this name and renames into place once durable; left by a "
     "write cut short. bkref never reads it and removes it on a later write"
@@ -1442,17 +1449,56 @@ def _read_text(fs: FileSystem, path: str) -> str | None:
 
 
 def _describe_leftover(fs: FileSystem, path: str, kind: str) -> dict[str, object]:
-    name = split(path)[1]
+    """A ``.compacting`` or ``.compacted`` file and what recovery will do with it
+    (impl/entrylog/compactor.py ``recover_leftovers``, spec/protocol/compaction.md)."""
+    directory, name = split(path)
+    log = inspect_log(fs, path)
+    malformed: str | None = None
+    source_present: bool | None = None
+    new_log_present: bool | None = None
     if kind == "compacting_log":
         log_id: int | None = parse_compacting_file_name(name)
         src: int | None = None
+        recovery = "remove"
+        steps = [f"unlink {name}"]
         note = COMPACTING_NOTE
     else:
         ids = parse_compacted_file_name(name)
         assert ids is not None
         log_id, src = ids
-        note = COMPACTED_NOTE.format(new=f"{log_id:x}", src=f"{src:x}")
-    log = inspect_log(fs, path)
+        source_present = fs.exists(join(directory, log_file_name(src)))
+        new_log_present = fs.exists(join(directory, log_file_name(log_id)))
+        malformed = malformed_compaction_log(fs, path, EntryLogId(log_id))
+        if malformed is None:
+            recovery = "finish"
+            steps = [] if new_log_present else [f"link {log_file_name(log_id)}"]
+            steps += [
+                f"point the index at the entries of {log_file_name(log_id)} that it places "
+                f"in {log_file_name(src)}, then flush it",
+                *([f"unlink {log_file_name(src)}"] if source_present else []),
+                f"unlink {name}",
+            ]
+            note = COMPACTED_NOTE.format(src=f"{src:x}", steps="; ".join(steps))
+        elif source_present:
+            recovery = "remove"
+            steps = [f"unlink {name}"]
+            note = COMPACTED_MALFORMED_NOTE.format(
+                src=f"{src:x}",
+                why=malformed,
+                what="Recovery removes it and keeps the source, which is in this directory",
+            )
+        else:
+            recovery = "refuse"
+            steps = []
+            note = COMPACTED_MALFORMED_NOTE.format(
+                src=f"{src:x}",
+                why=malformed,
+                what=(
+                    "Its source is not in this directory: unless it is in another ledger "
+                    "directory (then recovery removes this file), recovery refuses to start, "
+                    "since the entries it copied exist nowhere else"
+                ),
+            )
     return {
         "name": name,
         "path": path,
@@ -1461,6 +1507,11 @@ def _describe_leftover(fs: FileSystem, path: str, kind: str) -> dict[str, object
         "src_log_id": src,
         "size_bytes": log.size_bytes,
         "log": log_json(log),
+        "source_present": source_present,
+        "new_log_present": new_log_present,
+        "malformed": malformed,
+        "recovery": recovery,
+        "recovery_steps": steps,
         "note": note,
     }
 

@@ -156,10 +156,11 @@ def test_recovering_an_empty_bookie_replays_nothing() -> None:
 
 
 def _bookie_with_a_compaction(
-    phase: str,
+    phase: str, missed: int | None = None
 ) -> tuple[SimDisk, EntryLogId, EntryLogId, dict[tuple[int, int], bytes]]:
     """A bookie whose sealed, checkpointed log (ledgers 1, 2 and 3; ledger 2 then deleted) is
-    compacted up to the end of ``phase`` ("copy" or "flush"), then the machine crashes."""
+    compacted up to the end of ``phase`` ("copy" or "flush"), then the machine crashes.
+    ``missed``: a live ledger the copy leaves out, as a scan stopped by damage would."""
 
     disk = SimDisk()
     bookie = open_bookie(disk)
@@ -177,7 +178,9 @@ def _bookie_with_a_compaction(
     assert location is not None
     source = location_log_id(location)
     compactor = TransactionalCompactor(disk, logger)
-    compaction = compactor.copy(source, lambda ledger: not index.is_deleted(ledger))
+    compaction = compactor.copy(
+        source, lambda ledger: not index.is_deleted(ledger) and ledger != missed
+    )
     if phase == "flush":
         compactor.flush(compaction)
     assert compaction.new_log is not None
@@ -215,3 +218,20 @@ def test_a_restart_undoes_a_copy_and_finishes_a_flushed_compaction(phase: str) -
     for (ledger, entry), body in data.items():
         if ledger != 2:
             assert again.read_entry(LedgerId(ledger), EntryId(entry)) == body
+
+
+def test_a_source_the_index_still_needs_is_kept_when_recovery_finishes_its_compaction() -> None:
+    disk, source, new_log, data = _bookie_with_a_compaction("flush", missed=3)
+    lines: list[str] = []
+    bookie = open_bookie(disk, progress=lines.append)
+    names = [n for d in ("/bk/ledgers0/current", "/bk/ledgers1/current") for n in disk.listdir(d)]
+    assert not [n for n in names if n.endswith((".compacting", ".compacted"))], names
+    assert log_file_name(source) in names and log_file_name(new_log) in names
+    assert any(f"kept entry log {log_file_name(source)}" in line for line in lines)
+    for (ledger, entry), body in data.items():
+        if ledger == 2:
+            continue
+        assert bookie.read_entry(LedgerId(ledger), EntryId(entry)) == body
+        location = bookie._index.get_location(LedgerId(ledger), EntryId(entry))
+        assert location is not None
+        assert location_log_id(location) == (source if ledger == 3 else new_log)

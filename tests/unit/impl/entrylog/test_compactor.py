@@ -543,3 +543,23 @@ def test_moves_name_the_source_at_recovery() -> None:
     recover_leftovers(world.disk, world.dirs, world.logger, seen.extend)
     assert {(m.ledger_id, m.entry_id) for m in seen} == set(world.live_entries())
     assert all(m.old == Location(world.source << 32) for m in seen)
+
+
+def test_recovery_keeps_a_source_when_apply_moves_says_it_is_still_needed() -> None:
+    world = make_world()
+    compactor = TransactionalCompactor(world.disk, world.logger)
+    c = compactor.copy(world.source, world.is_live)
+    compactor.flush(c)
+    world.disk.crash(LoseUnsynced())
+    world.logger = EntryLogger(world.disk, world.dirs, settings_for(), random.Random(8))
+
+    def still_needed(moves: list[MovedEntry]) -> bool:
+        assert moves
+        return True
+
+    report = recover_leftovers(world.disk, world.dirs, world.logger, still_needed)
+    assert report.kept_sources == (world.source,)
+    assert report.finished == ((c.new_log, world.source),)
+    assert leftovers(world) == []
+    assert log_file_name(world.source) in names(world)
+    assert log_file_name(c.new_log or 0) in names(world)

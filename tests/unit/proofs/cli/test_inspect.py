@@ -305,9 +305,23 @@ def test_a_ledger_directory_reports_every_log_and_the_directory_facts(
         ("b.log.compacting", "compacting", 11, None),
         ("c.log.1.compacted", "compacted", 12, 1),
     ]
-    assert "BookKeeper's recovery deletes it" in leftovers[0]["note"]
-    assert "renames it to c.log and deletes 1.log" in leftovers[1]["note"]
-    assert "bkref does not compact" in leftovers[1]["note"]
+    # What recovery will do: remove the .compacting; finish the .compacted (well formed, its
+    # source 1.log here): link c.log, move the index off 1.log, unlink 1.log, then it.
+    assert "Recovery removes it" in leftovers[0]["note"]
+    assert (leftovers[0]["recovery"], leftovers[0]["recovery_steps"]) == (
+        "remove",
+        ["unlink b.log.compacting"],
+    )
+    finish = leftovers[1]
+    assert (finish["malformed"], finish["source_present"], finish["new_log_present"]) == (
+        None,
+        True,
+        False,
+    )
+    assert finish["recovery"] == "finish"
+    assert finish["recovery_steps"][0] == "link c.log"
+    assert finish["recovery_steps"][2:] == ["unlink 1.log", "unlink c.log.1.compacted"]
+    assert "Recovery finishes it" in finish["note"] and "unlink 1.log" in finish["note"]
     files = obj["files"]
     assert isinstance(files, list)
     kinds = {f["name"].removeprefix("current/"): f["kind"] for f in files}
@@ -406,3 +420,47 @@ def test_any_file_gives_a_report_never_an_exception(data: bytes) -> None:
     assert (log.error is None) == ((data.startswith(b"BKLO") and len(data) >= 20) or not data)
     json.dumps(inspect_cmd.log_json(log))
     assert inspect_cmd.format_log(log).startswith("7.log")
+
+
+def test_compaction_leftovers_say_what_recovery_will_do_with_each(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A well-formed ``.compacted`` already linked is finished without a link; a malformed
+    one is removed while its source is here and refused when it is not (recover_leftovers)."""
+    current = tmp_path / "current"
+    write(current / "1.log", bk_layout.build_log([(5, 0, b"five")]).data)
+    write(current / "2.log", bk_layout.build_log([(6, 0, b"six")]).data)
+    write(current / "lastId", b"20\n")
+    compacted = bk_layout.build_log([(5, 0, b"five")]).data
+    write(current / "1e.log.2.compacted", compacted)
+    write(current / "1e.log", compacted)
+    write(current / "1f.log.1.compacted", bk_layout.header() + b"\x00\x00\x00\x30torn")
+    write(current / "20.log.3.compacted", b"not an entry log at all")
+    code, obj = run_json(capsys, tmp_path)
+    assert code == 0, obj["problems"]
+    leftovers = obj["compaction_leftovers"]
+    assert isinstance(leftovers, list)
+    by_name = {x["name"]: x for x in leftovers}
+    linked = by_name["1e.log.2.compacted"]
+    assert (linked["recovery"], linked["new_log_present"], linked["source_present"]) == (
+        "finish",
+        True,
+        True,
+    )
+    assert not any(step.startswith("link") for step in linked["recovery_steps"])
+    malformed_here = by_name["1f.log.1.compacted"]
+    assert malformed_here["malformed"] is not None
+    assert (malformed_here["recovery"], malformed_here["recovery_steps"]) == (
+        "remove",
+        ["unlink 1f.log.1.compacted"],
+    )
+    gone = by_name["20.log.3.compacted"]
+    assert (gone["recovery"], gone["source_present"], gone["recovery_steps"]) == (
+        "refuse",
+        False,
+        [],
+    )
+    assert "exist nowhere else" in gone["note"]
+    code, out, _ = run_cli(capsys, str(tmp_path))
+    text = " ".join(out.split())
+    assert "1f.log.1.compacted: a compaction log of log 1.log that is not well formed" in text
