@@ -24,7 +24,11 @@ released during its fsync too, so adds proceed while a group is being forced). C
 are serialised by the checkpointer's lock (``Checkpointer.lock``), which also guards lastMark.
 The checkpoint holds ``_lock`` while it forces the entry logs and flushes the index, so that
 the persisted index only names locations whose bytes are already durable (adds wait
-meanwhile, as they wait in BookKeeper, whose entry logger is synchronized too).
+meanwhile, as they wait in BookKeeper, whose entry logger is synchronized too). Garbage
+collection steps are serialised by ``_gc_lock``, taken before the other two and never while
+holding them; a compaction's copy runs outside ``_lock`` (only its log's allocation and the
+liveness of each ledger take it), its index phase under the checkpointer's lock as a
+checkpoint (docs/design.md "Concurrency").
 
 The add path is the hot path (tests/bench/bench_bookie.py): its record is encoded once and
 used by both the entry log and the journal (the two formats share it byte for byte), the
@@ -44,10 +48,16 @@ Choices where BookKeeper leaves room, each on purpose (replay's are in recovery.
   ledger would make its acknowledged adds vanish at the next restart.
 - A read can see an entry that is written but not yet acknowledged (as BookKeeper's can).
 - The payload limit is on the whole entry (16 id bytes + data) against maxSaneEntrySize.
+- Garbage collection (impl/bookie/gc.py decides, the ``gc`` steps below do it) only ever
+  touches flushed logs: never the active, a rotated (not yet fsynced) or the preallocated
+  log, whose bytes may not be durable. A failed compaction is rolled back and the bookie
+  keeps serving, unless its index phase failed (the bookie then fails as after a failed
+  checkpoint; the restart finishes the compaction).
 
 Not verified here: multiple journal directories (layout.py refuses them), entry log per
-ledger, garbage collection (deleted ledgers' bytes stay in the logs; recovery finishes or
-undoes interrupted compactions, recovery.cleanup_compaction_leftovers), read-only mode.
+ledger, read-only mode, and the space of duplicate records: a live ledger's records that an
+interrupted recovery re-added elsewhere are copied by compaction with the rest of the ledger
+(liveness is per ledger, as BookKeeper's EntryLogMetadata counts it).
 """
 
 from __future__ import annotations
@@ -105,7 +115,12 @@ from impl.entrylog.compactor import (
 from impl.entrylog.ledger_dirs import RandomSource
 from impl.entrylog.logger import EntryLogger, settings_from_config
 from impl.entrylog.manager import LogChannel, LogState
-from impl.format.entry_log import MIN_SANE_ENTRY_SIZE, encode_entry_record
+from impl.entrylog.reader import extract_metadata
+from impl.format.entry_log import (
+    LOGFILE_HEADER_SIZE,
+    MIN_SANE_ENTRY_SIZE,
+    encode_entry_record,
+)
 from impl.format.journal import encode_fence_record, encode_key_record
 from impl.format.names import log_file_name
 from impl.fs.api import DirLock, FileSystem
@@ -131,6 +146,7 @@ from spec.errors import (
     NoLedger,
     NoSpace,
     NoWritableLedgerDir,
+    RecoveryError,
     Unauthorized,
 )
 from spec.ids import INT64_MAX, EntryId, EntryLogId, LedgerId, location_log_id
@@ -807,9 +823,7 @@ class Bookie:
         NoSpace or BookieIOError as the steps do (a failed cycle is dropped; the bookie fails
         only when phase 3 failed)."""
         with self._gc_lock:
-            begun = self.gc_begin(force)
-            if not begun.candidates:
-                return attrs.evolve(begun, candidates=())
+            self.gc_begin(force)
             while True:
                 copied = self.compact_copy()
                 if copied.phase == "idle":
@@ -835,7 +849,9 @@ class Bookie:
                 self._gc.drop_deleted(self._is_live_ledger)  # step 1
                 self._gc_extract()  # step 2
                 deleted, reclaimed = self._gc_delete_dead()  # step 3
-            except (FsError, NoWritableLedgerDir, EntryLogError) as exc:
+            except (FsError, NoWritableLedgerDir, EntryLogError, RecoveryError) as exc:
+                # RecoveryError: a damaged .compacted whose source is gone (step 0 refuses to
+                # guess); the bookie serves on, GC waits for an operator (the message says).
                 raise self._gc_error("garbage collection", exc) from exc
             kind = self._gc_kind(force)  # step 4
             begun = self._gc.begin(kind, deleted, reclaimed)  # step 5's order
@@ -922,6 +938,19 @@ class Bookie:
             )
             return PhaseResult("index", source, new_log, len(compaction.moved))
 
+    def gc_metadata(self) -> dict[EntryLogId, tuple[int, int]]:
+        """The garbage collector's metadata map (entryLogMetaMap) as it stands: per flushed
+        log it knows, (total bytes, bytes of live ledgers) as of its last cycle."""
+        with self._gc_lock:
+            return {log_id: (u.total, u.remaining) for log_id, u in self._gc.meta.items()}
+
+    @property
+    def gc_last_times_ms(self) -> tuple[int, int]:
+        """(last major, last minor) compaction time on the clock's monotonic milliseconds
+        (GarbageCollectorThread's lastMajorCompactionTime, lastMinorCompactionTime)."""
+        with self._gc_lock:
+            return self._gc.last_major_ms, self._gc.last_minor_ms
+
     # --- the GC steps, each overridable ------------------------------------------------
 
     def _is_live_ledger(self, ledger_id: LedgerId) -> bool:
@@ -942,16 +971,30 @@ class Bookie:
             return [log_id for log_id in self._entry_logger.log_ids() if log_id not in busy]
 
     def _gc_read_metadata(self, log_id: EntryLogId) -> dict[int, int] | None:
-        """A log's bytes per ledger (its ledgers map, else a scan); ``{}`` for a file that
-        is no entry log (a zero-byte preallocated log of an earlier run: the abstract state
-        says it holds nothing too); None when it cannot be read now (next cycle)."""
-        with self._lock:
-            try:
-                return dict(self._entry_logger.extract_metadata(log_id).metadata.ledgers)
-            except EntryLogError:
-                return {}
-            except FsError:
-                return None
+        """A log's bytes per ledger (its ledgers map, else a scan); ``{}`` for a file too
+        short to hold a record (the zero-byte preallocated log an earlier run left); None
+        when it cannot be read now or its header is damaged (next cycle). The log is
+        flushed, so it is read through a handle of its own, outside the state lock: adds go on
+        while GC scans."""
+        path = self._entry_logger.find_log(log_id)
+        if path is None:
+            return {}
+        try:
+            handle = self._fs.open(path, read_only=True)
+        except FsError:
+            return None
+        try:
+            if handle.size() < LOGFILE_HEADER_SIZE:
+                return {}  # records start after the header: this file holds none
+            chunk = self._limits.scan_chunk_bytes
+            return dict(extract_metadata(handle, log_id, chunk_bytes=chunk).metadata.ledgers)
+        except (EntryLogError, FsError):
+            # A damaged header over what may be records, or a read error: never deleted on a
+            # guess; skipped (and tried again next cycle).
+            return None
+        finally:
+            with contextlib.suppress(FsError):
+                handle.close()
 
     def _gc_recover(self) -> None:
         """Step 0: finish or undo what interrupted compactions left (S3's recovery)."""
@@ -1268,3 +1311,9 @@ class Bookie:
                 assert not self._index.is_deleted(LedgerId(ledger_id)), ledger_id
             if self._closed:
                 assert self._pending.all_done()
+        with self._gc_lock:  # never taken while holding _lock
+            self._gc.check_invariants()
+            compaction = self._compaction
+            if compaction is not None:
+                assert compaction.phase in ("copied", "flushed"), compaction.phase
+                assert self._gc.in_cycle, "a compaction belongs to a cycle"

@@ -281,12 +281,12 @@ def test_an_unwritable_stdout_is_one_line_and_exit_1(case: tuple[tuple[str, ...]
 
 
 def test_the_adapter_warns_at_start_about_a_key_it_does_not_act_on(tmp_path: Path) -> None:
-    result = _adapter(tmp_path, "gcWaitTime=1000")
+    result = _adapter(tmp_path, "useTransactionalCompaction=false")
     err = _no_traceback(result.stderr)
     assert result.returncode == 0, err
     assert (
-        "bkref adapter: warning: gcWaitTime=1000 (--set): accepted but has no effect in bkref: "
-        "garbage collection and compaction are not built yet" in err
+        "bkref adapter: warning: useTransactionalCompaction=false (--set): accepted but has no "
+        "effect in bkref: bkref always compacts transactionally" in err
     )
 
 
