@@ -425,6 +425,9 @@ class BookieModel:
         #: know (a preallocated log may hold the next id): (source, bytes moved), in order;
         #: the next compared state shows them.
         self.unplaced: list[tuple[int, dict[int, int]]] = []
+        #: Logs showing no record that a GC step may or may not have deleted: the next
+        #: compared state shows which (see _gc_begin_checks).
+        self.maybe_dead: set[int] = set()
 
     @property
     def up(self) -> bool:
@@ -735,14 +738,21 @@ class BookieModel:
             )
         live = self._live()
         dead = self.logs.dead_logs(live)
-        if report.logs_deleted < len(dead):
+        # A log that shows no record may be a file with no record (deleted) or one whose
+        # header is damaged over bytes that may hold records (kept: never deleted on a
+        # guess); the state shows both alike, so the next state says which.
+        empty = [log_id for log_id in dead if not self.logs.logs[log_id].written]
+        sure = [log_id for log_id in dead if log_id not in empty]
+        if not len(sure) <= report.logs_deleted <= len(dead):
             raise Divergence(
                 index,
-                f"{op.name} deleted {report.logs_deleted} log(s); entry logs {dead} hold no "
-                "live ledger and are candidates, so all of them are deleted",
+                f"{op.name} deleted {report.logs_deleted} log(s); entry logs {sure} hold no "
+                f"live ledger and are candidates, so all of them are deleted (and of the logs "
+                f"that show no record, {empty}, any may be)",
             )
-        for log_id in dead:
+        for log_id in sure:
             self.logs.remove(log_id)
+        self.maybe_dead |= set(empty)
         kind = report.compaction
         threshold = self.config.threshold(kind)
         candidates = self.logs.candidates(live, threshold) if kind != "none" else []
@@ -783,7 +793,7 @@ class BookieModel:
         if self._gc_unpredictable():
             return notes + self._gc_relaxed(op, report)
         dead, candidates = self._gc_begin_checks(index, op, report)
-        if report.logs_deleted != len(dead) or report.logs_compacted or report.entries_moved:
+        if report.logs_compacted or report.entries_moved:
             raise Divergence(
                 index,
                 f"gc_begin answered {report.describe()}; it deletes exactly the dead logs "
@@ -817,8 +827,7 @@ class BookieModel:
         live = self._live()
         moved = [(source, self.logs.live_bytes(source, live)) for source in candidates]
         moved_bytes = sum(sum(m.values()) for _, m in moved)
-        expected = (len(dead), len(candidates))
-        if (report.logs_deleted, report.logs_compacted) != expected or not _entries_fit(
+        if report.logs_compacted != len(candidates) or not _entries_fit(
             report.entries_moved, moved_bytes
         ):
             raise Divergence(
@@ -1093,7 +1102,7 @@ class BookieModel:
             finish = "yes" if current.phase == "flushed" else "no"
             moved = tuple(sorted(current.moved.items()))
             compactions.append(CompactionOutcome(current.source, current.new_id, moved, finish))
-        vanish = frozenset(self.gc_vanish | self.logs.may_vanish)
+        vanish = frozenset(self.gc_vanish | self.logs.may_vanish | self.maybe_dead)
         if not compactions and not vanish:
             return constraints
         return attrs.evolve(constraints, may_vanish=vanish, compactions=tuple(compactions))
@@ -1628,6 +1637,7 @@ class BookieModel:
         self.gc_vanish = set()
         self.gc_compactions = []
         self.unplaced = []
+        self.maybe_dead = set()
         self.marks.stopped(clean=clean)
         self.status = "stopped" if clean else "crashed"
 
@@ -1747,6 +1757,8 @@ class BookieModel:
                 self._check_durable_maps(index, maps)
             self.logs.adopt(logs, observed.current_log_id, observed.least_unflushed_log_id, maps)
         else:
+            if self.maybe_dead:
+                self._resolve_maybe_dead(logs)
             if self.unplaced:
                 self._place_compacted(index, logs)
             self._compare_logs(index, observed, logs)
@@ -1994,6 +2006,14 @@ class BookieModel:
             problem = self.outcomes.logs.map_problem(log_id, found)
             if problem is not None:
                 raise Divergence(index, f"after the crash: entry log {log_id} {problem}")
+
+    def _resolve_maybe_dead(self, views: tuple[LogView, ...]) -> None:
+        """The logs showing no record a GC step may have deleted: gone, or still there."""
+        seen = {view.log_id for view in views}
+        for log_id in sorted(self.maybe_dead):
+            if log_id not in seen and log_id in self.logs.logs:
+                self.logs.remove(log_id)
+        self.maybe_dead = set()
 
     def _place_compacted(self, index: int, views: tuple[LogView, ...]) -> None:
         """The new logs of a whole gc step whose ids the model could not know: flushed logs
