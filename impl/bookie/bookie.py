@@ -1107,17 +1107,20 @@ class Bookie:
 
     def _apply_moves(self, moved: list[MovedEntry]) -> int:
         """Put the new locations (the caller holds the state lock); returns how many. Only
-        for a live ledger the index knows, and only where the index has no location for the
-        entry or one in the source log (compared by log id: recovery's moves carry the
-        source at offset 0, and any location in a log about to go must move anyway); an
-        entry added again elsewhere since keeps its newer location."""
+        for a live ledger the index knows, and only where the index has a location for the
+        entry in the source log (compared by log id: recovery's moves carry the source at
+        offset 0, and any location in a log about to go must move anyway); an entry added
+        again elsewhere since keeps its newer location. A record the index has no location
+        for is never indexed from its copy (S3): it is the record of an add that failed or
+        was lost in a crash, which this bookie may already have answered as missing, and
+        indexing it would bring the entry back (found by the refinement machine)."""
         index = self._index
         applied = 0
         for move in moved:
             if not self._is_live_ledger(move.ledger_id) or not index.has_ledger(move.ledger_id):
                 continue
             current = index.get_location(move.ledger_id, move.entry_id)
-            if current is None or location_log_id(current) == location_log_id(move.old):
+            if current is not None and location_log_id(current) == location_log_id(move.old):
                 index.put_entry(move.ledger_id, move.entry_id, move.new)
                 applied += 1
         return applied
