@@ -2048,8 +2048,11 @@ class BookieModel:
         logs = self.logs
         known = set(logs.logs) - set(logs.provisional)
         new = sorted(view.log_id for view in views if view.log_id not in known)
-        before = logs.provisional[0] - 1
+        # Above every id seen before the run's first new log (a compaction may have taken a
+        # higher id since: a preallocated log still holds the lower one).
+        before = logs.max_before_provisional
         reused = [log_id for log_id in new if log_id <= before and log_id not in logs.removed]
+        reused += [log_id for log_id in new if log_id in logs.taken]
         if len(new) != len(logs.provisional) or reused:
             raise Divergence(
                 index,

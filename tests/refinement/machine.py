@@ -956,11 +956,15 @@ def machine_for(
             self._run(Restart())
 
         @precondition(lambda self: self.up and not self.harness.model.disk_full)
-        @rule(where=st.sampled_from(DISK_FULL_PLACES))
-        def disk_full(self, where: str) -> None:
+        @rule(where=st.sampled_from(DISK_FULL_PLACES), ledger=ledgers, data=payloads)
+        def disk_full(self, where: str, ledger: int, data: bytes) -> None:
             """A place runs out of space: every ledger directory, the one holding the active
-            entry log (the bookie must carry on in the other), or the journal directory."""
+            entry log (the bookie must carry on in the other), or the journal directory; and
+            the clients' next add meets it (with the GC rules the machine drew too few adds
+            right after the active log's directory filled for BookKeeper #3329 to show)."""
             self._run(DiskFull(where))
+            if self.up:
+                self._add(self._ledger(ledger), data)
 
         @precondition(lambda self: self.up and self.harness.model.disk_full)
         @rule()
@@ -1080,6 +1084,7 @@ PRODUCERS: Mapping[type[Operation], tuple[str, ...]] = require_complete(
             "rotate_many",
             "crash_inside_recovery_of_a_compaction",
             "crash_inside_a_compaction_phase",
+            "disk_full",
         ),
         Read: (
             "read",

@@ -168,7 +168,7 @@ RULE_ARGS: Mapping[str, dict[str, object]] = {
     "rotate": {"at": 0, "plan": PLAN},
     "crash": {"plan": PLAN, "restart_crash": None},
     "shutdown_and_restart": {"at": 0, "plan": PLAN, "power_cut": False},
-    "disk_full": {"where": "ledger_dirs"},
+    "disk_full": {"where": "ledger_dirs", "ledger": 1, "data": b"x"},
     "disk_writable": {},
     "inject_fault": {"fault": FailRead("entry_log"), "ledger": 1, "back": 0},
     "preallocate": {},
@@ -295,7 +295,7 @@ def _ops_run_by(rule: str) -> set[type[Any]]:
     machine: Any = machine_for()()
     machine.add(ledger=1, data=b"y" * 150, count=2, gap=1)
     if rule == "disk_writable":
-        machine.disk_full(where="ledger_dirs")
+        machine.disk_full(where="ledger_dirs", ledger=1, data=b"x")
     before = len(machine.harness.steps)
     getattr(machine, rule)(**RULE_ARGS[rule])
     ran = {type(step.op) for step in machine.harness.steps[before:]}
