@@ -470,7 +470,12 @@ class EntryLogManagerModel:
         """The next new log's id is no longer known (a preallocated log may have been dropped
         with its id): the logs created from now on are provisional until seen."""
         if self.next_id is not None:
-            self.max_seen_id = max(self.max_seen_id, self.next_id - 1)
+            # Ids a compaction took are no log's (a restart may use them again): the highest
+            # id below the next one that is not a compaction's was used.
+            high = self.next_id - 1
+            while high in self.taken:
+                high -= 1
+            self.max_seen_id = max(self.max_seen_id, high)
             self.dropped_from = self.next_id
             self.next_id = None
 

@@ -669,7 +669,7 @@ def machine_for(
         @rule(
             ledger=ledgers,
             data=payloads,
-            phase=st.sampled_from(("copy", "flush", "index")),
+            phase=st.sampled_from(("begin", "copy", "flush", "index")),
             at=st.integers(0, 30),
             plan=crash_plans,
         )
@@ -678,9 +678,11 @@ def machine_for(
         ) -> None:
             """A compaction step by step with an add before each phase (requests go on
             between a GC thread's phases), dying at a drawn file-system operation inside
-            one phase; then the crash and the restart, which must undo or finish it."""
+            one phase (or inside gc_begin, which deletes the dead logs); then the crash and the
+            restart, which must undo or finish it."""
             self._make_logs_compactable(ledger, data, 1)
-            if not self.up or self._gc_step(GcBegin(True), None, plan):
+            begin_at = at if phase == "begin" else None
+            if not self.up or self._gc_step(GcBegin(True), begin_at, plan, inside="gc_begin"):
                 return
             for name, op in (
                 ("copy", CompactCopy()),
