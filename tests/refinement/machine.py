@@ -672,9 +672,16 @@ def machine_for(
             phase=st.sampled_from(("begin", "copy", "flush", "index")),
             at=st.integers(0, 30),
             plan=crash_plans,
+            delete_between=st.booleans(),
         )
         def crash_inside_a_compaction_phase(
-            self, ledger: int, data: bytes, phase: str, at: int, plan: CrashPlan
+            self,
+            ledger: int,
+            data: bytes,
+            phase: str,
+            at: int,
+            plan: CrashPlan,
+            delete_between: bool,
         ) -> None:
             """A compaction step by step with an add before each phase (requests go on
             between a GC thread's phases), dying at a drawn file-system operation inside
@@ -695,6 +702,9 @@ def machine_for(
                 self._add(self._ledger(ledger), data)
                 if in_flight is not None and self.up:
                     _seen(f"an add between compaction phases ({in_flight})")
+                if in_flight == "copied" and delete_between and self.up:
+                    # A ledger the copy found live is deleted before the index phase.
+                    self._between("delete", ledger, data, name)
                 if not self.up:
                     return
                 if self._gc_step(op, at if name == phase else None, plan, inside=name):

@@ -228,6 +228,7 @@ RULE_ARGS: Mapping[str, dict[str, object]] = {
         "phase": "copy",
         "at": 3,
         "plan": PLAN,
+        "delete_between": True,
     },
     "crash_inside_recovery_of_a_compaction": {
         "ledger": 1,
