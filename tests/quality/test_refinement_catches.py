@@ -516,10 +516,12 @@ def test_catches_an_add_answered_ok_after_its_ledgers_delete(
 
 def test_catches_removing_the_source_before_the_index_flush_bookkeeper_1534() -> None:
     # A crash inside phase 3 between the source's removal and the index flush leaves a
-    # durable index that names the removed log for live entries (the disk check reads it).
+    # durable index that names the removed log for live entries (the disk check reads it);
+    # or, with no crash, the bookie's state still lists the source whose file is gone.
     _assert_caught(
         rv.SourceRemovedBeforeIndexFlushBookie.open,
         "disk: the durable index puts entry",
+        "no ledgers map is reported for entry logs",
         *LOSS,
     )
 
@@ -566,6 +568,7 @@ def test_catches_compacting_a_current_log() -> None:
         "hold no live ledger",
         "entry logs are",
         "the active entry log is",
+        "vanished",
         *LOSS,
     )
 
