@@ -42,6 +42,7 @@ from impl.format.names import (
 from impl.fs.api import join
 from impl.index.ledger_index import LedgerIndex
 from models.fs.simdisk import SimDisk
+from proofs.crash.explorer import plans_at
 from spec.crash import CrashPlan, KeepAll, KeepPrefix, LoseUnsynced
 from spec.errors import DamagedFile, FsIOError, MissingLogFile, NoWritableLedgerDir
 from spec.ids import EntryId, EntryLogId, LedgerId, Location, location_log_id
@@ -455,9 +456,14 @@ def phase_images(phase: str, extra_logs: int = 0) -> tuple[World, list[SimDisk],
     return world, images, c[0].new_log
 
 
-def crashed_states(images: list[SimDisk]) -> Iterator[tuple[int, CrashPlan, SimDisk]]:
+def crashed_states(
+    images: list[SimDisk], *, explorer_plans: bool = False
+) -> Iterator[tuple[int, CrashPlan, SimDisk]]:
+    """Each image crashed under PLANS, or under the crash explorer's whole family for its
+    pending operations (proofs/crash/plans.py: prefixes, torn writes, all-but-one)."""
     for point, image in enumerate(images):
-        for plan in PLANS:
+        plans = plans_at(image) if explorer_plans else iter(PLANS)
+        for plan in plans:
             disk = image.copy()
             disk.crash(plan)
             yield point, plan, disk
@@ -491,7 +497,11 @@ def test_a_crash_at_every_operation_of_a_phase_recovers_to_one_side(
     assert (new_log >= 10) == (extra_logs > 0)
     assert len(images) >= 4, len(images)
     outcomes: set[bool] = set()
-    for point, plan, disk in crashed_states(images):
+    plans = 0
+    # The explorer's whole family of plans at each point for the low ids; four plans for the
+    # ids >= 10 (the naming check needs no more).
+    for point, plan, disk in crashed_states(images, explorer_plans=extra_logs == 0):
+        plans += 1
         world.disk = disk
         where = f"{phase} phase, before operation {point}, {plan.describe()}"
         recover(world)
@@ -499,6 +509,7 @@ def test_a_crash_at_every_operation_of_a_phase_recovers_to_one_side(
         # Recovery is idempotent: a second start finds nothing to do and the same state.
         recover(world)
         check_recovered(world, new_log, where + ", second recovery")
+    assert plans >= len(images) * (len(PLANS) if extra_logs else 2), plans
     # Phase 1 never finishes a compaction, phase 3 always does; phase 2 sees both sides.
     expected = {"copy": {False}, "flush": {False, True}, "index": {True}}[phase]
     assert outcomes == expected, outcomes
@@ -512,7 +523,7 @@ def test_a_crash_at_every_operation_of_recovery_recovers_again() -> None:
     assert [n for n in leftovers(world) if n.endswith(".compacted")]
     recovery_images = images_of(world, lambda: recover(world))
     assert len(recovery_images) >= 6, len(recovery_images)
-    for point, plan, disk in crashed_states(recovery_images):
+    for point, plan, disk in crashed_states(recovery_images, explorer_plans=True):
         world.disk = disk
         recover(world)
         assert check_recovered(world, new_log, f"recovery, before operation {point}, {plan}")
