@@ -72,6 +72,7 @@ from impl.bookie.ack import Ack, PendingAcks
 from impl.bookie.checkpoint import Checkpointer
 from impl.bookie.gc import (
     IDLE,
+    CompactionCancelled,
     GarbageCollector,
     GcPolicy,
     GcStats,
@@ -273,6 +274,9 @@ class Bookie:
         self._gc = GarbageCollector(GcPolicy.from_config(config), self._clock)
         self._gc_last_stats = GcStats("none", 0, 0, 0, 0)
         self._compactor_instance: TransactionalCompactor | None = None
+        self._throttle: Throttle | None = None
+        #: A compaction copy is running (``cancel_gc`` has something to stop).
+        self._copying = False
         #: The compaction in flight between its phase steps (guarded by ``_gc_lock``).
         self._compaction: Compaction | None = None
         self._compaction_source_bytes = 0
@@ -876,7 +880,11 @@ class Bookie:
             size = self._log_size(source)
             try:
                 compaction = self._compactor_copy(source)
+            except CompactionCancelled:
+                self._gc_end()  # rolled back by the compactor
+                raise
             except (FsError, NoWritableLedgerDir, EntryLogError) as exc:
+                self._forget_if_gone(source)  # nothing live: the unlink may have happened
                 self._gc_end()
                 raise self._gc_error(f"copying entry log {log_file_name(source)}", exc) from exc
             if compaction.new_log is None:
@@ -926,6 +934,7 @@ class Bookie:
                 self._apply_moves_and_flush(compaction.moved)
                 self._compactor_remove_source(compaction)
             except (FsError, NoWritableLedgerDir, EntryLogError) as exc:
+                self._forget_if_gone(source)
                 self._gc_end()
                 step = f"the index phase of the compaction of {log_file_name(source)}"
                 raise self._step_failed(step, exc) from exc
@@ -937,6 +946,15 @@ class Bookie:
                 reclaimed=self._compaction_source_bytes - kept,
             )
             return PhaseResult("index", source, new_log, len(compaction.moved))
+
+    def cancel_gc(self) -> None:
+        """Stop a compaction copy in progress at its next record (it rolls back and its step
+        raises CompactionCancelled, a BookieIOError); a shutdown and a stopping driver call
+        it, so they do not wait for a throttled copy of a whole log. Thread-safe: it only
+        raises a flag."""
+        throttle = self._throttle
+        if throttle is not None and self._copying:
+            throttle.cancel()
 
     def gc_metadata(self) -> dict[EntryLogId, tuple[int, int]]:
         """The garbage collector's metadata map (entryLogMetaMap) as it stands: per flushed
@@ -1051,6 +1069,12 @@ class Bookie:
         self._log_gone(log_id)
         return size
 
+    def _forget_if_gone(self, log_id: EntryLogId) -> None:
+        """After a failed step that may have unlinked ``log_id`` before failing (its
+        directory's fsync): a log whose file is gone is gone for the bookie too."""
+        if self._entry_logger.find_log(log_id) is None:
+            self._log_gone(log_id)
+
     def _log_gone(self, log_id: EntryLogId) -> None:
         """A log left the disk: forget it everywhere the bookie remembers it."""
         self._gc.forget(log_id)
@@ -1073,6 +1097,7 @@ class Bookie:
 
     def _make_compactor(self) -> TransactionalCompactor:
         throttle = Throttle.from_policy(self._gc.policy, self._clock, self._clock.sleep_ns)
+        self._throttle = throttle
         return _BookieCompactor(
             self._fs, self._entry_logger, self._lock, limits=self._limits, throttle=throttle
         )
@@ -1084,7 +1109,14 @@ class Bookie:
         return self._compactor_instance
 
     def _compactor_copy(self, source: EntryLogId) -> Compaction:
-        return self._compactor.copy(source, self._is_live_ledger)
+        compactor = self._compactor
+        self._copying = True
+        try:
+            return compactor.copy(source, self._is_live_ledger)
+        finally:
+            self._copying = False
+            if self._throttle is not None:
+                self._throttle.clear()
 
     def _compactor_flush(self, compaction: Compaction) -> None:
         self._compactor.flush(compaction)
@@ -1183,6 +1215,7 @@ class Bookie:
             if self._closed or self._closing:
                 return
             self._closing = True
+        self.cancel_gc()  # a throttled copy in progress stops at its next record
         with self._gc_lock:  # waits for a GC step in progress, then drops its cycle
             self._abort_compaction()
         failed_before = self._failure

@@ -140,6 +140,8 @@ class BookieDriver:
         itself stays open (the caller then shuts it down)."""
         self._stop.set()
         self._wake.set()
+        if self._threads:
+            self._bookie.cancel_gc()  # a throttled compaction copy stops at its next record
         for thread in self._threads:
             thread.join(self._join_timeout_s)
             if thread.is_alive():

@@ -59,7 +59,7 @@ import attrs
 from impl.clock import Clock
 from impl.config.config import ServerConfig
 from impl.entrylog.ledger_dirs import DirState
-from spec.errors import ConfigError
+from spec.errors import BookieIOError, ConfigError
 from spec.ids import EntryLogId, LedgerId
 
 #: The kinds of compaction a cycle runs (at most one of major and minor per cycle).
@@ -265,6 +265,11 @@ def suspension(states: Iterable[DirState], force_gc_when_no_space: bool) -> Susp
 # --- the throttle ----------------------------------------------------------------------------
 
 
+class CompactionCancelled(BookieIOError):
+    """A compaction's copy was cancelled (a shutdown or a stopping driver); it was rolled
+    back and nothing changed (Throttler.cancelledAcquire's IOException in BookKeeper)."""
+
+
 class Throttle:
     """AbstractLogCompactor.Throttler: a smooth bursty rate limiter (Guava's RateLimiter
     with one second of stored permits) on the injected clock. ``acquire(record_bytes)`` takes
@@ -289,6 +294,7 @@ class Throttle:
         self._max_stored = float(rate_per_s)  # one second's worth, as RateLimiter.create
         self._stored = 0.0
         self._next_free_ns = float(clock.monotonic_ns())
+        self._cancelled = False
         #: Every wait handed to ``sleep_ns``, summed (for tests and the benchmarks).
         self.waited_ns = 0
 
@@ -301,11 +307,26 @@ class Throttle:
 
     def acquire(self, records: int, bytes_: int) -> None:
         """Take the permits of ``records`` records of ``bytes_`` bytes, waiting if due (the
-        compactor's Throttle protocol, impl/entrylog/compactor.py)."""
+        compactor's Throttle protocol, impl/entrylog/compactor.py). Raises
+        CompactionCancelled once after :meth:`cancel`, so the copy stops and rolls back."""
+        if self._cancelled:
+            self._cancelled = False
+            raise CompactionCancelled(
+                "the compaction was cancelled (the bookie is shutting down or its GC thread "
+                "is stopping); it was rolled back and nothing changed"
+            )
         wait = self.reserve(bytes_ if self._by_bytes else records)
         if wait > 0:
             self.waited_ns += wait
             self._sleep_ns(wait)
+
+    def cancel(self) -> None:
+        """Stop the copy in progress at its next record (BookKeeper's cancelledAcquire)."""
+        self._cancelled = True
+
+    def clear(self) -> None:
+        """Forget a cancel that came too late for the copy it was meant for."""
+        self._cancelled = False
 
     def reserve(self, permits: int) -> int:
         """Reserve ``permits`` and return how long (ns) the caller must wait before using

@@ -502,3 +502,60 @@ def test_a_log_with_a_damaged_header_is_never_deleted_on_a_guess() -> None:
     assert "99.log" in files(disk) and "98.log" not in files(disk)
     assert stats.logs_deleted == 1
     reads_back(bookie, 1, 3)
+
+
+def test_a_source_unlinked_before_a_failed_directory_fsync_is_gone_for_the_bookie() -> None:
+    """Phase 1 found nothing live and unlinked the source; the directory's fsync failed. The
+    error is answered, and the bookie's state no longer lists a log whose file is gone."""
+    disk, clock = SimDisk(), ManualClock()
+    bookie = _three_ledger_log(disk, clock)
+    (source,) = bookie.gc_begin(force=True).candidates
+    bookie.delete_ledger(LedgerId(1))
+    bookie.delete_ledger(LedgerId(2))
+    name = f"{source:x}.log"
+    # Fail the first directory fsync after the source's unlink.
+    disk.fail_next("fsync_dir", match=lambda path: name not in files(disk))
+    with pytest.raises(BookieIOError):
+        bookie.compact_copy()
+    assert disk.take_fired(), "the fault never fired"
+    assert name not in files(disk)
+    assert source not in [info.log_id for info in bookie.inspect().entry_logs]
+    bookie.check_invariants()
+    assert bookie.failure is None
+    bookie.gc(force=True)
+    assert f"{source:x}.log" not in files(disk)
+    assert source not in [info.log_id for info in bookie.inspect().entry_logs]
+
+
+class _CancellingClock(ManualClock):
+    """A clock whose first throttle wait cancels the copy, as a shutdown from another
+    thread would while the copy waits for its rate."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bookie: Bookie | None = None
+        self.cancels = 0
+
+    def sleep_ns(self, ns: int) -> None:
+        if self.bookie is not None and not self.cancels:
+            self.cancels += 1
+            self.bookie.cancel_gc()
+        super().sleep_ns(ns)
+
+
+def test_a_cancelled_copy_rolls_back_and_the_next_cycle_compacts() -> None:
+    disk, clock = SimDisk(), _CancellingClock()
+    bookie = open_bookie(disk, config("compactionRateByEntries=2"), clock=clock)
+    fill(bookie, (1, 2, 3), 6)
+    bookie.rotate_log()
+    bookie.checkpoint()
+    bookie.delete_ledger(LedgerId(3))
+    before = files(disk)
+    clock.bookie = bookie
+    with pytest.raises(BookieIOError, match="cancelled"):
+        bookie.gc(force=True)
+    assert clock.cancels == 1
+    assert files(disk) == before and bookie.failure is None
+    bookie.cancel_gc()  # no copy running: nothing to stop, the next copy is not hit
+    assert bookie.gc(force=True).logs_compacted == 1
+    reads_back(bookie, 1, 6)
