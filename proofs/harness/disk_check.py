@@ -132,6 +132,8 @@ class DiskCheck:
             for name in names:
                 if name in FIXED_LEDGER_FILES or name == INDEX_DIR_NAME:
                     continue
+                if name.endswith(".tmp") and name[: -len(".tmp")] in FIXED_LEDGER_FILES:
+                    continue  # a fixed file's next version, written first under .tmp
                 log_id = log_id_of(name)
                 if log_id is not None and name == f"{log_id:x}.log":
                     continue
