@@ -7,7 +7,8 @@ recorded through an adapter reads the same as one recorded in process.
 
 Three kinds of step:
 
-- requests, as a client sends them: ``add``, ``read``, ``fence``, ``delete``, ``checkpoint``;
+- requests, as a client sends them: ``add``, ``read``, ``fence``, ``delete``, ``checkpoint``,
+  ``gc`` (one garbage-collection cycle, compactions included);
 - background steps, which a production bookie runs on its own threads and timers and a test
   interleaves by hand: ``journal_force`` (the group commit), ``rotate`` (start a new entry log),
   and the phases of the group commit (``journal_write``, ``journal_sync``, ``journal_ack``)
@@ -198,6 +199,17 @@ class Checkpoint:
     name = "checkpoint"
 
 
+@operation(Kind.REQUEST, adapter_op="gc")
+@attrs.frozen
+class Gc:
+    """Run one garbage-collection cycle (forced when ``force``): recover compaction leftovers,
+    delete the logs with no live ledger, compact the candidates of the kind chosen; answers
+    the cycle's statistics (GcReport)."""
+
+    force: bool = False
+    name = "gc"
+
+
 # --- background steps ----------------------------------------------------------------------
 
 
@@ -285,6 +297,50 @@ class CheckDirs:
     name = "check_dirs"
 
 
+# The garbage collector's cycle as steps (spec/protocol/compaction.md): gc_begin runs the
+# cycle up to its compactions and names the candidates; each phase step advances the
+# compaction in flight, compact_copy starting the next candidate when none is in flight.
+
+
+@operation(Kind.BACKGROUND)
+@attrs.frozen
+class GcBegin:
+    """A garbage-collection cycle up to its compactions (forced when ``force``): recover
+    compaction leftovers, drop deleted ledgers, delete the logs with no live ledger, choose
+    the compaction kind and the candidates (GcReport, with ``candidates``)."""
+
+    force: bool = False
+    name = "gc_begin"
+
+
+@operation(Kind.BACKGROUND)
+@attrs.frozen
+class CompactCopy:
+    """Compaction phase 1: start the next candidate (when none is in flight) and copy the
+    records of its live ledgers into a new ``.compacting`` log; nothing live: delete the
+    source."""
+
+    name = "compact_copy"
+
+
+@operation(Kind.BACKGROUND)
+@attrs.frozen
+class CompactFlush:
+    """Compaction phase 2: append the ledgers map, fsync, link ``.compacted``, remove
+    ``.compacting``; from here recovery finishes the compaction."""
+
+    name = "compact_flush"
+
+
+@operation(Kind.BACKGROUND)
+@attrs.frozen
+class CompactIndex:
+    """Compaction phase 3: link the new log, point the index at the moved entries, flush the
+    index, remove the source and then ``.compacted``."""
+
+    name = "compact_index"
+
+
 # --- the environment -----------------------------------------------------------------------
 
 
@@ -318,9 +374,19 @@ DISK_FULL_PLACES = ("ledger_dirs", "active_log_dir", "journal_dir")
 
 #: The kinds of file a bookie keeps, as faults aim at them and as a fired fault names what it
 #: touched: the journal files, the entry logs, the index (every file of the ledger index),
-#: the lastMark file, the lastId file, and a directory (its fsync). ``other`` is any other
-#: file (a fired fault only), ``any`` every kind (an aim only).
-FILE_KINDS = ("journal", "entry_log", "index", "last_mark", "last_id", "directory", "other")
+#: the lastMark file, the lastId file, a compaction's own files (``<new>.log.compacting`` and
+#: ``<new>.log.<src>.compacted``) and a directory (its fsync). ``other`` is any other file (a
+#: fired fault only), ``any`` every kind (an aim only).
+FILE_KINDS = (
+    "journal",
+    "entry_log",
+    "index",
+    "last_mark",
+    "last_id",
+    "compaction",
+    "directory",
+    "other",
+)
 FAULT_AIMS = ("any", *FILE_KINDS[:-1])
 #: What a failed write or read may aim at: a directory is fsynced, never written or read.
 DATA_AIMS = tuple(aim for aim in FAULT_AIMS if aim != "directory")
@@ -387,7 +453,7 @@ class FailRead:
 
 
 #: The static types, one union per kind; the import checks them against the registry.
-Request = Add | Read | Fence | Delete | Checkpoint
+Request = Add | Read | Fence | Delete | Checkpoint | Gc
 Background = (
     JournalForce
     | JournalWrite
@@ -398,6 +464,10 @@ Background = (
     | Rotate
     | Preallocate
     | CheckDirs
+    | GcBegin
+    | CompactCopy
+    | CompactFlush
+    | CompactIndex
 )
 Environment = (
     Crash | Restart | Shutdown | DiskFull | DiskWritable | FailFsync | FailWrite | FailRead
@@ -543,6 +613,68 @@ def checked_tables() -> list[CheckedTable]:
 
 # --- results -------------------------------------------------------------------------------
 
+#: The compaction kinds of a GC cycle (BookKeeper's runWithFlags: at most one per cycle).
+COMPACTION_KINDS = ("major", "minor", "none")
+#: What a compaction phase step did: one of the three phases, or ``idle`` (nothing to step:
+#: no candidate left, or no cycle begun).
+PHASES = ("copy", "flush", "index", "idle")
+
+
+def _count(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if value < 0:
+        raise ValueError(f"{attribute.name} must be >= 0, got {value}")
+
+
+def _log_id(_instance: object, attribute: attrs.Attribute[int | None], value: int | None) -> None:
+    if value is not None and not 0 <= value <= 2**63 - 1:
+        raise ValueError(f"{attribute.name} must be an entry log id, got {value}")
+
+
+@attrs.frozen
+class GcReport:
+    """What a ``gc`` or ``gc_begin`` answered (spec/trace.md, "Results"): the compaction kind
+    the cycle chose, the logs it deleted because nothing live was left in them (step 3, and
+    phase 1's "nothing live"), the compactions it finished, the entries they moved, the bytes
+    of files removed minus the bytes of compaction logs kept; and, for ``gc_begin`` only, the
+    source logs it will compact, in order."""
+
+    compaction: str = attrs.field(validator=_one_of(COMPACTION_KINDS))
+    logs_deleted: int = attrs.field(default=0, validator=_count)
+    logs_compacted: int = attrs.field(default=0, validator=_count)
+    entries_moved: int = attrs.field(default=0, validator=_count)
+    bytes_reclaimed: int = 0
+    candidates: tuple[int, ...] = ()
+
+    def describe(self) -> str:
+        text = (
+            f"{self.compaction} compaction, {self.logs_deleted} log(s) deleted, "
+            f"{self.logs_compacted} compacted, {self.entries_moved} entries moved, "
+            f"{self.bytes_reclaimed} bytes reclaimed"
+        )
+        if self.candidates:
+            text += f", candidates {list(self.candidates)}"
+        return text
+
+
+@attrs.frozen
+class PhaseReport:
+    """What a compaction phase step answered: the phase it ran (``idle``: none), the source
+    log and the new log of the compaction it advanced (``new_log`` None after a copy that
+    found nothing live and deleted the source), and the entries moved so far."""
+
+    phase: str = attrs.field(validator=_one_of(PHASES))
+    source_log: int | None = attrs.field(default=None, validator=_log_id)
+    new_log: int | None = attrs.field(default=None, validator=_log_id)
+    entries_moved: int = attrs.field(default=0, validator=_count)
+
+    def describe(self) -> str:
+        if self.phase == "idle":
+            return "idle: no compaction to step"
+        new = "nothing live, source deleted" if self.new_log is None else f"-> {self.new_log}"
+        return (
+            f"{self.phase} of entry log {self.source_log} {new}, {self.entries_moved} entries moved"
+        )
+
 
 @attrs.frozen
 class Result:
@@ -554,7 +686,9 @@ class Result:
       or never, if the bookie dies first);
     - ``crashed``: the machine died while the step ran (its effects are partly done);
     - ``replayed``: after a restart, how many journal records recovery replayed (None when
-      the implementation does not say).
+      the implementation does not say);
+    - ``gc``: what an ok ``gc`` or ``gc_begin`` answered (GcReport);
+    - ``phase``: what an ok compaction phase step answered (PhaseReport).
     """
 
     error: str | None = attrs.field(default=None, validator=_error_code)
@@ -562,9 +696,13 @@ class Result:
     pending: bool = False
     crashed: bool = False
     replayed: int | None = None
+    gc: GcReport | None = None
+    phase: PhaseReport | None = None
 
     def __attrs_post_init__(self) -> None:
         assert not (self.pending and self.error is not None), "pending and failed at once"
+        reported = self.gc is not None or self.phase is not None
+        assert not (reported and (self.pending or self.crashed or self.error is not None))
         assert not (self.crashed and (self.pending or self.error or self.data is not None))
         assert self.data is None or self.error is None, "data and an error at once"
 
@@ -584,6 +722,10 @@ class Result:
         if self.replayed is not None:
             plural = "" if self.replayed == 1 else "s"
             return f"ok, {self.replayed} journal record{plural} replayed"
+        if self.gc is not None:
+            return f"ok, {self.gc.describe()}"
+        if self.phase is not None:
+            return f"ok, {self.phase.describe()}"
         return "ok"
 
 

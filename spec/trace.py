@@ -43,6 +43,7 @@ from spec.crash import (
 )
 from spec.errors import TraceError
 from spec.operations import (
+    COMPACTION_KINDS,
     CRASHED,
     DISK_FULL_PLACES,
     ERROR_CODES,
@@ -51,6 +52,7 @@ from spec.operations import (
     FILE_KINDS,
     OPERATIONS,
     PENDING,
+    PHASES,
     REGISTRY,
     UNKNOWN_FAULT,
     Add,
@@ -58,6 +60,9 @@ from spec.operations import (
     Checkpoint,
     CheckpointFlush,
     CheckpointPersist,
+    CompactCopy,
+    CompactFlush,
+    CompactIndex,
     Completion,
     Crash,
     Delete,
@@ -68,11 +73,15 @@ from spec.operations import (
     FailWrite,
     Fence,
     FiredFault,
+    Gc,
+    GcBegin,
+    GcReport,
     JournalAck,
     JournalForce,
     JournalSync,
     JournalWrite,
     Operation,
+    PhaseReport,
     Preallocate,
     Read,
     Restart,
@@ -380,6 +389,11 @@ def _str_to_json(value: object) -> object:
     return value
 
 
+def _bool_to_json(value: object) -> object:
+    assert isinstance(value, bool), value
+    return value
+
+
 FIELD_DECODERS: Mapping[str, _Decode] = require_fields(
     {
         "ledger": _int,
@@ -389,6 +403,7 @@ FIELD_DECODERS: Mapping[str, _Decode] = require_fields(
         "plan": _plan_from_json,
         "where": _choice(DISK_FULL_PLACES),
         "file": _choice(FAULT_AIMS),
+        "force": _bool,
     },
     "the trace codec's field decoders (spec/trace.py FIELD_DECODERS)",
 )
@@ -402,6 +417,7 @@ FIELD_ENCODERS: Mapping[str, _Encode] = require_fields(
         "plan": _plan_to_json,
         "where": _str_to_json,
         "file": _str_to_json,
+        "force": _bool_to_json,
     },
     "the trace codec's field encoders (spec/trace.py FIELD_ENCODERS)",
 )
@@ -410,12 +426,16 @@ FIELD_ENCODERS: Mapping[str, _Encode] = require_fields(
 @attrs.frozen
 class ResultShape:
     """What an ok result of an operation carries besides ``ok`` (spec/trace.md, "Results"):
-    ``data``, the bytes read (always, when ok), and ``replayed``, the journal records
-    recovery replayed (when the recorder knows). Pending and crashed results are the same
-    for every operation; only the operations declared ``answered_later`` may be pending."""
+    ``data``, the bytes read (always, when ok), ``replayed``, the journal records recovery
+    replayed (when the recorder knows), ``gc``, a GC cycle's statistics (always, when ok:
+    GC_FIELDS, and ``candidates`` for gc_begin) and ``phase``, what a compaction phase step
+    did (always, when ok: PHASE_FIELDS). Pending and crashed results are the same for every
+    operation; only the operations declared ``answered_later`` may be pending."""
 
     data: bool = False
     replayed: bool = False
+    gc: bool = False
+    phase: bool = False
 
 
 #: The result shape of every operation, checked against the registry at import.
@@ -435,6 +455,11 @@ RESULT_SHAPES: Mapping[type[Operation], ResultShape] = require_complete(
         Rotate: ResultShape(),
         Preallocate: ResultShape(),
         CheckDirs: ResultShape(),
+        Gc: ResultShape(gc=True),
+        GcBegin: ResultShape(gc=True),
+        CompactCopy: ResultShape(phase=True),
+        CompactFlush: ResultShape(phase=True),
+        CompactIndex: ResultShape(phase=True),
         Crash: ResultShape(),
         Restart: ResultShape(replayed=True),
         Shutdown: ResultShape(),
@@ -448,6 +473,12 @@ RESULT_SHAPES: Mapping[type[Operation], ResultShape] = require_complete(
 )
 _DATA_OPS = tuple(cls.name for cls, shape in RESULT_SHAPES.items() if shape.data)
 _REPLAYED_OPS = tuple(cls.name for cls, shape in RESULT_SHAPES.items() if shape.replayed)
+_GC_OPS = tuple(cls.name for cls, shape in RESULT_SHAPES.items() if shape.gc)
+_PHASE_OPS = tuple(cls.name for cls, shape in RESULT_SHAPES.items() if shape.phase)
+#: The fields of an ok gc or gc_begin result (GcReport), and of a compaction phase step's
+#: (PhaseReport), in the order they are written; ``candidates`` only in gc_begin's.
+GC_FIELDS = ("compaction", "logs_deleted", "logs_compacted", "entries_moved", "bytes_reclaimed")
+PHASE_FIELDS = ("phase", "source_log", "new_log", "entries_moved")
 
 
 def _op_field_names(name: str, version: int = TRACE_VERSION) -> tuple[str, ...]:
@@ -500,7 +531,45 @@ def result_to_json(result: Result) -> dict[str, object]:
         obj["data"] = base64.b64encode(result.data).decode("ascii")
     if result.replayed is not None:
         obj["replayed"] = result.replayed
+    if result.gc is not None:
+        for field in GC_FIELDS:
+            obj[field] = getattr(result.gc, field)
+        if result.gc.candidates:
+            obj["candidates"] = list(result.gc.candidates)
+    if result.phase is not None:
+        for field in PHASE_FIELDS:
+            obj[field] = getattr(result.phase, field)
     return obj
+
+
+def _gc_from_json(obj: Mapping[str, object]) -> GcReport | None:
+    if "compaction" not in obj:
+        return None
+    _fields(obj, ("ok", *GC_FIELDS), ("candidates",), "an ok gc result")
+    kind = _choice(COMPACTION_KINDS)(obj["compaction"], "result.compaction")
+    assert isinstance(kind, str)
+    deleted, compacted, moved = (_int(obj[f], f"result.{f}") for f in GC_FIELDS[1:4])
+    reclaimed = obj["bytes_reclaimed"]
+    if not isinstance(reclaimed, int) or isinstance(reclaimed, bool):
+        raise _Bad(f"result.bytes_reclaimed must be an integer, got {describe(reclaimed)}")
+    raw = obj.get("candidates", [])
+    if not isinstance(raw, list):
+        raise _Bad(f"result.candidates must be a list of entry log ids, got {describe(raw)}")
+    candidates = tuple(_int(c, "result.candidates[]", LOG_ID_MAX) for c in raw)
+    return GcReport(kind, deleted, compacted, moved, reclaimed, candidates)
+
+
+def _phase_from_json(obj: Mapping[str, object]) -> PhaseReport | None:
+    if "phase" not in obj:
+        return None
+    _fields(obj, ("ok", *PHASE_FIELDS), (), "an ok compaction phase result")
+    phase = _choice(PHASES)(obj["phase"], "result.phase")
+    assert isinstance(phase, str)
+    logs = [
+        None if obj[f] is None else _int(obj[f], f"result.{f}", LOG_ID_MAX)
+        for f in ("source_log", "new_log")
+    ]
+    return PhaseReport(phase, logs[0], logs[1], _int(obj["entries_moved"], "result.entries_moved"))
 
 
 def _result_from_json(value: object) -> Result:
@@ -514,6 +583,12 @@ def _result_from_json(value: object) -> Result:
     if "ok" not in obj:
         raise _Bad(f"result must be one of {_RESULT_SHAPES}; it has no 'ok'")
     if _bool(obj["ok"], "result.ok"):
+        gc = _gc_from_json(obj)
+        if gc is not None:
+            return Result(gc=gc)
+        phase = _phase_from_json(obj)
+        if phase is not None:
+            return Result(phase=phase)
         _fields(obj, ("ok",), ("data", "replayed"), "an ok result")
         data = _base64(obj["data"], "result.data") if "data" in obj else None
         replayed = _int(obj["replayed"], "result.replayed") if "replayed" in obj else None
@@ -535,6 +610,16 @@ def _result_problem(op: Operation, result: Result) -> str | None:
         return f"a {op.name!r} reports no 'replayed': only {_only(_REPLAYED_OPS)}"
     if result.replayed is not None and not result.ok:
         return f"only an ok {' or '.join(_REPLAYED_OPS)} reports 'replayed'"
+    if result.gc is not None and not shape.gc:
+        return f"a {op.name!r} reports no GC statistics: only {_only(_GC_OPS)}"
+    if shape.gc and result.ok and result.gc is None:
+        return f"an ok {op.name} must carry its statistics ({', '.join(GC_FIELDS)})"
+    if result.gc is not None and result.gc.candidates and not isinstance(op, GcBegin):
+        return f"a {op.name!r} reports no candidates: only a gc_begin does"
+    if result.phase is not None and not shape.phase:
+        return f"a {op.name!r} reports no compaction phase: only {_only(_PHASE_OPS)}"
+    if shape.phase and result.ok and result.phase is None:
+        return f"an ok {op.name} must say what it did ({', '.join(PHASE_FIELDS)})"
     return None
 
 

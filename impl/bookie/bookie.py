@@ -1142,10 +1142,10 @@ class Bookie:
         for a live ledger the index knows, and only where the index has a location for the
         entry in the source log (compared by log id: recovery's moves carry the source at
         offset 0, and any location in a log about to go must move anyway); an entry added
-        again elsewhere since keeps its newer location. An entry the index does not have is
-        never put: its record reached the log but its add was never journaled (or the
-        journal replay adds it back), and a reader already told ``no_entry`` must keep
-        hearing it."""
+        again elsewhere since keeps its newer location. A record the index has no location
+        for is never indexed from its copy (S3): it is the record of an add that failed or
+        was lost in a crash, which this bookie may already have answered as missing, and
+        indexing it would bring the entry back (found by the refinement machine)."""
         index = self._index
         applied = 0
         for move in moved:

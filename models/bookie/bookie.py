@@ -35,10 +35,19 @@ bkref indexes an add before it answers, so a read must see it); while a fault is
 failed write or fsync, a full journal, until the next restart) any step may fail with
 io_error; while the ledger directories have no room, a step that writes may answer no_space
 (never io_error: a full disk is no failure, and once room is back every step must succeed
-again, issue 10). What a read showed holds for the rest of the run.
+again, issue 10). What a read showed holds for the rest of the run. An unforced GC cycle may
+choose any compaction kind the configuration can make due (its clock is not modelled); the
+candidates are then checked exactly for the kind it reports. After a crash an interrupted
+compaction may be finished or undone where the crash left both possible (CompactionOutcome).
 
-Not modelled: write_close, explicit LAC, garbage collection and compaction, several journal
-directories, entry log per ledger; preallocated logs are only checked to be empty and new.
+Garbage collection and compaction (``_gc_begin``, ``_gc_whole``, ``_compact_copy``,
+``_compact_flush``, ``_compact_index``) are computed from the model's own logs
+(models/entrylog/manager.py): the dead logs, the candidates and their order, each new log's
+id and bytes; docs/model.md, "Garbage collection and compaction".
+
+Not modelled: write_close, explicit LAC, several journal directories, entry log per ledger,
+the bytes a GC cycle reports as reclaimed; preallocated logs are only checked to be empty and
+new.
 """
 
 from __future__ import annotations
@@ -50,6 +59,8 @@ import attrs
 
 from models.entrylog.manager import (
     NO_MAP,
+    RECORD_OVERHEAD_BYTES,
+    CompactionOutcome,
     EntryLogManagerModel,
     LogConstraints,
     MapState,
@@ -64,6 +75,9 @@ from spec.operations import (
     Checkpoint,
     CheckpointFlush,
     CheckpointPersist,
+    CompactCopy,
+    CompactFlush,
+    CompactIndex,
     Completion,
     Crash,
     Delete,
@@ -74,11 +88,15 @@ from spec.operations import (
     FailWrite,
     Fence,
     FiredFault,
+    Gc,
+    GcBegin,
+    GcReport,
     JournalAck,
     JournalForce,
     JournalSync,
     JournalWrite,
     Operation,
+    PhaseReport,
     Preallocate,
     Read,
     Restart,
@@ -125,6 +143,14 @@ class ModelConfig:
     max_data_bytes: int = DEFAULT_NETTY_MAX_FRAME_BYTES - FRAME_OVERHEAD_BYTES - ENTRY_IDS_BYTES
     #: How the trace is judged (spec/profile.py; docs/model.md, "Profiles").
     profile: Profile = DEFAULT_PROFILE
+    #: The compaction settings (GarbageCollectorThread's): thresholds and intervals (seconds)
+    #: of minor and major compaction, forceAllowCompaction, isForceGCAllowWhenNoSpace.
+    minor_threshold: float = 0.2  # minorCompactionThreshold
+    minor_interval_s: int = 3600  # minorCompactionInterval
+    major_threshold: float = 0.8  # majorCompactionThreshold
+    major_interval_s: int = 86400  # majorCompactionInterval
+    force_allow_compaction: bool = False  # forceAllowCompaction
+    force_gc_when_no_space: bool = False  # isForceGCAllowWhenNoSpace
 
     @classmethod
     def from_settings(
@@ -136,7 +162,72 @@ class ModelConfig:
         overhead = FRAME_OVERHEAD_BYTES + ENTRY_IDS_BYTES
         if frame <= overhead:
             raise ModelUsageError(f"nettyMaxFrameSizeBytes must be above {overhead}, got {frame}")
-        return cls(log_size_limit_bytes=limit, max_data_bytes=frame - overhead, profile=profile)
+        return cls(
+            log_size_limit_bytes=limit,
+            max_data_bytes=frame - overhead,
+            profile=profile,
+            minor_threshold=_float_setting(settings, "minorCompactionThreshold", 0.2),
+            minor_interval_s=_int_setting(settings, "minorCompactionInterval", 3600),
+            major_threshold=_float_setting(settings, "majorCompactionThreshold", 0.8),
+            major_interval_s=_int_setting(settings, "majorCompactionInterval", 86400),
+            force_allow_compaction=_bool_setting(settings, "forceAllowCompaction", False),
+            force_gc_when_no_space=_bool_setting(settings, "isForceGCAllowWhenNoSpace", False),
+        )
+
+    def threshold(self, kind: str) -> float:
+        """The usage below which a log is compacted by a ``kind`` compaction (0: none)."""
+        return {"major": self.major_threshold, "minor": self.minor_threshold}.get(kind, 0.0)
+
+    def compaction_kinds(self, *, force: bool, pressure: bool) -> frozenset[str]:
+        """The compaction kinds a GC cycle may choose (BookKeeper's runWithFlags): exactly one
+        for a forced cycle with no disk pressure, whatever the clock says; for an unforced
+        one, each kind the intervals could make due (time is not modelled); under disk
+        pressure (a full or almost full ledger directory: suspensions, or a GC forced by
+        isForceGCAllowWhenNoSpace) every kind those flags could give."""
+        enable_major = self.major_interval_s > 0 and self.major_threshold > 0
+        enable_minor = self.minor_interval_s > 0 and self.minor_threshold > 0
+        allow_major = self.force_allow_compaction and 0 < self.major_threshold < 1
+        allow_minor = self.force_allow_compaction and 0 < self.minor_threshold < 1
+        kinds: set[str] = set()
+        forces = (force, True) if pressure and self.force_gc_when_no_space else (force,)
+        flags = (False, True)
+        for forced in forces:
+            for major_due in flags if not forced else (False,):
+                for minor_due in flags if not forced else (False,):
+                    for suspend_major in flags if pressure else (False,):
+                        for suspend_minor in flags if pressure else (False,):
+                            major = (allow_major and forced) or (
+                                enable_major and (forced or major_due)
+                            )
+                            minor = (allow_minor and forced) or (
+                                enable_minor and (forced or minor_due)
+                            )
+                            if major and not suspend_major:
+                                kinds.add("major")
+                            elif minor and not suspend_minor:
+                                kinds.add("minor")
+                            else:
+                                kinds.add("none")
+        return frozenset(kinds)
+
+
+def _float_setting(settings: Mapping[str, str], key: str, default: float) -> float:
+    raw = settings.get(key)
+    if raw is None:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ModelUsageError(f"{key} must be a number, got {raw!r}") from None
+
+
+def _bool_setting(settings: Mapping[str, str], key: str, default: bool) -> bool:
+    raw = settings.get(key)
+    if raw is None:
+        return default
+    if raw.strip().lower() not in ("true", "false"):
+        raise ModelUsageError(f"{key} must be true or false, got {raw!r}")
+    return raw.strip().lower() == "true"
 
 
 def _int_setting(settings: Mapping[str, str], key: str, default: int) -> int:
@@ -236,6 +327,34 @@ class _Pending:
     refusals: frozenset[str] = frozenset()
 
 
+@attrs.define
+class _Compaction:
+    """The compaction in flight: its source, its new log's id, the bytes per ledger it
+    copied (the source's live ledgers at copy time) and how far it got (``copied``: phase 1
+    returned; ``flushed``: phase 2 returned, from here recovery finishes it)."""
+
+    source: int
+    new_id: int
+    moved: dict[int, int]
+    entries: int
+    phase: str = "copied"
+
+
+@attrs.define
+class _GcCycle:
+    """A GC cycle begun by gc_begin: the compaction kind it chose, the candidates still to
+    compact (in order) and the compaction in flight."""
+
+    kind: str
+    candidates: list[int]
+    current: _Compaction | None = None
+
+
+#: The GC steps: faults aimed at a compaction's own files, or any read fault, that fire in
+#: one of them only excuse that step's answer (the compaction aborts, nothing else changes).
+GC_STEPS = (Gc, GcBegin, CompactCopy, CompactFlush, CompactIndex)
+
+
 class BookieModel:
     """See the module docstring."""
 
@@ -293,6 +412,22 @@ class BookieModel:
         #: state only now and then: the marks are judged over the steps since the last one.
         self._forced = False
         self._persisted = False
+        #: The GC cycle begun (gc_begin) and not over, with its compaction in flight.
+        self.gc: _GcCycle | None = None
+        #: The error codes a fault that fired in the current GC step allows it (empty: none
+        #: fired): io_error for a failed read, write or fsync, no_space for a full disk.
+        self.gc_fault: set[str] = set()
+        #: What a crash may have left of the GC: logs it may have deleted, and compactions
+        #: cut short (filled by the interrupted rules and taken by crash_outcomes).
+        self.gc_vanish: set[int] = set()
+        self.gc_compactions: list[CompactionOutcome] = []
+        #: Compactions a whole gc step finished whose new logs' ids the model could not
+        #: know (a preallocated log may hold the next id): (source, bytes moved), in order;
+        #: the next compared state shows them.
+        self.unplaced: list[tuple[int, dict[int, int]]] = []
+        #: Logs showing no record that a GC step may or may not have deleted: the next
+        #: compared state shows which (see _gc_begin_checks).
+        self.maybe_dead: set[int] = set()
 
     @property
     def up(self) -> bool:
@@ -312,7 +447,7 @@ class BookieModel:
         ``faults``: the injected faults that fired while it ran. Raises Divergence when the
         answer (or a completion) is not allowed."""
         rule = STEP_RULES[type(op)]
-        fired = self._fired(faults, reading=isinstance(op, Read))
+        fired = self._fired(faults, reading=isinstance(op, Read), gc=isinstance(op, GC_STEPS))
         notes = self._step(index, op, result, completed, rule)
         if self.async_acks and not rule.lifecycle and not result.pending and not result.crashed:
             # Answered: the bookie ran this request, and every one before it.
@@ -323,18 +458,24 @@ class BookieModel:
             self.logs.relaxed = True
         return fired + notes
 
-    def _fired(self, faults: Sequence[FiredFault], *, reading: bool) -> list[str]:
+    def _fired(self, faults: Sequence[FiredFault], *, reading: bool, gc: bool = False) -> list[str]:
         """Faults that fired in this step: the model relaxes from here, for what they touched
         (a read fault that met a client's read excuses that read only; any other fault, a
         read fault in a write path too, may fail the bookie's writes until the next restart;
         a fault in an entry log, a directory or an unknown file also makes the entry-log
         layout unpredictable)."""
         self.read_fault = False
+        self.gc_fault = set()
         notes = []
         for fault in faults:
             notes.append(f"fault: {fault.describe()}")
             if fault.op == "read" and reading:
                 self.read_fault = True
+                continue
+            if gc and (fault.file == "compaction" or fault.op == "read"):
+                # A compaction's own file, or the source it reads: the compaction aborts and
+                # rolls back (spec/protocol/compaction.md); the bookie serves on.
+                self.gc_fault.add("no_space" if fault.op == "no_space" else "io_error")
                 continue
             if fault.op == "no_space" and fault.file != "journal":
                 self.short_of_space = True
@@ -517,6 +658,454 @@ class BookieModel:
             "checkpoint, second phase: lastMark persisted at the mark the first phase "
             "captured; journals before it may go"
         ]
+
+    # --- garbage collection and compaction ----------------------------------------------
+    #
+    # The model computes a GC cycle from its own logs (spec/protocol/compaction.md, docs/
+    # model.md "Garbage collection"): which logs it deletes, the candidates of the kind the
+    # bookie chose and their order, each compaction's new id (the shared counter) and the
+    # bytes it moves (the source's live ledgers at copy time). The kind of an unforced cycle
+    # depends on time, which is not modelled: any kind the configuration enables is allowed,
+    # and the rest is checked exactly for the kind reported.
+
+    def _live(self) -> set[int]:
+        """The ledgers a GC counts as live: every ledger in a log that is not deleted (bkref
+        has no ledger manager: a delete is the only way a ledger stops being live)."""
+        deleted = self.ledgers.deleted
+        return {
+            ledger
+            for log in self.logs.logs.values()
+            for ledger in log.written
+            if deleted.get(ledger) is not Sure.DURABLE
+        }
+
+    def _gc_unpredictable(self) -> bool:
+        """Whether the model cannot compute the GC now: the layout is followed (a fault), a
+        fault fired in this step, or a delete's effect is unknown (failed, or cut short)."""
+        return (
+            self.logs.relaxed
+            or bool(self.gc_fault)
+            or any(sure is not Sure.DURABLE for sure in self.ledgers.deleted.values())
+        )
+
+    def _gc_errors(self) -> set[str | None]:
+        """What a GC step may answer: ok; the error a fault that fired in it allows; after a
+        fault, io_error or no_space; no_space while the ledger directories have no room."""
+        errors: set[str | None] = {None, *self.gc_fault}
+        if self.faulted:
+            errors |= {"io_error", "no_space"}
+        if self.disk_full == "ledger_dirs" or self.no_room:
+            errors.add("no_space")
+        return errors
+
+    def _disk_pressure(self) -> bool:
+        """A ledger directory is full or almost full: GC may be suspended, or forced."""
+        return self.disk_full in ("ledger_dirs", "active_log_dir") or self.no_room
+
+    def _abort_compaction(self, why: str) -> list[str]:
+        """A gc, a gc_begin (or a clean shutdown) aborts the compaction in flight: its files
+        are removed, the source and the index stay as they were."""
+        cycle, self.gc = self.gc, None
+        if cycle is None or cycle.current is None:
+            return []
+        current = cycle.current
+        return [
+            f"{why} aborted the compaction of entry log {current.source} into "
+            f"{current.new_id} ({current.phase}): its files are removed, the source stays"
+        ]
+
+    def _gc_report(self, index: int, op: Gc | GcBegin, result: Result) -> GcReport | None:
+        """The report of an ok gc or gc_begin (None when it failed)."""
+        self._expect(index, op, result, self._gc_errors())
+        if result.error is not None:
+            return None
+        if result.gc is None:
+            raise Divergence(index, f"{op.name} answered ok without its statistics")
+        return result.gc
+
+    def _gc_begin_checks(
+        self, index: int, op: Gc | GcBegin, report: GcReport
+    ) -> tuple[list[int], list[int]]:
+        """Steps 1 to 5 of a cycle as the model computes them: the dead logs (deleted now)
+        and the candidates of the kind reported, in order; checks the kind."""
+        kinds = self.config.compaction_kinds(force=op.force, pressure=self._disk_pressure())
+        if report.compaction not in kinds:
+            raise Divergence(
+                index,
+                f"{op.name} chose a {report.compaction} compaction; allowed: "
+                f"{', '.join(sorted(kinds))} (forced: {op.force}; the configuration's "
+                "thresholds, intervals and force flags decide)",
+            )
+        live = self._live()
+        dead = self.logs.dead_logs(live)
+        # A log that shows no record may be a file with no record (deleted) or one whose
+        # header is damaged over bytes that may hold records (kept: never deleted on a
+        # guess); the state shows both alike, so the next state says which.
+        empty = [log_id for log_id in dead if not self.logs.logs[log_id].written]
+        sure = [log_id for log_id in dead if log_id not in empty]
+        if not len(sure) <= report.logs_deleted <= len(dead):
+            raise Divergence(
+                index,
+                f"{op.name} deleted {report.logs_deleted} log(s); entry logs {sure} hold no "
+                f"live ledger and are candidates, so all of them are deleted (and of the logs "
+                f"that show no record, {empty}, any may be)",
+            )
+        for log_id in sure:
+            self.logs.remove(log_id)
+        self.maybe_dead |= set(empty)
+        kind = report.compaction
+        threshold = self.config.threshold(kind)
+        candidates = self.logs.candidates(live, threshold) if kind != "none" else []
+        return dead, candidates
+
+    def _compaction_id_unknown(self) -> None:
+        """A compaction may or may not have taken the next id (it failed, or found nothing
+        live while a preallocated log may hold the next id): the next new log's id is known
+        only to be new, and leastUnflushedLogId is followed from now on."""
+        self.logs.forget_next_id()
+        self.logs.least_followed = True
+
+    def _gc_failed(self) -> None:
+        """A gc or gc_begin failed: how many dead logs (and, for a whole cycle, which
+        compactions) it finished first is not known; the layout is followed from here."""
+        self.logs.relaxed = True
+        self.logs.may_vanish |= {i for i, log in self.logs.logs.items() if log.state == "flushed"}
+
+    def _gc_relaxed(self, op: Gc | GcBegin, report: GcReport) -> list[str]:
+        """A GC the model cannot compute: every flushed log may vanish (deleted or compacted
+        away), and the layout is followed until the next restart."""
+        self.logs.relaxed = True
+        self.logs.may_vanish |= {i for i, log in self.logs.logs.items() if log.state == "flushed"}
+        if isinstance(op, GcBegin):
+            self.gc = _GcCycle(report.compaction, list(report.candidates))
+        return [
+            f"{op.name}: a fault fired or a delete's effect is unknown, so the model follows "
+            "the layout from here (flushed logs may be deleted or compacted away)"
+        ]
+
+    def _gc_begin(self, index: int, op: GcBegin, result: Result) -> list[str]:
+        notes = self._abort_compaction("a new GC cycle")
+        report = self._gc_report(index, op, result)
+        if report is None:
+            self._gc_failed()
+            return [*notes, f"gc_begin failed ({result.error}): no cycle begun"]
+        self.gc_compactions = []  # its step 0 finished what a failed phase 3 left
+        if self._gc_unpredictable():
+            return notes + self._gc_relaxed(op, report)
+        dead, candidates = self._gc_begin_checks(index, op, report)
+        if report.logs_compacted or report.entries_moved:
+            raise Divergence(
+                index,
+                f"gc_begin answered {report.describe()}; it deletes exactly the dead logs "
+                f"{dead} and compacts nothing yet",
+            )
+        if report.candidates != tuple(candidates):
+            raise Divergence(
+                index,
+                f"gc_begin named the candidates {list(report.candidates)}; for a "
+                f"{report.compaction} compaction (threshold "
+                f"{self.config.threshold(report.compaction)}) they are {candidates}: flushed "
+                "logs with live bytes and usage below the threshold, lowest usage first",
+            )
+        self.gc = _GcCycle(report.compaction, candidates)
+        return [
+            *notes,
+            f"GC cycle begun ({report.compaction}): dead entry logs {dead} deleted; "
+            f"candidates {candidates}",
+        ]
+
+    def _gc_whole(self, index: int, op: Gc, result: Result) -> list[str]:
+        notes = self._abort_compaction("a GC cycle")
+        report = self._gc_report(index, op, result)
+        if report is None:
+            self._gc_failed()
+            return [*notes, f"gc failed ({result.error})"]
+        self.gc_compactions = []  # its step 0 finished what a failed phase 3 left
+        if self._gc_unpredictable():
+            return notes + self._gc_relaxed(op, report)
+        dead, candidates = self._gc_begin_checks(index, op, report)
+        live = self._live()
+        moved = [(source, self.logs.live_bytes(source, live)) for source in candidates]
+        moved_bytes = sum(sum(m.values()) for _, m in moved)
+        if report.logs_compacted != len(candidates) or not _entries_fit(
+            report.entries_moved, moved_bytes
+        ):
+            raise Divergence(
+                index,
+                f"gc answered {report.describe()}; the model deletes {len(dead)} dead log(s) "
+                f"{dead} and compacts {len(candidates)} ({candidates}), moving "
+                f"{moved_bytes} bytes of records",
+            )
+        if any(copied for _, copied in moved):
+            self.logs.checkpoint()  # each phase 3 forces the entry logs before its index flush
+        ids = self.logs.next_compaction_ids()
+        for source, copied in moved:
+            if len(ids) == 1 and not self.unplaced:
+                (new_id,) = ids
+                self.logs.take_compaction_id(new_id)
+                self.logs.compacted(source, new_id, copied)
+                ids = self.logs.next_compaction_ids()
+            else:
+                self.logs.remove(source)
+                self.unplaced.append((source, copied))
+        if self.unplaced:
+            # The next compared state shows their ids (_place_compacted), before any new log.
+            self.logs.least_followed = True
+        return [
+            *notes,
+            f"GC cycle ({report.compaction}): dead entry logs {dead} deleted, {candidates} "
+            "compacted into new flushed logs holding their live ledgers",
+        ]
+
+    def _phase_report(
+        self, index: int, op: Operation, result: Result, errors: set[str | None]
+    ) -> PhaseReport | None:
+        self._expect(index, op, result, errors)
+        if result.error is not None:
+            return None
+        if result.phase is None:
+            raise Divergence(index, f"{op.name} answered ok without saying what it did")
+        return result.phase
+
+    def _idle_errors(self) -> set[str | None]:
+        """A phase step with nothing to step writes nothing: ok, or io_error once the bookie
+        may have failed (it refuses every GC step then)."""
+        return {None, "io_error"} if self.faulted else {None}
+
+    def _idle(self, index: int, op: Operation, report: PhaseReport | None) -> list[str]:
+        if report is not None and report.phase != "idle":
+            raise Divergence(
+                index, f"{op.name} answered {report.describe()}; no compaction is in flight: idle"
+            )
+        return [f"{op.name}: no compaction to step"]
+
+    def _check_phase(
+        self, index: int, op: Operation, report: PhaseReport, expected: PhaseReport
+    ) -> None:
+        same = (report.phase, report.source_log, report.new_log) == (
+            expected.phase,
+            expected.source_log,
+            expected.new_log,
+        )
+        if not same or report.entries_moved != expected.entries_moved:
+            raise Divergence(
+                index, f"{op.name} answered {report.describe()}; expected {expected.describe()}"
+            )
+
+    def _compact_copy(self, index: int, op: CompactCopy, result: Result) -> list[str]:
+        cycle = self.gc
+        if cycle is not None and cycle.current is not None:
+            # A compaction is in flight: the copy waits for it (the bookie answers idle).
+            return self._idle(index, op, self._phase_report(index, op, result, self._idle_errors()))
+        if self.logs.relaxed and cycle is not None:
+            report = self._phase_report(index, op, result, self._gc_errors())
+            if report is not None and report.new_log is not None:
+                self.logs.taken.add(report.new_log)
+                self.logs.may_vanish.add(report.new_log)
+                source = report.source_log or 0
+                cycle.current = _Compaction(source, report.new_log, {}, report.entries_moved)
+            elif report is None:
+                self.gc = None
+            return ["compact_copy: the layout is followed (a fault fired earlier)"]
+        if cycle is None or not cycle.candidates:
+            self.gc = None  # the cycle ends
+            return self._idle(index, op, self._phase_report(index, op, result, self._idle_errors()))
+        errors = self._gc_errors()
+        source = cycle.candidates[0]
+        report = self._phase_report(index, op, result, errors)
+        cycle.candidates.pop(0)
+        if report is None:
+            # Aborted: the source and the index stay; the compaction log, if it was made,
+            # is removed, and its id may or may not be used up. The cycle is dropped.
+            self._compaction_id_unknown()
+            self.gc = None
+            return [
+                f"compact_copy of entry log {source} failed ({result.error}): rolled back, "
+                "the rest of the cycle dropped"
+            ]
+        live = self._live()
+        moved = self.logs.live_bytes(source, live)
+        if not moved:
+            self._check_phase(index, op, report, PhaseReport("copy", source, None, 0))
+            ids = self.logs.next_compaction_ids()
+            if len(ids) == 1:
+                self.logs.take_compaction_id(ids.pop())
+            else:
+                self._compaction_id_unknown()
+            self.logs.remove(source)
+            return [f"compact_copy: entry log {source} holds nothing live any more: deleted"]
+        ids = self.logs.next_compaction_ids()
+        new_id = report.new_log
+        if new_id is None or (ids and new_id not in ids) or new_id in self.logs.taken:
+            want = f"one of {sorted(ids)}" if ids else "an id never used"
+            raise Divergence(
+                index,
+                f"compact_copy of entry log {source} answered new log {new_id}; the shared "
+                f"id counter gives {want}",
+            )
+        reused = new_id in self.logs.removed  # a GC removed its log: lastId is a hint
+        if not ids and (
+            new_id in self.logs.logs or (new_id <= self.logs.max_seen_id and not reused)
+        ):
+            raise Divergence(index, f"compact_copy took entry log id {new_id}, used before")
+        if report.source_log != source or report.phase != "copy":
+            raise Divergence(
+                index,
+                f"compact_copy answered {report.describe()}; the next candidate is {source}",
+            )
+        if not _entries_fit(report.entries_moved, sum(moved.values())):
+            raise Divergence(
+                index,
+                f"compact_copy moved {report.entries_moved} entries; the live ledgers of entry "
+                f"log {source} hold {dict(moved)} bytes",
+            )
+        self.logs.take_compaction_id(new_id)
+        cycle.current = _Compaction(source, new_id, moved, report.entries_moved)
+        return [
+            f"compaction phase 1: the live ledgers {sorted(moved)} of entry log {source} "
+            f"copied into {new_id}.log.compacting (not durable; a crash now undoes it)"
+        ]
+
+    def _compact_flush(self, index: int, op: CompactFlush, result: Result) -> list[str]:
+        cycle = self.gc
+        current = cycle.current if cycle is not None else None
+        if current is None or current.phase != "copied":
+            return self._idle(index, op, self._phase_report(index, op, result, self._idle_errors()))
+        report = self._phase_report(index, op, result, self._gc_errors())
+        if report is None:
+            self.gc = None
+            return [
+                f"compact_flush of entry log {current.source} failed ({result.error}): "
+                "rolled back, the source and the index untouched, the rest of the cycle dropped"
+            ]
+        if not self.logs.relaxed:
+            self._check_phase(
+                index,
+                op,
+                report,
+                PhaseReport("flush", current.source, current.new_id, current.entries),
+            )
+        current.phase = "flushed"
+        return [
+            f"compaction phase 2: {current.new_id}.log.{current.source:x}.compacted is durable; "
+            "from now on recovery finishes this compaction whatever happens"
+        ]
+
+    def _compact_index(self, index: int, op: CompactIndex, result: Result) -> list[str]:
+        cycle = self.gc
+        current = cycle.current if cycle is not None else None
+        if current is None or current.phase != "flushed":
+            return self._idle(index, op, self._phase_report(index, op, result, self._idle_errors()))
+        assert cycle is not None
+        errors: set[str | None] = {None}
+        if self.faulted:
+            errors |= {"io_error", "no_space"}
+        if self.disk_full == "ledger_dirs" or self.no_room:
+            errors.add("no_space")  # the index found no room: the next cycle finishes it
+        report = self._phase_report(index, op, result, errors)
+        if report is None:
+            self.gc = None
+            moved = tuple(sorted(current.moved.items()))
+            self.gc_compactions.append(
+                CompactionOutcome(current.source, current.new_id, moved, "yes")
+            )
+            # Phase 3 failed: the bookie fails, as after a failed checkpoint; recovery
+            # finishes the compaction. How far it got is for the next states to show.
+            self.faulted = True
+            self.logs.relaxed = True
+            self.logs.may_vanish.add(current.source)
+            return [
+                f"compact_index of entry log {current.source} failed ({result.error}): the "
+                "bookie fails; the restart finishes the compaction from its .compacted file"
+            ]
+        cycle.current = None
+        if self.logs.relaxed:
+            self.logs.may_vanish.add(current.source)
+            return ["compaction phase 3 (the layout is followed: a fault fired earlier)"]
+        self._check_phase(
+            index,
+            op,
+            report,
+            PhaseReport("index", current.source, current.new_id, current.entries),
+        )
+        # Its index flush forces the entry logs first, as a checkpoint's first half does:
+        # the rotated logs become flushed, the active log's bytes durable.
+        self.logs.checkpoint()
+        self.logs.compacted(current.source, current.new_id, current.moved)
+        return [
+            f"compaction phase 3: entry log {current.new_id} holds the live entries of "
+            f"{current.source}, the index points at it, the source is removed"
+        ]
+
+    # What a crash in the middle of a GC step may have left (see crash_outcomes).
+
+    def _interrupted_gc_begin(self, op: Gc | GcBegin) -> None:
+        cycle = self.gc
+        if cycle is not None and cycle.current is not None:
+            current = cycle.current
+            finish = "maybe" if current.phase == "flushed" else "no"
+            self.gc_compactions.append(
+                CompactionOutcome(
+                    current.source, current.new_id, tuple(sorted(current.moved.items())), finish
+                )
+            )
+        self.gc = None
+        live = self._live()
+        self.gc_vanish |= set(self.logs.dead_logs(live))
+        if isinstance(op, Gc) or self._gc_unpredictable():
+            pressure = self._disk_pressure()
+            for kind in self.config.compaction_kinds(force=op.force, pressure=pressure):
+                threshold = self.config.threshold(kind)
+                for source in self.logs.candidates(live, threshold) if kind != "none" else []:
+                    if all(c.source != source for c in self.gc_compactions):
+                        moved = tuple(sorted(self.logs.live_bytes(source, live).items()))
+                        self.gc_compactions.append(CompactionOutcome(source, None, moved, "maybe"))
+
+    def _interrupted_compact_copy(self, _op: CompactCopy) -> None:
+        cycle = self.gc
+        if cycle is None or cycle.current is not None or not cycle.candidates:
+            return
+        source = cycle.candidates[0]
+        if not self.logs.live_bytes(source, self._live()):
+            self.gc_vanish.add(source)  # nothing live: the copy deletes the source
+
+    def _interrupted_phase(self, finish: str) -> None:
+        cycle = self.gc
+        if cycle is None or cycle.current is None:
+            return
+        current = cycle.current
+        moved = tuple(sorted(current.moved.items()))
+        self.gc_compactions.append(CompactionOutcome(current.source, current.new_id, moved, finish))
+        cycle.current = None
+
+    def _interrupted_compact_flush(self, _op: CompactFlush) -> None:
+        self._interrupted_phase("maybe")
+
+    def _interrupted_compact_index(self, _op: CompactIndex) -> None:
+        self._interrupted_phase("yes")
+
+    def _interrupted_shutdown(self, _op: Shutdown) -> None:
+        """A shutdown aborts the compaction in flight: cut short, a flushed one may or may
+        not be finished by the restart."""
+        cycle = self.gc
+        if cycle is not None and cycle.current is not None:
+            self._interrupted_phase("maybe" if cycle.current.phase == "flushed" else "no")
+
+    def _gc_crash_constraints(self, constraints: LogConstraints) -> LogConstraints:
+        """The crash constraints with what the GC may have left: the compaction in flight
+        (undone if only copied, finished once flushed) and what the interrupted rules
+        recorded."""
+        compactions = list(self.gc_compactions)
+        cycle = self.gc
+        if cycle is not None and cycle.current is not None:
+            current = cycle.current
+            finish = "yes" if current.phase == "flushed" else "no"
+            moved = tuple(sorted(current.moved.items()))
+            compactions.append(CompactionOutcome(current.source, current.new_id, moved, finish))
+        vanish = frozenset(self.gc_vanish | self.logs.may_vanish | self.maybe_dead)
+        if not compactions and not vanish:
+            return constraints
+        return attrs.evolve(constraints, may_vanish=vanish, compactions=tuple(compactions))
 
     # --- requests ------------------------------------------------------------------------
 
@@ -1040,9 +1629,15 @@ class BookieModel:
         self.checkpoint_open = False
         if clean:
             self.logs.settle()  # a clean shutdown ran every request before it
+            self.gc = None  # and aborted the compaction in flight
         else:
             self.logs.forget_tentative()
         self.outcomes = self.crash_outcomes()
+        self.gc = None
+        self.gc_vanish = set()
+        self.gc_compactions = []
+        self.unplaced = []
+        self.maybe_dead = set()
         self.marks.stopped(clean=clean)
         self.status = "stopped" if clean else "crashed"
 
@@ -1064,6 +1659,7 @@ class BookieModel:
                 f"{result.replayed} journal records; expected none",
             )
         self.status = "up"
+        self.gc = None
         self.faulted = False
         self.short_of_space = False
         self.no_room = False
@@ -1108,7 +1704,7 @@ class BookieModel:
             may_ledgers=frozenset(may_ledgers),
             must_deleted=frozenset(k for k, s in deleted.items() if s is Sure.DURABLE),
             may_deleted=frozenset(k for k, s in deleted.items() if s is Sure.MAYBE),
-            logs=self.logs.crash_constraints(),
+            logs=self._gc_crash_constraints(self.logs.crash_constraints()),
             min_last_mark=self.marks.journal_mark or self.marks.last_mark,
         )
 
@@ -1161,6 +1757,10 @@ class BookieModel:
                 self._check_durable_maps(index, maps)
             self.logs.adopt(logs, observed.current_log_id, observed.least_unflushed_log_id, maps)
         else:
+            if self.maybe_dead:
+                self._resolve_maybe_dead(logs)
+            if self.unplaced:
+                self._place_compacted(index, logs)
             self._compare_logs(index, observed, logs)
             if maps is not None:
                 self._compare_maps(index, maps)
@@ -1208,7 +1808,11 @@ class BookieModel:
                 raise Divergence(
                     index, f"entry log {view.log_id} is preallocated but holds entries"
                 )
-            if view.log_id <= used:
+            reserved = view.log_id == self.logs.next_id and view.log_id not in self.logs.logs
+            reused = view.log_id in self.logs.removed and view.log_id not in self.logs.logs
+            if (view.log_id <= used and not reserved and not reused) or (
+                view.log_id in self.logs.taken
+            ):
                 raise Divergence(
                     index,
                     f"entry log {view.log_id} is preallocated with an id already used "
@@ -1346,17 +1950,19 @@ class BookieModel:
                 f"the active entry log is {observed.current_log_id}; the model has {logs.current}",
             )
         least = observed.least_unflushed_log_id
-        if self.async_acks:
+        if self.async_acks or logs.least_followed:
+            # Followed, not predicted: never below what a state showed before (the model's
+            # own count may run ahead, past ids a compaction took).
             _check_least_unflushed(index, observed)
-            if least < logs.least_unflushed:
-                raise Divergence(
-                    index, f"leastUnflushedLogId moved backwards: {logs.least_unflushed} -> {least}"
-                )
+            before = logs.least_seen if logs.least_followed else logs.least_unflushed
+            if least < before:
+                raise Divergence(index, f"leastUnflushedLogId moved backwards: {before} -> {least}")
             logs.least_unflushed = least
         elif least != logs.least_unflushed:
             raise Divergence(
                 index, f"leastUnflushedLogId is {least}; the model has {logs.least_unflushed}"
             )
+        logs.least_seen = least
 
     def _compare_maps(self, index: int, maps: dict[int, MapState]) -> None:
         """Each log's ledgers map as the model predicts it: none on the active log, exactly
@@ -1401,6 +2007,40 @@ class BookieModel:
             if problem is not None:
                 raise Divergence(index, f"after the crash: entry log {log_id} {problem}")
 
+    def _resolve_maybe_dead(self, views: tuple[LogView, ...]) -> None:
+        """The logs showing no record a GC step may have deleted: gone, or still there."""
+        seen = {view.log_id for view in views}
+        for log_id in sorted(self.maybe_dead):
+            if log_id not in seen and log_id in self.logs.logs:
+                self.logs.remove(log_id)
+        self.maybe_dead = set()
+
+    def _place_compacted(self, index: int, views: tuple[LogView, ...]) -> None:
+        """The new logs of a whole gc step whose ids the model could not know: flushed logs
+        it does not have, holding exactly the bytes each compaction moved, in order of id."""
+        logs = self.logs
+        new = sorted(
+            view.log_id
+            for view in views
+            if view.log_id not in logs.logs and view.state == "flushed"
+        )
+        byid = {view.log_id: view for view in views}
+        placed: list[int] = []
+        for source, moved in self.unplaced:
+            want = tuple(sorted(moved.items()))
+            found = next((i for i in new if i not in placed and byid[i].ledger_bytes == want), None)
+            if found is None or (placed and found < placed[-1]):
+                raise Divergence(
+                    index,
+                    f"entry log {source} was compacted away, but no new flushed log holds "
+                    f"exactly {dict(moved)} (the source's live ledgers), in compaction order",
+                )
+            placed.append(found)
+        for (_, moved), new_id in zip(self.unplaced, placed, strict=True):
+            logs.take_compaction_id(new_id)
+            logs.add_compacted(new_id, moved)
+        self.unplaced = []
+
     def _resolve_new_logs(self, index: int, views: tuple[LogView, ...]) -> None:
         """The logs created since a restart, whose ids the model could not know: the
         observed logs it does not have must be as many, in increasing order, above every id
@@ -1408,12 +2048,17 @@ class BookieModel:
         logs = self.logs
         known = set(logs.logs) - set(logs.provisional)
         new = sorted(view.log_id for view in views if view.log_id not in known)
-        before = logs.provisional[0] - 1
-        if len(new) != len(logs.provisional) or (new and new[0] <= before):
+        # Above every id seen before the run's first new log (a compaction may have taken a
+        # higher id since: a preallocated log still holds the lower one).
+        before = logs.max_before_provisional
+        reused = [log_id for log_id in new if log_id <= before and log_id not in logs.removed]
+        reused += [log_id for log_id in new if log_id in logs.taken]
+        if len(new) != len(logs.provisional) or reused:
             raise Divergence(
                 index,
                 f"the entry logs created since the restart have ids {new}; the model created "
-                f"{len(logs.provisional)}, with ids above {before} (ids are never reused)",
+                f"{len(logs.provisional)}, with ids above {before} (ids are never reused, but "
+                "for those of logs a GC removed: lastId is a hint, docs/model.md)",
             )
         logs.resolve_provisional(new)
 
@@ -1425,6 +2070,8 @@ class BookieModel:
         seen = {view.log_id: view for view in views}
         for log_id, log in self.logs.logs.items():
             view = seen.get(log_id)
+            if view is None and log_id in self.logs.may_vanish:
+                continue  # a GC step may have deleted it or compacted it away
             if view is None:
                 raise Divergence(index, f"entry log {log_id} vanished")
             have = dict(view.ledger_bytes)
@@ -1434,7 +2081,10 @@ class BookieModel:
         for log_id, view in seen.items():
             if log_id in self.logs.logs:
                 continue
-            if log_id <= self.logs.max_seen_id:
+            if (
+                log_id <= self.logs.max_seen_id
+                and log_id not in self.logs.taken | self.logs.removed
+            ):
                 raise Divergence(index, f"entry log {log_id} appeared; its id was used before")
             self._check_known_ledgers(index, view)
         if observed.least_unflushed_log_id < self.logs.least_unflushed:
@@ -1472,24 +2122,41 @@ class BookieModel:
         for log_id, durable, written in constraints.logs:
             listed.add(log_id)
             view = seen.get(log_id)
+            if view is None and constraints.may_be_gone(log_id):
+                continue  # deleted by a GC, or compacted away: checked below
             if view is None:
                 raise Divergence(index, f"entry log {log_id} vanished in the crash")
             problem = constraints.log_problem(durable, written, dict(view.ledger_bytes))
             if problem is not None:
                 raise Divergence(index, f"entry log {log_id} {problem}")
-        for log_id in set(seen) - listed:
+        unlisted = set(seen) - listed
+        for compaction in constraints.compactions:
+            problem = compaction.problem(seen, unlisted)
+            if problem is not None:
+                raise Divergence(index, f"after the crash: {problem}")
+        compacted_ids = constraints.compaction_ids()
+        for log_id in unlisted:
             # A log the model never saw, with an id below the highest it knows: one the bookie
             # created while a fault was active and never reported (a failed creation) may be
             # found again, empty. Holding entries, it would be bytes from nowhere or an id
-            # used twice.
-            if log_id <= constraints.max_known_id and seen[log_id].ledger_bytes:
+            # used twice (a finished compaction's new log is checked above).
+            if (
+                log_id <= constraints.max_known_id
+                and seen[log_id].ledger_bytes
+                and log_id not in compacted_ids
+                and log_id not in self.logs.removed
+            ):
                 raise Divergence(
                     index,
                     f"entry log {log_id} appeared holding entries; its id was used before",
                 )
             self._check_known_ledgers(index, seen[log_id])
         current = observed.current_log_id
-        if current is not None and current <= constraints.max_known_id:
+        if (
+            current is not None
+            and current <= constraints.max_known_id
+            and current not in self.logs.removed
+        ):
             raise Divergence(
                 index, f"the active log after recovery is {current}, an id used before the crash"
             )
@@ -1561,11 +2228,33 @@ STEP_RULES: Mapping[type[Any], StepRule] = require_complete(
         Rotate: StepRule(BookieModel._rotate, writes_logs=True),
         Preallocate: StepRule(BookieModel._preallocate, writes_logs=True),
         CheckDirs: StepRule(BookieModel._check_dirs),
+        Gc: StepRule(
+            BookieModel._gc_whole, interrupted=BookieModel._interrupted_gc_begin, writes_logs=True
+        ),
+        GcBegin: StepRule(
+            BookieModel._gc_begin, interrupted=BookieModel._interrupted_gc_begin, writes_logs=True
+        ),
+        CompactCopy: StepRule(
+            BookieModel._compact_copy,
+            interrupted=BookieModel._interrupted_compact_copy,
+            writes_logs=True,
+        ),
+        CompactFlush: StepRule(
+            BookieModel._compact_flush,
+            interrupted=BookieModel._interrupted_compact_flush,
+            writes_logs=True,
+        ),
+        CompactIndex: StepRule(
+            BookieModel._compact_index,
+            interrupted=BookieModel._interrupted_compact_index,
+            writes_logs=True,
+        ),
         Crash: StepRule(BookieModel._crash, lifecycle=True),
         Restart: StepRule(BookieModel._restart, lifecycle=True),
         Shutdown: StepRule(
             BookieModel._shutdown,
             forces=True,
+            interrupted=BookieModel._interrupted_shutdown,
             then=BookieModel._after_shutdown,
             writes_logs=True,
         ),
@@ -1592,6 +2281,14 @@ def _file_words(kind: str) -> str:
 
 def _died_in(op: Operation) -> str:
     return f"the machine died in the middle of {op.name}: any part of it may have reached the disk"
+
+
+def _entries_fit(entries: int, record_bytes_moved: int) -> bool:
+    """Whether ``entries`` records can hold ``record_bytes_moved`` bytes: none for none, and
+    each record is at least its size prefix and ids."""
+    if record_bytes_moved == 0:
+        return entries == 0
+    return 0 < entries * RECORD_OVERHEAD_BYTES <= record_bytes_moved
 
 
 def _answer(result: Result) -> str:

@@ -27,7 +27,23 @@ the map is durable and never changes, across crashes too. A crash may leave a ma
 not durable whole, unreadable, or missing, but a readable one lists no more bytes per ledger
 than were written and no fewer than were fsynced (:meth:`LogConstraints.map_problem`).
 
-Not modelled: entry log per ledger, preallocation, compaction logs, the ledgers map's bytes
+Garbage collection and compaction (spec/protocol/compaction.md) change the layout in three
+ways the sub-model computes from its own logs: a *dead* log (flushed, no byte of a live
+ledger) is removed; a compaction takes an id from the shared counter at its copy phase
+(:meth:`EntryLogManagerModel.take_compaction_id`: a rotation never reuses it), and its third
+phase replaces the source by a new *flushed* log holding exactly the source's bytes of the
+ledgers that were live at copy time, with a ledgers map of them
+(:meth:`EntryLogManagerModel.compacted`). Which logs a GC cycle deletes and which it
+compacts, in which order, is :meth:`EntryLogManagerModel.dead_logs` and
+:meth:`EntryLogManagerModel.candidates` (BookKeeper's GarbageCollectorThread: usage =
+remaining / total, lowest first, ties by id). A crash in the middle of a GC step or between
+phases leaves each compaction undone, finished, or either (:class:`CompactionOutcome`), and
+dead logs deleted or not (``LogConstraints.may_vanish``). Once a compaction took an id in a
+run, leastUnflushedLogId is followed, not predicted (whether the compaction log counts among
+the run's new logs is the bookie's business); its meaning is still checked, and that it
+never moves back.
+
+Not modelled: entry log per ledger, preallocation, the ledgers map's bytes
 (a sealed log's size is not compared, only its records' bytes per ledger, and its map's).
 """
 
@@ -100,6 +116,63 @@ class LogModel:
             assert 0 < size <= self.written.get(ledger, 0), (self.log_id, ledger)
 
 
+#: What a crash may have left of one compaction: ``no`` (undone: the source stays, the new
+#: log never appears), ``yes`` (finished: phase 2 had returned, so recovery finishes it) or
+#: ``maybe`` (either; the restarted bookie shows which).
+FINISH = ("no", "maybe", "yes")
+
+
+@attrs.frozen
+class CompactionOutcome:
+    """One compaction a crash interrupted (or left between phases): its source, its new log's
+    id (None when the model does not know it: a whole ``gc`` cycle cut short), the bytes per
+    ledger it moved (the source's live ledgers at copy time; empty: nothing live, the source
+    is just deleted) and whether recovery must finish it (FINISH)."""
+
+    source: int
+    new_id: int | None
+    moved: tuple[tuple[int, int], ...]
+    finish: str = attrs.field(validator=attrs.validators.in_(FINISH))
+
+    def problem(self, seen: dict[int, LogView], unlisted: set[int]) -> str | None:
+        """Why the layout ``seen`` after the restart breaks this outcome, or None.
+        ``unlisted``: the observed logs the crash constraints do not list (new ones)."""
+        present = self.source in seen
+        if present and self.finish == "yes":
+            return (
+                f"the compaction of entry log {self.source} had returned from its flush phase "
+                "(its .compacted file was durable): recovery must finish it, but the source "
+                "is still there"
+            )
+        if present:
+            if self.new_id is not None and self.new_id in seen and self.new_id in unlisted:
+                return (
+                    f"entry log {self.new_id}, the unfinished compaction of {self.source}, "
+                    "appeared beside its source: an undone compaction leaves no log"
+                )
+            return None
+        if self.finish == "no":
+            return f"entry log {self.source} vanished; its compaction was undone"
+        if not self.moved:
+            return None  # nothing live: the source is just deleted
+        if self.new_id is not None:
+            view = seen.get(self.new_id)
+            if view is None or view.ledger_bytes != self.moved or view.state != "flushed":
+                found = "missing" if view is None else f"{view.state}, {dict(view.ledger_bytes)}"
+                return (
+                    f"entry log {self.source} was compacted away, but its new log "
+                    f"{self.new_id} is {found}; it must be flushed with exactly "
+                    f"{dict(self.moved)} (the source's live ledgers at copy time)"
+                )
+            return None
+        if not any(seen[i].ledger_bytes == self.moved for i in unlisted):
+            return (
+                f"entry log {self.source} was compacted away, but no new log holds exactly "
+                f"{dict(self.moved)} (the source's live ledgers at copy time)"
+            )
+        return None
+
+
 @attrs.frozen
 class LogConstraints:
     """What a crash may leave of the entry logs: every listed log still exists, with, per
@@ -115,6 +188,21 @@ class LogConstraints:
     #: The model followed the layout at the crash (a fault): a map not durable is not bounded
     #: by ``logs``, which were observed, not predicted.
     relaxed: bool = False
+    #: Listed logs a GC step cut short may have deleted (no live ledger left in them).
+    may_vanish: frozenset[int] = frozenset()
+    #: The compactions in flight or cut short, and what recovery must make of each.
+    compactions: tuple[CompactionOutcome, ...] = ()
+
+    def may_be_gone(self, log_id: int) -> bool:
+        """Whether listed log ``log_id`` may be missing after the restart: a dead log a GC
+        step may have deleted, or the source of a compaction recovery may have finished."""
+        return log_id in self.may_vanish or any(
+            c.source == log_id and c.finish != "no" for c in self.compactions
+        )
+
+    def compaction_ids(self) -> set[int]:
+        """The ids of new logs a finished compaction may have left (checked on their own)."""
+        return {c.new_id for c in self.compactions if c.new_id is not None and c.finish != "no"}
 
     def map_problem(self, log_id: int, found: MapState) -> str | None:
         """Why log ``log_id``'s ledgers map ``found`` after the crash breaks its bounds, or
@@ -221,6 +309,21 @@ class EntryLogManagerModel:
         self.tentative: set[int] = set()
         #: ``max_seen_id`` when the logs were last settled.
         self.settled_max_seen_id = -1
+        #: Ids compaction logs took from the shared counter (a rotation never takes them).
+        self.taken: set[int] = set()
+        #: A compaction took an id in this run: leastUnflushedLogId is followed from now on.
+        self.least_followed = False
+        #: The leastUnflushedLogId the last compared state showed.
+        self.least_seen = 0
+        #: Ids of logs a GC removed (dead, or compacted away), in any run: ``lastId`` is a
+        #: hint written without fsync (impl/entrylog/ids.py), so once no file holds such an
+        #: id a later run may use it again. Nothing can name the old log by then: the index
+        #: never names a removed log for a live ledger (the harness's disk check).
+        self.removed: set[int] = set()
+        #: ``max_seen_id`` before the first provisional log of the run.
+        self.max_before_provisional = -1
+        #: While relaxed: logs a GC step may have deleted or compacted away.
+        self.may_vanish: set[int] = set()
 
     # --- the operations, in the implementation's order ---------------------------------
 
@@ -260,11 +363,14 @@ class EntryLogManagerModel:
             # Sealed: its map lists exactly what was written to it.
             old.ledgers_map = (True, tuple(sorted(old.written.items())))
         if self.next_id is None:
-            log_id = self.max_seen_id + 1
+            if not self.provisional:
+                self.max_before_provisional = self.max_seen_id
+            log_id = max([self.max_seen_id, *self.taken, *self.logs]) + 1
             self.provisional.append(log_id)
         else:
             log_id = self.next_id
             self.next_id += 1
+            self._skip_taken()
         log = LogModel(log_id, "active")
         self.logs[log_id] = log
         if self.track_tentative:
@@ -276,6 +382,80 @@ class EntryLogManagerModel:
         self.max_seen_id = max(self.max_seen_id, log.log_id)
         self._update_least_unflushed()
         return log
+
+    def _skip_taken(self) -> None:
+        """The next rotation's id is never one a compaction log took."""
+        while self.next_id is not None and self.next_id in self.taken:
+            self.next_id += 1
+
+    # --- garbage collection and compaction ----------------------------------------------
+
+    def dead_logs(self, live: frozenset[int] | set[int]) -> list[int]:
+        """The candidate logs (flushed) with no byte of a live ledger, by id: a GC cycle's
+        step 3 deletes them (empty and zero-byte logs included)."""
+        return [
+            log_id
+            for log_id, log in sorted(self.logs.items())
+            if log.state == "flushed" and not any(led in live for led in log.written)
+        ]
+
+    def live_bytes(self, log_id: int, live: frozenset[int] | set[int]) -> dict[int, int]:
+        """Log ``log_id``'s bytes per live ledger: what a compaction copies."""
+        return {led: n for led, n in self.logs[log_id].written.items() if led in live}
+
+    def candidates(self, live: frozenset[int] | set[int], threshold: float) -> list[int]:
+        """The logs a compaction of ``threshold`` takes, in order: flushed, some byte live
+        (remaining > 0), usage = remaining / total below the threshold; lowest usage first,
+        ties by lower id (BookKeeper's GarbageCollectorThread.doCompactEntryLogs)."""
+        found: list[tuple[float, int]] = []
+        for log_id, log in sorted(self.logs.items()):
+            if log.state != "flushed":
+                continue
+            total = sum(log.written.values())
+            remaining = sum(self.live_bytes(log_id, live).values())
+            if remaining > 0 and remaining / total < threshold:
+                found.append((remaining / total, log_id))
+        return [log_id for _, log_id in sorted(found)]
+
+    def remove(self, log_id: int) -> None:
+        """A log was deleted (dead, or a compaction's source)."""
+        del self.logs[log_id]
+        self.created.pop(log_id, None)
+        self.removed.add(log_id)
+
+    def next_compaction_ids(self) -> set[int]:
+        """The ids a compaction may take now: the next id, or the one after it when a
+        preallocated log may hold the next (empty when the next id is unknown)."""
+        if self.next_id is None:
+            return set()
+        ids = {self.next_id}
+        if self.preallocated:
+            after = self.next_id + 1
+            while after in self.taken:
+                after += 1
+            ids.add(after)
+        return ids
+
+    def take_compaction_id(self, log_id: int) -> None:
+        """A compaction log took ``log_id`` from the shared counter."""
+        self.taken.add(log_id)
+        self.least_followed = True
+        if self.next_id is not None and log_id > self.next_id:
+            self.preallocated = True  # the next id is a preallocated log's
+        self._skip_taken()
+
+    def compacted(self, source: int, new_id: int, moved: dict[int, int]) -> None:
+        """Phase 3 finished: the source is gone and the new log is flushed, holding exactly
+        ``moved`` (its ledgers map too, durable: phase 2 fsynced it)."""
+        self.remove(source)
+        self.add_compacted(new_id, moved)
+
+    def add_compacted(self, new_id: int, moved: dict[int, int]) -> None:
+        """A compaction's new log, flushed, holding exactly ``moved``, its map durable."""
+        pairs = tuple(sorted(moved.items()))
+        log = LogModel(new_id, "flushed", dict(moved), dict(moved), (True, pairs), True)
+        self.logs[new_id] = log
+        self.max_seen_id = max(self.max_seen_id, new_id)
 
     def _update_least_unflushed(self) -> None:
         """The smallest logs of this run that are flushed are forgotten, and the id moves
@@ -290,7 +470,12 @@ class EntryLogManagerModel:
         """The next new log's id is no longer known (a preallocated log may have been dropped
         with its id): the logs created from now on are provisional until seen."""
         if self.next_id is not None:
-            self.max_seen_id = max(self.max_seen_id, self.next_id - 1)
+            # Ids a compaction took are no log's (a restart may use them again): the highest
+            # id below the next one that is not a compaction's was used.
+            high = self.next_id - 1
+            while high in self.taken:
+                high -= 1
+            self.max_seen_id = max(self.max_seen_id, high)
             self.dropped_from = self.next_id
             self.next_id = None
 
@@ -316,7 +501,10 @@ class EntryLogManagerModel:
                     self.created[log_id] = True
             self.dropped_from = None
         self.next_id = observed_ids[-1] + 1
-        self.max_seen_id = max(self.max_seen_id, observed_ids[-1])
+        self._skip_taken()
+        # The placeholders counted as seen ids; the real ones may be lower (an id of a log a
+        # GC removed, used again).
+        self.max_seen_id = max([self.max_before_provisional, *self.logs])
         self._update_least_unflushed()
 
     def observed_flushed(self, log_id: int) -> None:
@@ -346,6 +534,7 @@ class EntryLogManagerModel:
             return
         for log_id in self.tentative:
             self.logs.pop(log_id, None)
+            self.removed.discard(log_id)
             self.created.pop(log_id, None)
             if log_id in self.provisional:
                 self.provisional.remove(log_id)
@@ -354,6 +543,7 @@ class EntryLogManagerModel:
         self.max_seen_id = max([self.settled_max_seen_id, *self.logs])
         if self.next_id is not None:
             self.next_id = self.max_seen_id + 1
+            self._skip_taken()
         self.tentative.clear()
 
     def crash_constraints(self) -> LogConstraints:
@@ -387,6 +577,9 @@ class EntryLogManagerModel:
         caller checked it); after a restart every flushed log's map is durable, while
         relaxed only what was durable before."""
         before = self.logs
+        seen = {view.log_id for view in views}
+        # A log that is gone was removed by a GC (the caller checked that it may be).
+        self.removed |= {log_id for log_id in before if log_id not in seen}
         self.logs = {}
         for view in views:
             written = dict(view.ledger_bytes)
@@ -402,6 +595,7 @@ class EntryLogManagerModel:
             self.max_seen_id = max(self.max_seen_id, view.log_id)
         self.current = current
         self.least_unflushed = least
+        self.least_seen = least
         # leastUnflushedLogId starts a run one past the last id used (BookKeeper's lastId):
         # every id below it was used, even by a log that did not survive.
         self.max_seen_id = max(self.max_seen_id, least - 1)
@@ -412,6 +606,7 @@ class EntryLogManagerModel:
         }
         if current is not None and self.next_id is None and not self.provisional:
             self.next_id = current + 1
+            self._skip_taken()
 
     def restarted(self) -> None:
         """A new run: nothing is created in it yet, the next id is unknown until seen, and
@@ -428,6 +623,12 @@ class EntryLogManagerModel:
         self.rotate_requested = False
         self.preallocated = False
         self.dropped_from = None
+        self.least_followed = False
+        self.may_vanish = set()
+        # An id a compaction took and rolled back is durable nowhere (no file keeps it, and
+        # lastId need not be fsynced): a new run may use it again. The compaction logs that
+        # exist are logs now.
+        self.taken = set()
 
     def check_invariants(self) -> None:
         for log_id, log in self.logs.items():
@@ -439,4 +640,8 @@ class EntryLogManagerModel:
         if self.current is not None and not self.relaxed:
             assert actives == [self.current], (actives, self.current)
         if self.next_id is not None and not self.relaxed:
-            assert self.next_id > self.max_seen_id, (self.next_id, self.max_seen_id)
+            assert self.next_id not in self.logs and self.next_id not in self.taken, self.next_id
+            assert all(log_id < self.next_id or log_id in self.taken for log_id in self.logs), (
+                self.next_id,
+                sorted(self.logs),
+            )

@@ -32,6 +32,9 @@ from spec.operations import (
     Checkpoint,
     CheckpointFlush,
     CheckpointPersist,
+    CompactCopy,
+    CompactFlush,
+    CompactIndex,
     Crash,
     Delete,
     DiskFull,
@@ -40,6 +43,8 @@ from spec.operations import (
     FailRead,
     FailWrite,
     Fence,
+    Gc,
+    GcBegin,
     JournalAck,
     JournalForce,
     JournalSync,
@@ -116,6 +121,11 @@ def _disk_full(op: DiskFull) -> str:
     return f"disk full: {op.where.replace('_', ' ')}"
 
 
+def _gc(op: Gc | GcBegin) -> str:
+    """A GC cycle, ``gc (forced)`` when forced."""
+    return f"{_name(op)} (forced)" if op.force else _name(op)
+
+
 def _aimed(op: FailFsync | FailWrite | FailRead) -> str:
     """A fault armed against a kind of file: ``fail fsync (journal)``."""
     return f"{_name(op)} ({op.file.replace('_', ' ')})"
@@ -138,6 +148,11 @@ DESCRIBERS: Mapping[type[Any], Callable[[Any], str]] = require_complete(
         Rotate: _name,
         Preallocate: _name,
         CheckDirs: _name,
+        Gc: _gc,
+        GcBegin: _gc,
+        CompactCopy: _name,
+        CompactFlush: _name,
+        CompactIndex: _name,
         Crash: _crash,
         Restart: _name,
         Shutdown: _name,

@@ -112,9 +112,15 @@ SIGNAL_EXIT_BASE = 128
 
 PREFIX = "bkref record: "
 
+#: Adapter ops the recorder relays without recording them yet: a ``gc`` answers its
+#: statistics, which the recorder does not carry into a step (spec/trace.md, "Recorded by
+#: ``bkref record``").
+UNRECORDED_OPS = frozenset({"gc"})
 #: The adapter ops that are steps, and the declaration each becomes (spec/operations.py).
 STEP_OPS: dict[str, OperationSpec] = {
-    spec.adapter_op: spec for spec in REGISTRY.values() if spec.adapter_op is not None
+    spec.adapter_op: spec
+    for spec in REGISTRY.values()
+    if spec.adapter_op is not None and spec.adapter_op not in UNRECORDED_OPS
 }
 #: Not a step: its state goes to the latest step.
 INSPECT_OP = "inspect"

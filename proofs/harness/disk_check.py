@@ -31,22 +31,37 @@ a hole, or a map that disagrees with a torn scan, so only their stability is che
 The durable files (:meth:`DiskCheck.check_durable`), whatever the model says: every location
 of the durable ledger index points at a durable entry-log record with its ledger and entry
 ids, and the durable lastMark lies on a record boundary of its durable journal. Both are
-re-checked only when a durable file they read changed.
+re-checked only when a durable file they read changed. So the durable index never names a
+log a GC or a compaction removed, for a live ledger (deleted ledgers' locations are dropped
+with the deleted-ledgers list).
+
+Garbage collection and compaction (spec/protocol/compaction.md): a log of an earlier run may
+leave the disk only when the model removed it (a dead log, a compacted source) or, after a
+crash, when the crash outcomes say it may be gone (``LogConstraints.may_be_gone``). After
+every recovery the ledger directories hold no ``.compacting`` and no ``.compacted`` file, and
+nothing but entry logs (lower-case hex names: BookKeeper #4804 named a recovered log in
+decimal) and the fixed files: so repeated failed compactions cannot grow the disk. A
+compaction phase that failed and rolled back leaves no compaction file either.
 """
 
 from __future__ import annotations
 
-from models.bookie.bookie import BookieModel, Divergence
+from models.bookie.bookie import GC_STEPS, BookieModel, Divergence
 from models.entrylog.manager import LogModel
 from models.fs.simdisk import FileVersion
 from proofs.harness.disk_view import (
+    COMPACTED_SUFFIX,
+    COMPACTING_SUFFIX,
+    FIXED_LEDGER_FILES,
+    INDEX_DIR_NAME,
     DiskView,
     IndexError_,
     LedgerBytes,
     LogFile,
+    log_id_of,
     record_at,
 )
-from spec.operations import Add, Operation, Restart, Result
+from spec.operations import Add, CompactCopy, CompactFlush, Operation, Restart, Result
 
 
 class DiskCheck:
@@ -79,10 +94,16 @@ class DiskCheck:
         if isinstance(op, Restart) and result.ok:
             self.run_starts = True
         self.check_durable(index)
+        if result.crashed and isinstance(op, GC_STEPS):
+            # Died in the middle of a GC step: which logs it removed or linked is for the
+            # crash and the recovery to show (the crash outcomes and the run-start check).
+            return
         if model.up:
             logs = self.view.logs()
             if self.run_starts:
                 self._check_run_start(index, logs, model)
+            elif isinstance(op, CompactCopy | CompactFlush) and result.error is not None:
+                self._check_no_compaction_files(index, "a compaction phase failed and rolled back")
             self._check_logs(index, logs, model)
 
     def check_first_state(self, model: BookieModel) -> None:
@@ -93,22 +114,58 @@ class DiskCheck:
 
     # --- the entry logs -------------------------------------------------------------------
 
+    def _check_no_compaction_files(self, index: int, when: str) -> None:
+        for directory, names in self.view.ledger_dir_files().items():
+            for name in names:
+                if name.endswith((COMPACTING_SUFFIX, COMPACTED_SUFFIX)):
+                    raise Divergence(
+                        index,
+                        f"disk: {directory}/{name} is left after {when}: recovery removes every "
+                        ".compacting and finishes every .compacted (spec/protocol/compaction.md)",
+                    )
+
+    def _check_files_after_recovery(self, index: int, model: BookieModel) -> None:
+        """No compaction leftover, and nothing but entry logs with canonical names and the
+        fixed files: what the model does not explain would grow the disk forever."""
+        self._check_no_compaction_files(index, "recovery")
+        for directory, names in self.view.ledger_dir_files().items():
+            for name in names:
+                if name in FIXED_LEDGER_FILES or name == INDEX_DIR_NAME:
+                    continue
+                if name.endswith(".tmp") and name[: -len(".tmp")] in FIXED_LEDGER_FILES:
+                    continue  # a fixed file's next version, written first under .tmp
+                log_id = log_id_of(name)
+                if log_id is not None and name == f"{log_id:x}.log":
+                    continue
+                why = (
+                    f"an entry log name that is not lower-case hex (id {log_id}: "
+                    "BookKeeper #4804 named a recovered log in decimal)"
+                    if log_id is not None
+                    else "a file no bookie state explains"
+                )
+                raise Divergence(index, f"disk: after recovery {directory}/{name} is {why}")
+
     def _check_run_start(self, index: int, logs: dict[int, LogFile], model: BookieModel) -> None:
         self.run_starts = False
+        self._check_files_after_recovery(index, model)
+        outcomes = model.outcomes
         for log_id, (current, _) in self.inherited.items():
             found = logs.get(log_id)
+            if found is None and outcomes is not None and outcomes.logs.may_be_gone(log_id):
+                continue  # a GC step the crash cut short deleted it, or compacted it away
             if found is None or found.current != current:
                 raise Divergence(
                     index,
                     f"disk: entry log {log_id} of an earlier run changed in the crash: records "
                     f"{_sizes(current)} -> {_sizes(None if found is None else found.current)}",
                 )
-        outcomes = model.outcomes
         if outcomes is not None:
             for log_id, durable, written in outcomes.logs.logs:
                 if log_id in self.inherited:
                     continue  # the model has the bookie's reading of it, not the records
                 found = logs.get(log_id)
+                if found is None and outcomes.logs.may_be_gone(log_id):
+                    continue
                 if found is None:
                     raise Divergence(index, f"disk: entry log {log_id} vanished in the crash")
                 problem = outcomes.logs.log_problem(durable, written, dict(found.current))
@@ -129,9 +186,17 @@ class DiskCheck:
             for log_id, found in logs.items()
             if log_id != active
         }
+        # Their ledgers are on the disk: a compaction copies them whatever they are (a scan
+        # may read garbage records past a hole in a log a crash tore).
+        for found in logs.values():
+            self.named |= set(found.current)
 
     def _check_logs(self, index: int, logs: dict[int, LogFile], model: BookieModel) -> None:
         relaxed = model.logs.relaxed
+        for log_id in [i for i in self.inherited if i not in logs]:
+            if log_id in model.logs.logs:
+                raise Divergence(index, f"disk: entry log {log_id} of an earlier run has no file")
+            del self.inherited[log_id]  # the model removed it: a GC deleted or compacted it
         for log_id, found in logs.items():
             kept = self.inherited.get(log_id)
             if kept is not None:
@@ -159,7 +224,10 @@ class DiskCheck:
                 continue
             _check_file(index, found, self.named)
             if log is None:
-                if found.current:
+                # A compaction's new log linked by an index phase that then failed (the
+                # bookie fails; recovery finishes it) holds copied records the model has not
+                # placed yet.
+                if found.current and log_id not in model.logs.taken:
                     raise Divergence(
                         index,
                         f"disk: entry log {log_id} ({found.path}) holds records "

@@ -74,6 +74,16 @@ _SEGMENT_NAME: Final = re.compile(r"([0-9a-f]{16})\.seg")
 #: BookKeeper's ``current`` directory under every journal and ledger directory.
 CURRENT: Final = "current"
 
+# --- spec/protocol/compaction.md and the fixed files of a ledger directory -------------------
+
+#: A compaction's files: ``<hex new>.log.compacting`` and ``<hex new>.log.<hex src>.compacted``.
+COMPACTING_SUFFIX: Final = ".log.compacting"
+COMPACTED_SUFFIX: Final = ".compacted"
+#: The files every ledger directory's ``current`` holds besides its entry logs: lastId,
+#: lastMark (spec/format/entry_log.md, spec/format/journal.md) and the identity stamp
+#: (spec/format/identity.md); the index directory is a directory, not a file.
+FIXED_LEDGER_FILES: Final = frozenset({"lastId", "lastMark", "bkref-identity"})
+
 _I32 = struct.Struct(">i")
 _SIZE_AND_LEDGER = struct.Struct(">iq")
 _RECORD_HEAD = struct.Struct(">iqq")
@@ -449,6 +459,14 @@ class DiskView:
                 assert log_id not in out, f"entry log {log_id} in two directories"
                 out[log_id] = found
         return out
+
+    def ledger_dir_files(self) -> dict[str, tuple[str, ...]]:
+        """Per ledger directory's ``current``, the names of the files it holds now (reads'
+        view; sub-directories are not listed)."""
+        return {
+            f"{directory}/{CURRENT}": tuple(sorted(self._files(directory, durable=False)))
+            for directory in self.ledger_dirs
+        }
 
     def ledgers_maps(self) -> tuple[MapView, ...]:
         """Each entry log's header and ledgers map, by log id (AbstractState.ledgers_maps)."""

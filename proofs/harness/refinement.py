@@ -46,10 +46,13 @@ from typing import Any, Protocol
 import attrs
 
 from impl.bookie.bookie import Ack, Bookie, BookieState
+from impl.bookie.gc import GcStats, PhaseResult
 from impl.bookie.state import EntryLogInfo
 from impl.clock import ManualClock
 from impl.config.config import ServerConfig, load_config
 from impl.format.names import (
+    COMPACTED_SUFFIX,
+    COMPACTING_SUFFIX,
     DELETED_FILE_NAME,
     INDEX_DIR_NAME,
     JOURNAL_FILE_SUFFIX,
@@ -78,6 +81,9 @@ from spec.operations import (
     Checkpoint,
     CheckpointFlush,
     CheckpointPersist,
+    CompactCopy,
+    CompactFlush,
+    CompactIndex,
     Completion,
     Crash,
     Delete,
@@ -88,11 +94,15 @@ from spec.operations import (
     FailWrite,
     Fence,
     FiredFault,
+    Gc,
+    GcBegin,
+    GcReport,
     JournalAck,
     JournalForce,
     JournalSync,
     JournalWrite,
     Operation,
+    PhaseReport,
     Preallocate,
     Read,
     Restart,
@@ -282,6 +292,8 @@ def file_kind(path: str) -> str:
         return "last_mark"
     if name == LAST_ID_FILE_NAME:
         return "last_id"
+    if name.endswith((COMPACTING_SUFFIX, COMPACTED_SUFFIX)):
+        return "compaction"
     if LOG_SUFFIX in name:
         return "entry_log"
     return "other"
@@ -536,6 +548,21 @@ class InProcessBookie:
         self._bookie().check_dirs()
         return OK
 
+    def _gc(self, _index: int, op: Gc) -> Result:
+        return Result(gc=_gc_report(self._bookie().gc(op.force), candidates=False))
+
+    def _gc_begin(self, _index: int, op: GcBegin) -> Result:
+        return Result(gc=_gc_report(self._bookie().gc_begin(op.force), candidates=True))
+
+    def _compact_copy(self, _index: int, _op: CompactCopy) -> Result:
+        return Result(phase=_phase_report(self._bookie().compact_copy()))
+
+    def _compact_flush(self, _index: int, _op: CompactFlush) -> Result:
+        return Result(phase=_phase_report(self._bookie().compact_flush()))
+
+    def _compact_index(self, _index: int, _op: CompactIndex) -> Result:
+        return Result(phase=_phase_report(self._bookie().compact_index()))
+
     def _fail_fsync(self, _index: int, op: FailFsync) -> Result:
         if op.file == "directory":
             self.disk.fail_next("fsync_dir")
@@ -618,6 +645,28 @@ class InProcessBookie:
         )
 
 
+def _gc_report(stats: GcStats, *, candidates: bool) -> GcReport:
+    """The Bookie's GcStats in the trace's terms (spec/operations.py GcReport)."""
+    return GcReport(
+        stats.compaction,
+        stats.logs_deleted,
+        stats.logs_compacted,
+        stats.entries_moved,
+        stats.bytes_reclaimed,
+        tuple(int(log_id) for log_id in stats.candidates) if candidates else (),
+    )
+
+
+def _phase_report(result: PhaseResult) -> PhaseReport:
+    """The Bookie's PhaseResult in the trace's terms (spec/operations.py PhaseReport)."""
+    return PhaseReport(
+        result.phase,
+        None if result.source_log is None else int(result.source_log),
+        None if result.new_log is None else int(result.new_log),
+        result.entries_moved,
+    )
+
+
 @attrs.frozen
 class InProcessRun:
     """How InProcessBookie runs one operation: ``do(sut, index, op)`` returns the answer;
@@ -646,6 +695,11 @@ IN_PROCESS: Mapping[type[Any], InProcessRun] = require_complete(
         Rotate: InProcessRun(InProcessBookie._rotate),
         Preallocate: InProcessRun(InProcessBookie._preallocate),
         CheckDirs: InProcessRun(InProcessBookie._check_dirs),
+        Gc: InProcessRun(InProcessBookie._gc),
+        GcBegin: InProcessRun(InProcessBookie._gc_begin),
+        CompactCopy: InProcessRun(InProcessBookie._compact_copy),
+        CompactFlush: InProcessRun(InProcessBookie._compact_flush),
+        CompactIndex: InProcessRun(InProcessBookie._compact_index),
         Crash: InProcessRun(InProcessBookie._crash, needs_bookie=False),
         Restart: InProcessRun(InProcessBookie._restart, needs_bookie=False),
         Shutdown: InProcessRun(InProcessBookie._shutdown),

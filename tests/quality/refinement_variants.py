@@ -17,19 +17,30 @@ the derandomized profile finds one run where the model, a property or an invaria
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import pytest
 
+import impl.bookie.bookie as bookie_module
 import impl.bookie.recovery as recovery_module
 import impl.entrylog.manager as manager_module
 import impl.journal.last_mark as last_mark_module
 from impl.bookie.ack import Ack, PendingAcks
 from impl.bookie.bookie import Bookie
+from impl.bookie.bookie import _BookieCompactor as BookieCompactor
 from impl.bookie.checkpoint import Checkpointer
 from impl.clock import Clock
 from impl.entrylog.buffered_channel import BufferedChannel
+from impl.entrylog.compactor import DONE as COMPACTION_DONE
+from impl.entrylog.compactor import (
+    Compaction,
+    LeftoverRecovery,
+    LeftoverReport,
+    MovedEntry,
+    TransactionalCompactor,
+)
 from impl.entrylog.ids import RecentEntryLogsStatus
 from impl.entrylog.ledger_dirs import DirState
 from impl.entrylog.manager import SingleEntryLogManager
@@ -39,8 +50,9 @@ from impl.format.names import LAST_MARK_FILE_NAME
 from impl.fs.api import FileSystem, join
 from impl.journal.journal import Journal, OnDurable
 from impl.journal.last_mark import IndexCoverage, LogMark, encode_last_mark
-from spec.errors import BookieError, BookieIOError, NoSpace
-from spec.ids import EntryId, LedgerId
+from impl.limits import LIMITS, Limits
+from spec.errors import BookieError, BookieIOError, FsError, NoSpace
+from spec.ids import EntryId, EntryLogId, LedgerId
 from tests.quality import bookie_variants, variants
 from tests.unit.fs_wrappers import ForwardingFs
 
@@ -597,3 +609,109 @@ def apply_adds_answered_ok_after_their_ledgers_delete(monkeypatch: pytest.Monkey
     """The behaviour issue 10 reported: a delete leaves the adds of its ledger in flight
     alone, so they are answered ok after the delete was, for entries that are gone."""
     monkeypatch.setattr(PendingAcks, "adds_of", lambda _self, _ledger_id: [])
+
+
+# --- 20. garbage collection and compaction (issue 11) ------------------------------------------
+
+
+class SourceRemovedBeforeIndexFlushBookie(Bookie):
+    """BookKeeper #1534: phase 3 removes the compaction's source right after linking the new
+    log, before the index naming the new locations is flushed. A crash in between leaves a
+    durable index that names a removed log for live entries (bkref's recovery would then
+    finish from ``.compacted``; BookKeeper's of that time lost them)."""
+
+    def _compactor_link(self, compaction: Compaction) -> None:
+        super()._compactor_link(compaction)
+        self._compactor._remove_source_file(compaction)
+
+    def _compactor_remove_source(self, compaction: Compaction) -> None:
+        self._compactor._remove_compacted(compaction)
+        compaction.phase = COMPACTION_DONE
+
+
+class _LeftoverRecoveryNamingInDecimal(LeftoverRecovery):
+    """Recovery links the finished compaction's log as ``<decimal id>.log`` (BookKeeper #4804:
+    the same as hex below 10, another log's name from 10 on)."""
+
+    def new_log_name(self, new_id: EntryLogId) -> str:
+        return f"{int(new_id)}.log"
+
+
+class _LeftoverRecoveryKeepingCompacting(LeftoverRecovery):
+    """Recovery leaves every ``.compacting`` where it is: each interrupted compaction leaves a
+    file behind for good, and repeated ones grow the disk (what BP-6 was written for)."""
+
+    def remove_compacting(self, directory: str) -> None:
+        return None
+
+
+def _recover_leftovers_with(
+    recovery: type[LeftoverRecovery],
+) -> Callable[..., LeftoverReport]:
+    def recover(
+        fs: FileSystem,
+        ledger_dirs: Sequence[str],
+        entry_logger: Any,
+        apply_moves: Callable[[list[MovedEntry]], None],
+        *,
+        limits: Limits = LIMITS,
+    ) -> LeftoverReport:
+        return recovery(fs, ledger_dirs, entry_logger, apply_moves, limits=limits).run()
+
+    return recover
+
+
+def _apply_leftover_recovery(
+    monkeypatch: pytest.MonkeyPatch, recovery: type[LeftoverRecovery]
+) -> None:
+    """Recovery at start and at step 0 of every GC cycle run ``recovery``."""
+    recover = _recover_leftovers_with(recovery)
+    monkeypatch.setattr(recovery_module, "recover_leftovers", recover)
+    monkeypatch.setattr(bookie_module, "recover_leftovers", recover)
+
+
+def apply_recovered_log_named_in_decimal(monkeypatch: pytest.MonkeyPatch) -> None:
+    _apply_leftover_recovery(monkeypatch, _LeftoverRecoveryNamingInDecimal)
+
+
+def apply_compacting_left_after_recovery(monkeypatch: pytest.MonkeyPatch) -> None:
+    _apply_leftover_recovery(monkeypatch, _LeftoverRecoveryKeepingCompacting)
+
+
+class _CompactorNotSyncingItsLog(BookieCompactor):
+    """Phase 2 writes the ledgers map and links ``.compacted`` without the fsync of the
+    compaction log: phase 3 then points the index at records that are not durable."""
+
+    def _sync_compaction_log(self, c: Compaction) -> None:
+        log = c.log
+        assert log is not None
+        log.channel.flush()
+        c.log = None
+        with contextlib.suppress(FsError):
+            log.channel.close()
+
+
+class IndexBeforeCompactionLogSyncedBookie(Bookie):
+    """Updates (and flushes) the index before the compaction log is fsynced."""
+
+    def _make_compactor(self) -> TransactionalCompactor:
+        return _CompactorNotSyncingItsLog(
+            self._fs, self._entry_logger, self._lock, limits=self._limits, throttle=None
+        )
+
+
+class CompactingTheCurrentLogBookie(Bookie):
+    """Takes every log on disk as a GC candidate, the active, rotated and preallocated ones
+    too: a log still being written (or not yet durable) is deleted or compacted."""
+
+    def _gc_candidate_logs(self) -> list[EntryLogId]:
+        with self._lock:
+            return list(self._entry_logger.log_ids())
+
+
+class DeletedLedgerCountedLiveBookie(Bookie):
+    """Counts every ledger as live, deleted ones too: dead logs are never deleted and
+    compactions copy the records of deleted ledgers."""
+
+    def _is_live_ledger(self, ledger_id: LedgerId) -> bool:
+        return True

@@ -9,7 +9,14 @@ followed by a power cut, entry logs of 1400 bytes and payloads half of them larg
 few adds rotate them, a crash right after a whole checkpoint, crash plans drawn as
 data (so a failure shrinks to a small plan), crashes in the middle of a step (after a drawn
 number of file-system operations: a crash during a checkpoint, a rotation, a journal force, a
-recovery), and long runs in the deep profile.
+recovery), and long runs in the deep profile. For garbage collection and compaction (issue
+11): logs made dead or compactable before a GC (adds over a few ledgers, a checkpoint, a
+delete), compactions stepped phase by phase with requests between the phases (an add before
+each, a delete between copy and index), a crash at a drawn file-system operation inside
+gc_begin, each phase and the recovery that finishes or undoes them, faults aimed at a
+compaction's files in each phase, forced GCs (whose kind the model predicts exactly), drawn
+compaction thresholds, and rotations in bursts so that log ids pass 16 (BookKeeper #4804
+shows only for ids >= 10).
 
 The machine class is built by :func:`machine_for` so that tests/quality can run the same
 rules against a known-bad variant of the bookie (an ``opener`` that builds the variant).
@@ -64,6 +71,9 @@ from spec.operations import (
     Checkpoint,
     CheckpointFlush,
     CheckpointPersist,
+    CompactCopy,
+    CompactFlush,
+    CompactIndex,
     Crash,
     Delete,
     DiskFull,
@@ -72,6 +82,8 @@ from spec.operations import (
     FailRead,
     FailWrite,
     Fence,
+    Gc,
+    GcBegin,
     JournalAck,
     JournalForce,
     JournalSync,
@@ -152,8 +164,23 @@ knobs = st.fixed_dictionaries(
         # lastMark, 5 is BookKeeper's default.
         "journalMaxBackups": st.sampled_from(("0", "1", "5")),
         "entryLogFilePreallocationEnabled": st.sampled_from(("true", "false")),
+        # Compaction: BookKeeper's thresholds, or higher ones (more logs are candidates); a
+        # major interval of 0 disables major compaction, so a forced GC compacts minor.
+        "majorCompactionThreshold": st.sampled_from(("0.8", "0.95")),
+        "minorCompactionThreshold": st.sampled_from(("0.2", "0.6")),
+        "majorCompactionInterval": st.sampled_from(("86400", "86400", "0")),
     }
 )
+#: Where a fault inside a compaction is aimed: its own files (the .compacting and the
+#: .compacted), the source it reads, any file.
+COMPACTION_FAULTS = (
+    st.sampled_from(("compaction", "any")).map(FailFsync)
+    | st.sampled_from(("compaction", "any")).map(FailWrite)
+    | st.sampled_from(("compaction", "entry_log")).map(FailRead)
+    | st.just(DiskFull("ledger_dirs"))
+)
+#: The GC steps a compaction story may die in.
+GC_PHASES = ("begin", "copy", "flush", "index")
 #: Where reads are failed: the kinds of file a bookie reads while it runs, or any.
 READ_AIMS = ("any", "entry_log", "index")
 
@@ -314,6 +341,66 @@ def machine_for(
                     _seen("a log sealed with its ledgers at a map batch boundary")
                 self._run(Rotate())
 
+        def _see_gc(self, op: Operation, step: Step) -> None:
+            """Coverage of the GC steps (tests/refinement/test_coverage.py)."""
+            phase = step.result.phase
+            if phase is not None and phase.phase == "copy" and phase.new_log is not None:
+                if phase.new_log >= 16:
+                    _seen("a compaction log id >= 16")
+                if phase.source_log is not None and phase.source_log >= 16:
+                    _seen("a compaction of a log id >= 16")
+            if phase is not None and phase.phase == "index":
+                _seen("a compaction finished")
+            if step.result.gc is not None and step.result.gc.logs_deleted:
+                _seen("a GC deleted dead logs")
+            if step.result.gc is not None and step.result.gc.logs_compacted:
+                _seen("a whole gc compacted logs")
+            if step.faults and isinstance(op, GC_STEP_OPS):
+                _seen(f"a fault in {op.name}")
+
+        def _compaction_in_flight(self) -> str | None:
+            """The phase the model's compaction in flight has reached, or None."""
+            cycle = self.harness.model.gc
+            if cycle is None or cycle.current is None:
+                return None
+            return cycle.current.phase
+
+        def _make_logs_compactable(self, ledger: int, data: bytes, deletes: int) -> None:
+            """Adds spread over a few ledgers and logs, a checkpoint (the rotated logs become
+            flushed: candidates), then deletes: logs become dead or partly dead."""
+            for number in range(6):
+                if not self.up:
+                    return
+                self._add(self._ledger(ledger + number % 3), data)
+            if self.up:
+                self._run(JournalForce())
+            if self.up:
+                self._run(Rotate())
+            if self.up:
+                self._run(Checkpoint())
+            for number in range(deletes):
+                if not self.up or len(self.live) <= 1:
+                    return
+                target = self._ledger(ledger + number)
+                self.live.remove(target)
+                self.sent = {key: d for key, d in self.sent.items() if key[0] != target}
+                self._run(Delete(target))
+
+        def _gc_step(
+            self, op: Operation, at: int | None, plan: CrashPlan, *, inside: str | None = None
+        ) -> bool:
+            """Run one GC step (dying in it at ``at`` operations); True when the machine
+            died in it and was crashed and restarted."""
+            step = self._run(op, at)
+            self._see_gc(op, step)
+            if self.harness.model.interrupted is None:
+                return False
+            if inside is not None:
+                _seen(f"crash inside compaction {inside}")
+            self._run(Crash(plan))
+            self._run(Restart(), None)
+            return True
+
         def _new_ledger_id(self) -> int:
             ledger = max([*self.next_entry, *LEDGERS]) + 1
             self.live.append(ledger)
@@ -471,6 +558,269 @@ def machine_for(
             """The disk check runs (it also runs whenever a directory fills or gets room)."""
             self._run(CheckDirs())
 
+        # --- garbage collection and compaction -------------------------------------------
+        # GC steps as a bookie's GC thread runs them, with requests between the phases (the
+        # locks are free between them, on purpose), crashes at a drawn file-system operation
+        # inside each, and faults aimed at a compaction's files. Deletes and rotations are
+        # frequent enough (the composite rules below make logs dead or compactable first)
+        # that most GC cycles delete or compact something.
+
+        @precondition(lambda self: self.up)
+        @rule(force=st.booleans(), at=crash_points, plan=crash_plans)
+        def gc(self, force: bool, at: int | None, plan: CrashPlan) -> None:
+            """A whole GC cycle (the adapter's gc), maybe cut by a crash."""
+            self._gc_step(Gc(force), at, plan, inside="gc")
+
+        @precondition(lambda self: self.up)
+        @rule(force=st.booleans(), at=crash_points, plan=crash_plans)
+        def gc_begin(self, force: bool, at: int | None, plan: CrashPlan) -> None:
+            self._gc_step(GcBegin(force), at, plan)
+
+        @precondition(lambda self: self.up)
+        @rule(at=crash_points, plan=crash_plans)
+        def compact_copy(self, at: int | None, plan: CrashPlan) -> None:
+            self._gc_step(CompactCopy(), at, plan)
+
+        @precondition(lambda self: self.up)
+        @rule(at=crash_points, plan=crash_plans)
+        def compact_flush(self, at: int | None, plan: CrashPlan) -> None:
+            self._gc_step(CompactFlush(), at, plan)
+
+        @precondition(lambda self: self.up)
+        @rule(at=crash_points, plan=crash_plans)
+        def compact_index(self, at: int | None, plan: CrashPlan) -> None:
+            self._gc_step(CompactIndex(), at, plan)
+
+        @precondition(lambda self: self.up)
+        @rule(count=st.integers(1, 6), data=payloads, ledger=ledgers)
+        def rotate_many(self, count: int, data: bytes, ledger: int) -> None:
+            """Rotations with an add or none between them: entry log ids climb past 16 in
+            some runs (BookKeeper #4804, a recovered log named in decimal, shows only for
+            ids >= 10), and the sealed logs, once checkpointed, are GC candidates."""
+            for number in range(count):
+                if not self.up:
+                    return
+                if number % 2:
+                    self._add(self._ledger(ledger + number), data)
+                if self.up:
+                    self._run(Rotate())
+
+        @precondition(lambda self: self.up)
+        @rule(
+            ledger=ledgers,
+            data=payloads,
+            deletes=st.integers(0, 2),
+            force=st.booleans(),
+            between=st.lists(
+                st.sampled_from(("add", "delete", "checkpoint", "rotate", "read", "fence")),
+                max_size=6,
+            ),
+            crash_in=st.sampled_from(
+                (None, "begin", "copy", "copy", "flush", "flush", "index", "recovery")
+            ),
+            at=st.integers(0, 30),
+            plan=crash_plans,
+        )
+        def compaction_with_requests_between_its_phases(
+            self,
+            ledger: int,
+            data: bytes,
+            deletes: int,
+            force: bool,
+            between: list[str],
+            crash_in: str | None,
+            at: int,
+            plan: CrashPlan,
+        ) -> None:
+            """Logs made compactable (adds, a checkpoint, deletes), then a GC cycle step by
+            step: gc_begin, and for each candidate its copy, flush and index, with adds,
+            deletes (a delete between copy and index), checkpoints, rotations, reads and
+            fences drawn between the phases; maybe a crash at a drawn file-system operation
+            inside one of the steps, or inside the recovery after a crash between phases."""
+            self._make_logs_compactable(ledger, data, deletes)
+            if not self.up:
+                return
+            if self._gc_step(
+                GcBegin(force), at if crash_in == "begin" else None, plan, inside="gc_begin"
+            ):
+                return
+            todo = list(between)
+            for _ in range(4):  # at most a few candidates per story
+                for phase, op in (
+                    ("copy", CompactCopy()),
+                    ("flush", CompactFlush()),
+                    ("index", CompactIndex()),
+                ):
+                    if not self.up:
+                        return
+                    died = self._gc_step(op, at if crash_in == phase else None, plan, inside=phase)
+                    if died:
+                        return
+                    if phase == "copy" and self._compaction_in_flight() is None:
+                        return  # idle, or nothing live: the cycle is over (or moved on)
+                    if todo and self.up:
+                        self._between(todo.pop(0), ledger, data, phase)
+                if crash_in == "recovery" and self.up:
+                    _seen("crash inside recovery after a compaction")
+                    self._crash_and_restart(plan, at)
+                    return
+
+        @precondition(lambda self: self.up)
+        @rule(
+            ledger=ledgers,
+            data=payloads,
+            phase=st.sampled_from(("begin", "copy", "flush", "index")),
+            at=st.integers(0, 30),
+            plan=crash_plans,
+            delete_between=st.booleans(),
+        )
+        def crash_inside_a_compaction_phase(
+            self,
+            ledger: int,
+            data: bytes,
+            phase: str,
+            at: int,
+            plan: CrashPlan,
+            delete_between: bool,
+        ) -> None:
+            """A compaction step by step with an add before each phase (requests go on
+            between a GC thread's phases), dying at a drawn file-system operation inside
+            one phase (or inside gc_begin, which deletes the dead logs); then the crash and the
+            restart, which must undo or finish it."""
+            self._make_logs_compactable(ledger, data, 1)
+            begin_at = at if phase == "begin" else None
+            if not self.up or self._gc_step(GcBegin(True), begin_at, plan, inside="gc_begin"):
+                return
+            for name, op in (
+                ("copy", CompactCopy()),
+                ("flush", CompactFlush()),
+                ("index", CompactIndex()),
+            ):
+                if not self.up:
+                    return
+                in_flight = self._compaction_in_flight()
+                self._add(self._ledger(ledger), data)
+                if in_flight is not None and self.up:
+                    _seen(f"an add between compaction phases ({in_flight})")
+                if in_flight == "copied" and delete_between and self.up:
+                    # A ledger the copy found live is deleted before the index phase.
+                    self._between("delete", ledger, data, name)
+                if not self.up:
+                    return
+                if self._gc_step(op, at if name == phase else None, plan, inside=name):
+                    return
+                if self._compaction_in_flight() is None and name != "index":
+                    return  # nothing live, or idle: no compaction to step
+
+        @precondition(lambda self: self.up)
+        @rule(
+            ledger=ledgers,
+            data=payloads,
+            flushed=st.booleans(),
+            plan=crash_plans,
+            at=st.integers(0, 40),
+        )
+        def crash_inside_recovery_of_a_compaction(
+            self, ledger: int, data: bytes, flushed: bool, plan: CrashPlan, at: int
+        ) -> None:
+            """A compaction copied (and maybe flushed: its .compacted durable), then a power
+            cut, and a recovery that dies at a drawn file-system operation while it removes
+            the .compacting or finishes the .compacted, then a recovery again: recovery must
+            cope with its own half-done work (every step idempotent)."""
+            self._make_logs_compactable(ledger, data, 1)
+            if not self.up or self._gc_step(GcBegin(True), None, plan):
+                return
+            if self._gc_step(CompactCopy(), None, plan) or self._compaction_in_flight() is None:
+                return
+            if flushed and self._gc_step(CompactFlush(), None, plan):
+                return
+            _seen("crash inside recovery after a compaction")
+            self._crash_and_restart(plan, at)
+
+        def _between(self, what: str, ledger: int, data: bytes, phase: str) -> None:
+            """One request between two compaction phases."""
+            in_flight = self._compaction_in_flight()
+            if in_flight is not None:
+                _seen(f"a {what} while a compaction is {in_flight}")
+            if what == "add":
+                self._add(self._ledger(ledger), data)
+            elif what == "delete" and len(self.live) > 1:
+                target = self._ledger(ledger + 1)
+                self.live.remove(target)
+                self.sent = {key: d for key, d in self.sent.items() if key[0] != target}
+                if in_flight == "copied":
+                    _seen("a delete between copy and index")
+                self._run(Delete(target))
+            elif what == "checkpoint":
+                self._run(Checkpoint())
+            elif what == "rotate":
+                self._run(Rotate())
+            elif what == "read":
+                target = self._ledger(ledger)
+                self._run(Read(target, max(0, self.next_entry.get(target, 0) - 1)))
+            elif what == "fence":
+                self._run(Fence(self._ledger(ledger + 2), key_of(self._ledger(ledger + 2))))
+
+        @precondition(lambda self: self.up and not self.harness.model.disk_full)
+        @rule(
+            ledger=ledgers,
+            data=payloads,
+            fault=COMPACTION_FAULTS,
+            phase=st.sampled_from(("copy", "flush", "index")),
+            repeat=st.integers(1, 3),
+            plan=crash_plans,
+            crash=st.booleans(),
+        )
+        def fault_in_a_compaction(
+            self,
+            ledger: int,
+            data: bytes,
+            fault: Operation,
+            phase: str,
+            repeat: int,
+            plan: CrashPlan,
+            crash: bool,
+        ) -> None:
+            """A fault aimed at a compaction's files (or its source, or a full disk), armed
+            before its copy, its flush or its index phase, again and again: a failed copy or
+            flush rolls back (the bookie serves on) and repeated failed compactions leave
+            nothing behind on the disk (the harness's disk check counts the files after
+            recovery); a failed index phase fails the bookie, and the restart finishes the
+            compaction; maybe a crash."""
+            self._make_logs_compactable(ledger, data, 1)
+            phases = ("copy", "flush", "index")
+            first = phases.index(phase)
+            for attempt in range(repeat):
+                # Each attempt aims at the next phase: repeated attempts fail in several.
+                phase = phases[(first + attempt) % len(phases)]
+                if not self.up:
+                    return
+                self._gc_step(GcBegin(True), None, plan)
+                if not self.up:
+                    return
+                if phase in ("flush", "index"):
+                    self._gc_step(CompactCopy(), None, plan)
+                    if not self.up or self._compaction_in_flight() is None:
+                        continue
+                if phase == "index":
+                    self._gc_step(CompactFlush(), None, plan)
+                    if not self.up or self._compaction_in_flight() != "flushed":
+                        continue
+                self._run(fault)
+                op = {"copy": CompactCopy(), "flush": CompactFlush()}.get(phase, CompactIndex())
+                step = self._run(op)
+                self._see_gc(op, step)
+                if step.result.error is not None:
+                    _seen(f"compaction {phase} failed")
+                if isinstance(fault, DiskFull) and self.up:
+                    self._run(DiskWritable())
+                if phase == "index" and step.result.error is not None and self.up:
+                    self._crash_and_restart(plan, None)  # the bookie failed: restart it
+            if self.up:
+                self._run(Read(self._ledger(ledger), 0))
+            if crash and self.up:
+                self._crash_and_restart(plan, None)
+
         # --- the phases of the group commit and the checkpoint ----------------------------
         # A bookie's request threads add, fence, read and delete while its journal thread
         # writes and fsyncs a group and while its maintenance thread checkpoints (the locks
@@ -618,11 +968,15 @@ def machine_for(
             self._run(Restart())
 
         @precondition(lambda self: self.up and not self.harness.model.disk_full)
-        @rule(where=st.sampled_from(DISK_FULL_PLACES))
-        def disk_full(self, where: str) -> None:
+        @rule(where=st.sampled_from(DISK_FULL_PLACES), ledger=ledgers, data=payloads)
+        def disk_full(self, where: str, ledger: int, data: bytes) -> None:
             """A place runs out of space: every ledger directory, the one holding the active
-            entry log (the bookie must carry on in the other), or the journal directory."""
+            entry log (the bookie must carry on in the other), or the journal directory; and
+            the clients' next add meets it (with the GC rules the machine drew too few adds
+            right after the active log's directory filled for BookKeeper #3329 to show)."""
             self._run(DiskFull(where))
+            if self.up:
+                self._add(self._ledger(ledger), data)
 
         @precondition(lambda self: self.up and self.harness.model.disk_full)
         @rule()
@@ -718,6 +1072,10 @@ def machine_for(
     return RefinementMachine
 
 
+#: The GC steps (for coverage).
+GC_STEP_OPS = (Gc, GcBegin, CompactCopy, CompactFlush, CompactIndex)
+
+
 #: The rules that run each operation (a crash and a restart also follow every rule with a
 #: crash point when the step died; the harness adds reads after every restart).
 PRODUCERS: Mapping[type[Operation], tuple[str, ...]] = require_complete(
@@ -733,20 +1091,43 @@ PRODUCERS: Mapping[type[Operation], tuple[str, ...]] = require_complete(
             "group_commit_with_adds_between_its_phases",
             "checkpoint_with_adds_between_its_phases",
             "full_disk_in_background_work",
+            "compaction_with_requests_between_its_phases",
+            "fault_in_a_compaction",
+            "rotate_many",
+            "crash_inside_recovery_of_a_compaction",
+            "crash_inside_a_compaction_phase",
+            "disk_full",
         ),
-        Read: ("read", "healthy_stretch", "inject_fault", "full_disk_in_background_work"),
-        Fence: ("fence",),
-        Delete: ("delete",),
+        Read: (
+            "read",
+            "healthy_stretch",
+            "inject_fault",
+            "full_disk_in_background_work",
+            "compaction_with_requests_between_its_phases",
+            "fault_in_a_compaction",
+        ),
+        Fence: ("fence", "compaction_with_requests_between_its_phases"),
+        Delete: (
+            "delete",
+            "compaction_with_requests_between_its_phases",
+            "fault_in_a_compaction",
+            "crash_inside_recovery_of_a_compaction",
+        ),
         Checkpoint: (
             "checkpoint",
             "checkpoint_then_crash",
             "fsync_failure_in_checkpoint",
             "full_disk_in_background_work",
+            "compaction_with_requests_between_its_phases",
+            "fault_in_a_compaction",
+            "crash_inside_recovery_of_a_compaction",
         ),
         JournalForce: (
             "journal_force",
             "healthy_stretch",
             "checkpoint_with_adds_between_its_phases",
+            "compaction_with_requests_between_its_phases",
+            "fault_in_a_compaction",
         ),
         JournalWrite: ("journal_write", "group_commit_with_adds_between_its_phases"),
         JournalSync: ("journal_sync", "group_commit_with_adds_between_its_phases"),
@@ -761,9 +1142,39 @@ PRODUCERS: Mapping[type[Operation], tuple[str, ...]] = require_complete(
             "rotate",
             "checkpoint_with_adds_between_its_phases",
             "full_disk_in_background_work",
+            "rotate_many",
+            "compaction_with_requests_between_its_phases",
+            "fault_in_a_compaction",
+            "crash_inside_recovery_of_a_compaction",
         ),
         Preallocate: ("preallocate", "full_disk_in_background_work"),
         CheckDirs: ("check_dirs",),
+        Gc: ("gc",),
+        GcBegin: (
+            "gc_begin",
+            "compaction_with_requests_between_its_phases",
+            "fault_in_a_compaction",
+            "crash_inside_recovery_of_a_compaction",
+            "crash_inside_a_compaction_phase",
+        ),
+        CompactCopy: (
+            "compact_copy",
+            "compaction_with_requests_between_its_phases",
+            "fault_in_a_compaction",
+            "crash_inside_recovery_of_a_compaction",
+            "crash_inside_a_compaction_phase",
+        ),
+        CompactFlush: (
+            "compact_flush",
+            "compaction_with_requests_between_its_phases",
+            "fault_in_a_compaction",
+            "crash_inside_recovery_of_a_compaction",
+        ),
+        CompactIndex: (
+            "compact_index",
+            "compaction_with_requests_between_its_phases",
+            "fault_in_a_compaction",
+        ),
         Crash: (
             "crash",
             "process_killed_then_power_cut",
@@ -778,6 +1189,10 @@ PRODUCERS: Mapping[type[Operation], tuple[str, ...]] = require_complete(
             "rotate",
             "shutdown_and_restart",
             "full_disk_in_background_work",
+            "compaction_with_requests_between_its_phases",
+            "fault_in_a_compaction",
+            "crash_inside_recovery_of_a_compaction",
+            "crash_inside_a_compaction_phase",
         ),
         Restart: (
             "crash",
@@ -787,13 +1202,17 @@ PRODUCERS: Mapping[type[Operation], tuple[str, ...]] = require_complete(
             "group_commit_with_adds_between_its_phases",
             "checkpoint_with_adds_between_its_phases",
             "full_disk_in_background_work",
+            "compaction_with_requests_between_its_phases",
+            "fault_in_a_compaction",
+            "crash_inside_recovery_of_a_compaction",
+            "crash_inside_a_compaction_phase",
         ),
         Shutdown: ("shutdown_and_restart",),
-        DiskFull: ("disk_full", "full_disk_in_background_work"),
-        DiskWritable: ("disk_writable", "full_disk_in_background_work"),
-        FailFsync: ("inject_fault", "fsync_failure_in_checkpoint"),
-        FailWrite: ("inject_fault",),
-        FailRead: ("inject_fault",),
+        DiskFull: ("disk_full", "full_disk_in_background_work", "fault_in_a_compaction"),
+        DiskWritable: ("disk_writable", "full_disk_in_background_work", "fault_in_a_compaction"),
+        FailFsync: ("inject_fault", "fsync_failure_in_checkpoint", "fault_in_a_compaction"),
+        FailWrite: ("inject_fault", "fault_in_a_compaction"),
+        FailRead: ("inject_fault", "fault_in_a_compaction"),
     },
     "the Hypothesis refinement machine (tests/refinement/machine.py PRODUCERS)",
 )

@@ -65,6 +65,26 @@ MINIMUMS: dict[str, tuple[int, int]] = {
     "service resumed after checkpoint found no room": (3, 30),
     "service resumed after checkpoint_flush found no room": (3, 30),
     "service resumed after preallocate found no room": (3, 30),
+    # Garbage collection and compaction (issue 11): a crash inside each GC step and inside
+    # the recovery that finishes or undoes a compaction, each phase with an add before it, a
+    # delete between copy and index, a fault in each phase, and log ids past 16 (BookKeeper
+    # #4804 shows only for ids >= 10).
+    "crash inside compaction gc_begin": (2, 20),
+    "crash inside compaction gc": (3, 30),
+    "crash inside compaction copy": (3, 30),
+    "crash inside compaction flush": (3, 30),
+    "crash inside compaction index": (3, 30),
+    "crash inside recovery after a compaction": (3, 30),
+    "an add between compaction phases (copied)": (3, 30),
+    "an add between compaction phases (flushed)": (3, 30),
+    "a delete between copy and index": (1, 10),
+    "a fault in compact_copy": (3, 30),
+    "a fault in compact_flush": (3, 30),
+    "a fault in compact_index": (3, 30),
+    "a GC deleted dead logs": (10, 100),
+    "a compaction finished": (10, 100),
+    "a whole gc compacted logs": (1, 10),
+    "a compaction of a log id >= 16": (3, 30),
 }
 
 

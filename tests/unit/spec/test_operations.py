@@ -45,8 +45,8 @@ from tests.paths import ROOT
 from tests.unit.format_page import table_rows
 
 #: Adapter ops that are no operation of a trace: ``inspect`` reads the abstract state, and
-#: ``write_close`` and ``gc`` answer ``unsupported`` in version 1 (spec/adapter.md).
-ADAPTER_ONLY = {"inspect", "write_close", "gc"}
+#: ``write_close`` answers ``unsupported`` in version 1 (spec/adapter.md).
+ADAPTER_ONLY = {"inspect", "write_close"}
 
 
 def test_every_declaration_agrees_with_its_class() -> None:
@@ -68,13 +68,14 @@ def test_the_unions_are_the_registry() -> None:
 
 
 def test_a_declared_operation_missing_from_its_union_is_named() -> None:
-    registry = [*REGISTRY.values(), _fake("gc")]
+    registry = [*REGISTRY.values(), _fake("trim")]
     assert union_problem("Background", Background, Kind.BACKGROUND, REGISTRY.values()) is None
     problem = union_problem("Background", Background, Kind.BACKGROUND, registry)
     assert problem is not None and problem.endswith("missing ['Fake'], extra []")
     problem = union_problem("Request", Request | Fence, Kind.BACKGROUND, REGISTRY.values())
     assert (
-        problem is not None and "extra ['Add', 'Checkpoint', 'Delete', 'Fence', 'Read']" in problem
+        problem is not None
+        and "extra ['Add', 'Checkpoint', 'Delete', 'Fence', 'Gc', 'Read']" in problem
     )
 
 
@@ -155,16 +156,16 @@ def test_a_missing_entry_names_the_consumer_and_the_operations() -> None:
 
 
 def test_an_undeclared_operation_in_a_table_is_named() -> None:
-    fake = _fake("gc")
-    with pytest.raises(IncompleteTable, match=r"the long table has entries for gc\b"):
-        require_complete({**COMPLETE, fake.cls: "gc"}, "the long table")
+    fake = _fake("trim")
+    with pytest.raises(IncompleteTable, match=r"the long table has entries for trim\b"):
+        require_complete({**COMPLETE, fake.cls: "trim"}, "the long table")
 
 
 def test_a_declared_operation_missing_from_a_table_is_named() -> None:
-    registry = [*REGISTRY.values(), _fake("gc")]
+    registry = [*REGISTRY.values(), _fake("trim")]
     problem = table_problem(COMPLETE, "the old table", registry=registry)
     assert problem is not None and problem.startswith("the old table has no entry for")
-    assert "operation(s) gc declared" in problem
+    assert "operation(s) trim declared" in problem
 
 
 def test_a_table_over_the_operations_answered_later() -> None:
@@ -172,7 +173,7 @@ def test_a_table_over_the_operations_answered_later() -> None:
     assert table_problem(acks, "acks", among=answered_later) is None
     problem = table_problem(COMPLETE, "acks", among=answered_later)
     assert problem is not None and "has entries for read" in problem
-    registry = [*REGISTRY.values(), _fake("write_close", later=True), _fake("gc")]
+    registry = [*REGISTRY.values(), _fake("write_close", later=True), _fake("trim")]
     problem = table_problem(acks, "acks", among=answered_later, registry=registry)
     assert problem == (
         "acks has no entry for the operation(s) write_close declared in spec/operations.py: "
@@ -187,5 +188,5 @@ def test_require_fields_names_a_missing_field_and_its_operations() -> None:
         require_fields(short, "decoders")
     with pytest.raises(IncompleteTable, match="read, fence, delete"):
         require_fields(short, "decoders")
-    with pytest.raises(IncompleteTable, match="entries for force, which no operation has"):
-        require_fields({**FIELD_DECODERS, "force": None}, "decoders")
+    with pytest.raises(IncompleteTable, match="entries for urgent, which no operation has"):
+        require_fields({**FIELD_DECODERS, "urgent": None}, "decoders")

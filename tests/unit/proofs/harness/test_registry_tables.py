@@ -2,7 +2,7 @@
 
 The consumers check their tables when their modules are imported (``require_complete``);
 here they are gathered and checked again, against the registry and against a registry with
-new operations declared (one answered at once, one answered later, as ``gc`` and
+new operations declared (one answered at once, one answered later, as ``trim`` and
 ``write_close`` will be): each table must then fail, naming its consumer and the operation,
 so adding an operation is pointed at every place still missing it. And the Hypothesis
 machine's table is checked against the machine: the rules it names exist, every rule is
@@ -101,12 +101,12 @@ def _declared(new_name: str, *, later: bool) -> OperationSpec:
 @pytest.mark.parametrize("consumer", list(CONSUMERS))
 def test_a_new_operation_is_missing_from_each_table_by_name(consumer: str) -> None:
     checked = _recorded()[consumer]
-    gc, write_close = _declared("gc", later=False), _declared("write_close", later=True)
-    registry = [*REGISTRY.values(), gc, write_close]
+    trim, write_close = _declared("trim", later=False), _declared("write_close", later=True)
+    registry = [*REGISTRY.values(), trim, write_close]
     problem = table_problem(checked.table, consumer, among=checked.among, registry=registry)
     assert problem is not None, f"{consumer} does not notice a new operation"
     assert problem.startswith(f"{consumer} has no entry for the operation(s) ")
-    expected = "write_close" if checked.among(gc) is False else "gc, write_close"
+    expected = "write_close" if checked.among(trim) is False else "trim, write_close"
     assert f"operation(s) {expected} declared in spec/operations.py" in problem
 
 
@@ -124,16 +124,16 @@ def test_a_copy_of_each_table_without_an_entry_is_refused(consumer: str) -> None
 
 
 def test_declaring_an_operation_fails_the_imports_naming_the_consumer() -> None:
-    """End to end, in a fresh interpreter: declare ``gc`` with the decorator, then import
-    the trace codec: the import fails, naming its table and ``gc``."""
+    """End to end, in a fresh interpreter: declare ``trim`` with the decorator, then import
+    the trace codec: the import fails, naming its table and ``trim``."""
     program = (
         "import attrs\n"
         "from spec.operations import Kind, operation\n"
         "@operation(Kind.BACKGROUND)\n"
         "@attrs.frozen\n"
-        "class Gc:\n"
-        "    '''Collect garbage.'''\n"
-        "    name = 'gc'\n"
+        "class Trim:\n"
+        "    '''Trim a ledger.'''\n"
+        "    name = 'trim'\n"
         "import spec.trace\n"
     )
     done = subprocess.run(
@@ -142,7 +142,7 @@ def test_declaring_an_operation_fails_the_imports_naming_the_consumer() -> None:
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("spec.operations.IncompleteTable: the trace codec's result shapes")
-    assert "operation(s) gc declared in spec/operations.py" in last
+    assert "operation(s) trim declared in spec/operations.py" in last
 
 
 # --- the Hypothesis machine ------------------------------------------------------------------
@@ -168,7 +168,7 @@ RULE_ARGS: Mapping[str, dict[str, object]] = {
     "rotate": {"at": 0, "plan": PLAN},
     "crash": {"plan": PLAN, "restart_crash": None},
     "shutdown_and_restart": {"at": 0, "plan": PLAN, "power_cut": False},
-    "disk_full": {"where": "ledger_dirs"},
+    "disk_full": {"where": "ledger_dirs", "ledger": 1, "data": b"x"},
     "disk_writable": {},
     "inject_fault": {"fault": FailRead("entry_log"), "ledger": 1, "back": 0},
     "preallocate": {},
@@ -206,6 +206,46 @@ RULE_ARGS: Mapping[str, dict[str, object]] = {
         "plan": PLAN,
         "crash_after": True,
     },
+    "gc": {"force": True, "at": None, "plan": PLAN},
+    "gc_begin": {"force": True, "at": None, "plan": PLAN},
+    "compact_copy": {"at": None, "plan": PLAN},
+    "compact_flush": {"at": None, "plan": PLAN},
+    "compact_index": {"at": None, "plan": PLAN},
+    "rotate_many": {"count": 2, "data": b"x", "ledger": 1},
+    "compaction_with_requests_between_its_phases": {
+        "ledger": 1,
+        "data": b"x" * 150,
+        "deletes": 1,
+        "force": True,
+        "between": ["fence", "delete", "add", "read", "checkpoint", "rotate"],
+        "crash_in": "recovery",
+        "at": 3,
+        "plan": PLAN,
+    },
+    "crash_inside_a_compaction_phase": {
+        "ledger": 1,
+        "data": b"x" * 150,
+        "phase": "copy",
+        "at": 3,
+        "plan": PLAN,
+        "delete_between": True,
+    },
+    "crash_inside_recovery_of_a_compaction": {
+        "ledger": 1,
+        "data": b"x" * 150,
+        "flushed": True,
+        "plan": PLAN,
+        "at": 3,
+    },
+    "fault_in_a_compaction": {
+        "ledger": 1,
+        "data": b"x" * 150,
+        "fault": FailWrite("compaction"),
+        "phase": "copy",
+        "repeat": 1,
+        "plan": PLAN,
+        "crash": True,
+    },
 }
 
 
@@ -219,6 +259,23 @@ MORE_RULE_ARGS: Mapping[str, list[dict[str, object]]] = {
     "inject_fault": [
         {"fault": FailFsync("journal"), "ledger": 1, "back": 0},
         {"fault": FailWrite("index"), "ledger": 1, "back": 0},
+    ],
+    "fault_in_a_compaction": [
+        {
+            "ledger": 1,
+            "data": b"x" * 150,
+            "fault": fault,
+            "phase": phase,
+            "repeat": 1,
+            "plan": PLAN,
+            "crash": False,
+        }
+        for fault, phase in (
+            (FailFsync("compaction"), "flush"),
+            (FailRead("entry_log"), "copy"),
+            (DiskFull("ledger_dirs"), "copy"),
+            (FailFsync("any"), "index"),
+        )
     ],
 }
 
@@ -239,7 +296,7 @@ def _ops_run_by(rule: str) -> set[type[Any]]:
     machine: Any = machine_for()()
     machine.add(ledger=1, data=b"y" * 150, count=2, gap=1)
     if rule == "disk_writable":
-        machine.disk_full(where="ledger_dirs")
+        machine.disk_full(where="ledger_dirs", ledger=1, data=b"x")
     before = len(machine.harness.steps)
     getattr(machine, rule)(**RULE_ARGS[rule])
     ran = {type(step.op) for step in machine.harness.steps[before:]}
