@@ -1,8 +1,9 @@
 """Generate the traces that docs/walkthrough.md tells with ``bkref explain``.
 
 Run from the repository root: ``python3 docs/walkthrough_traces.py`` (writes
-docs/traces/add-to-durable.jsonl and docs/traces/crash-in-checkpoint.jsonl), or give another
-directory as the only argument. Both scenarios run through the refinement harness
+docs/traces/add-to-durable.jsonl, docs/traces/crash-in-checkpoint.jsonl and
+docs/traces/crash-in-compaction.jsonl), or give another directory as the only argument. Every
+scenario runs through the refinement harness
 (proofs/harness/refinement.py: bkref's Bookie on the simulated disk, checked against the model after
 every step), so a trace is written only if the harness accepted every step.
 
@@ -25,7 +26,12 @@ from spec.crash import LoseUnsynced  # noqa: E402
 from spec.operations import (  # noqa: E402
     Add,
     Checkpoint,
+    CompactCopy,
+    CompactFlush,
+    CompactIndex,
     Crash,
+    Delete,
+    GcBegin,
     JournalForce,
     Operation,
     Read,
@@ -87,6 +93,42 @@ def checkpoint_crash_point() -> int:
     return kinds.index("fsync_dir") + 1
 
 
+def compaction_ops() -> tuple[list[Operation], int]:
+    """Two ledgers share log 0; ledger 2 is deleted, a forced GC compacts log 0 into a new log,
+    and the crash interrupts phase 3 (at the returned position); then recovery and reads."""
+    ops: list[Operation] = [
+        Add(1, 0, KEY, b"A" * FILLER_BYTES),
+        Add(2, 0, KEY, b"B" * FILLER_BYTES),
+        Add(1, 1, KEY, b"C" * FILLER_BYTES),
+        Add(2, 1, KEY, b"D" * FILLER_BYTES),
+        JournalForce(),
+        Checkpoint(),
+        Delete(2),
+        GcBegin(force=True),
+        CompactCopy(),
+        CompactFlush(),
+    ]
+    position = len(ops)
+    ops += [CompactIndex(), Crash(LoseUnsynced()), Restart(), Read(1, 0), Read(1, 1), Read(2, 0)]
+    return ops, position
+
+
+def compaction_crash_point() -> int:
+    """How many disk operations phase 3 may issue before the machine dies: the hard link of
+    the new log and the fsync of its directory, nothing of the index update. Counted on an
+    identical run, as for the checkpoint."""
+    ops, position = compaction_ops()
+    sut = InProcessBookie(SMALL_SETTINGS)
+    harness = Refinement(sut, SMALL_SETTINGS, probe_durable=False)
+    harness.run_all(ops[:position])
+    kinds: list[str] = []
+    sut.disk.on_operation = kinds.append
+    harness.run(ops[position])
+    sut.disk.on_operation = None
+    assert kinds[:2] == ["link", "fsync_dir"], kinds
+    return 2
+
+
 def _run(ops: list[Operation], crash_at: dict[int, int]) -> Trace:
     # The story reads back by hand after the restart: no automatic read-back of every
     # durable entry, so the trace stays short.
@@ -111,7 +153,19 @@ def build_traces() -> dict[str, Trace]:
     assert steps[position].result.crashed, "the crash must interrupt the checkpoint"
     replayed = steps[position + 2].result.replayed
     assert replayed, "lastMark had not moved: recovery replays the journal"
-    return {"add-to-durable.jsonl": durable, "crash-in-checkpoint.jsonl": interrupted}
+
+    ops, position = compaction_ops()
+    compacted = _run(ops, {position: compaction_crash_point()})
+    steps = compacted.steps
+    assert steps[position].result.crashed, "the crash must interrupt phase 3"
+    reads = [step.result for step in steps[position + 3 :]]
+    assert [r.data for r in reads[:2]] == [b"A" * FILLER_BYTES, b"C" * FILLER_BYTES], reads
+    assert reads[2].error == "no_ledger", reads[2]
+    return {
+        "add-to-durable.jsonl": durable,
+        "crash-in-checkpoint.jsonl": interrupted,
+        "crash-in-compaction.jsonl": compacted,
+    }
 
 
 def write_traces(directory: Path) -> list[Path]:

@@ -276,6 +276,8 @@ class CrashOutcomes:
                 f"ledgers that may vanish with their first, unacknowledged add: "
                 f"{_ids(self.may_ledgers)}"
             )
+        for compaction in self.logs.compactions:
+            lines.append(compaction.describe())
         if self.min_last_mark is not None:
             lines.append(f"recovery must leave lastMark at or after {self.min_last_mark}")
         return lines

@@ -134,6 +134,22 @@ class CompactionOutcome:
     moved: tuple[tuple[int, int], ...]
     finish: str = attrs.field(validator=attrs.validators.in_(FINISH))
 
+    def describe(self) -> str:
+        """What recovery must make of this compaction, in words (``bkref explain``)."""
+        into = "a new log" if self.new_id is None else f"entry log {self.new_id}"
+        ledgers = ", ".join(str(ledger) for ledger, _ in self.moved) or "none"
+        what = f"the compaction of entry log {self.source} into {into} (live ledgers: {ledgers})"
+        if not self.moved:
+            return f"{what}: log {self.source} may be deleted or stay (nothing in it was live)"
+        if self.finish == "yes":
+            return (
+                f"{what} was past phase 2: recovery must finish it ({into} holds the live "
+                f"records, log {self.source} is gone)"
+            )
+        if self.finish == "maybe":
+            return f"{what} may be finished or undone by recovery, not half of each"
+        return f"{what} had not reached phase 2: recovery must undo it (log {self.source} stays)"
+
     def problem(self, seen: dict[int, LogView], unlisted: set[int]) -> str | None:
         """Why the layout ``seen`` after the restart breaks this outcome, or None.
         ``unlisted``: the observed logs the crash constraints do not list (new ones)."""

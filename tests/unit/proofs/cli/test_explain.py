@@ -41,7 +41,11 @@ from tests.unit.proofs.cli.test_check_trace import KEY, base_ops, build_trace, r
 
 WALKTHROUGH = ROOT / "docs" / "walkthrough.md"
 TRACES = ROOT / "docs" / "traces"
-WALKTHROUGH_TRACES = ("add-to-durable.jsonl", "crash-in-checkpoint.jsonl")
+WALKTHROUGH_TRACES = (
+    "add-to-durable.jsonl",
+    "crash-in-checkpoint.jsonl",
+    "crash-in-compaction.jsonl",
+)
 
 CRASH = 15  # in base_ops(): the crash, with the add of 1:6 pending
 RESTART = 16
