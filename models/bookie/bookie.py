@@ -1499,8 +1499,12 @@ class BookieModel:
         self._expect(index, op, result, allowed)
         return []  # applied after its completions (it forces the journal): _after_shutdown
 
-    def _after_shutdown(self, _index: int, _op: Shutdown, result: Result) -> list[str]:
+    def _after_shutdown(self, _index: int, op: Shutdown, result: Result) -> list[str]:
         clean = result.error is None and not self.faulted and not self.short_of_space
+        if not clean:
+            # A shutdown aborts the compaction in flight, failed or not: how far the abort
+            # got is for the restart to show (a flushed one may yet be finished).
+            self._interrupted_shutdown(op)
         return self._stop(clean=clean)
 
     def _stop(self, *, clean: bool) -> list[str]:
