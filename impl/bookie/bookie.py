@@ -1309,7 +1309,11 @@ class Bookie:
             journal_mark = journal.durable_mark() if journal is not None else last_mark
             logger = self._entry_logger.state()
             entry_logs = self._log_infos.describe(logger.logs)
-            return bookie_state(self._index, logger, entry_logs, last_mark, journal_mark)
+            compaction = self._compaction
+            files = () if compaction is None else compaction.file_names()
+            return bookie_state(
+                self._index, logger, entry_logs, last_mark, journal_mark, compaction_files=files
+            )
 
     def ledgers_maps(self) -> tuple[LedgersMapInfo, ...]:
         """Each entry log's header and ledgers map as its file holds them (the adapter's

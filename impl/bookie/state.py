@@ -65,7 +65,8 @@ class BookieState:
 
     ``last_mark`` is the persisted lastMark (what a restart replays from); ``journal_mark`` the
     journal's durable mark (everything before it is on disk). In single-log mode every ledger's
-    current log is ``current_log_id``. ``compaction_files`` is empty until compaction lands.
+    current log is ``current_log_id``. ``compaction_files``: the ``.compacting`` or
+    ``.compacted`` file of the compaction in flight (spec/protocol/compaction.md), if any.
     """
 
     entry_logs: tuple[EntryLogInfo, ...]
@@ -104,6 +105,7 @@ def bookie_state(
     entry_logs: tuple[EntryLogInfo, ...],
     last_mark: LogMark,
     journal_mark: LogMark,
+    compaction_files: tuple[str, ...] = (),
 ) -> BookieState:
     """The abstract state from its parts (the caller holds the bookie's state lock)."""
     ledgers = tuple(
@@ -119,7 +121,7 @@ def bookie_state(
         ledgers=ledgers,
         fenced_ledgers=tuple(info.ledger_id for info in ledgers if info.fenced),
         deleted_ledgers=tuple(sorted(index.deleted_ledgers())),
-        compaction_files=(),
+        compaction_files=compaction_files,
     )
 
 

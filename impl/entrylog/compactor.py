@@ -163,6 +163,16 @@ class Compaction:
         assert self.new_log is not None
         return join(self.directory, log_file_name(self.new_log))
 
+    def file_names(self) -> tuple[str, ...]:
+        """The names of the compaction files this compaction holds now: ``.compacting`` once
+        phase 1 copied, ``.compacted`` once phase 2 returned (and ``<new>.log`` beside it once
+        phase 3 linked it, which is an entry log), none before or after."""
+        if self.new_log is None or self.phase in (DONE, ABORTED):
+            return ()
+        if self.phase in (COPYING, COPIED):
+            return (compacting_file_name(self.new_log),)
+        return (compacted_file_name(self.new_log, self.source),)
+
     def check_invariants(self) -> None:
         assert self.phase in (COPYING, COPIED, FLUSHED, DONE, ABORTED), self.phase
         assert self.bytes_moved == sum(self.ledgers.values()), (self.bytes_moved, self.ledgers)

@@ -584,3 +584,19 @@ def test_a_record_the_index_never_had_is_not_indexed_by_its_compaction() -> None
         bookie.read_entry(LedgerId(1), EntryId(6))
     reads_back(bookie, 1, 6)
     bookie.check_invariants()
+
+
+def test_the_state_names_the_compaction_files_of_the_compaction_in_flight() -> None:
+    disk, clock = SimDisk(), ManualClock()
+    bookie = _three_ledger_log(disk, clock)
+    assert bookie.inspect().compaction_files == ()
+    (source,) = bookie.gc_begin(force=True).candidates
+    new = bookie.compact_copy().new_log
+    assert new is not None
+    assert bookie.inspect().compaction_files == (f"{new:x}.log.compacting",)
+    bookie.compact_flush()
+    assert bookie.inspect().compaction_files == (f"{new:x}.log.{source:x}.compacted",)
+    assert {f"{new:x}.log.{source:x}.compacted"} <= files(disk)
+    bookie.compact_index()
+    assert bookie.inspect().compaction_files == ()
+    assert not any("compact" in name for name in files(disk))
