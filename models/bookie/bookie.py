@@ -853,6 +853,8 @@ class BookieModel:
         if self.unplaced:
             # The next compared state shows their ids (_place_compacted), before any new log.
             self.logs.least_followed = True
+        if not all(self._exact(source) for source, _ in moved):
+            self.logs.relaxed = True  # a damaged source: as in _compact_index
         return [
             *notes,
             f"GC cycle ({report.compaction}): dead entry logs {dead} deleted, {candidates} "
@@ -936,6 +938,12 @@ class BookieModel:
                 self._compaction_id_unknown()
             self.logs.remove(source)
             return [f"compact_copy: entry log {source} holds nothing live any more: deleted"]
+        if report.new_log is None and not self._exact(source) and report.source_log == source:
+            # A damaged source whose live bytes were only undersized or garbled records: no
+            # record to copy, so it is deleted like a log with nothing live.
+            self._compaction_id_unknown()
+            self.logs.remove(source)
+            return [f"compact_copy: entry log {source} (damaged) held no whole live record"]
         ids = self.logs.next_compaction_ids()
         new_id = report.new_log
         if new_id is None or (ids and new_id not in ids) or new_id in self.logs.taken:
@@ -1009,7 +1017,9 @@ class BookieModel:
             self.gc = None
             moved = tuple(sorted(current.moved.items()))
             self.gc_compactions.append(
-                CompactionOutcome(current.source, current.new_id, moved, "yes")
+                CompactionOutcome(
+                    current.source, current.new_id, moved, "yes", self._exact(current.source)
+                )
             )
             # Phase 3 failed: the bookie fails, as after a failed checkpoint; recovery
             # finishes the compaction. How far it got is for the next states to show.
@@ -1033,11 +1043,22 @@ class BookieModel:
         # Its index flush forces the entry logs first, as a checkpoint's first half does:
         # the rotated logs become flushed, the active log's bytes durable.
         self.logs.checkpoint()
+        exact = self._exact(current.source)
         self.logs.compacted(current.source, current.new_id, current.moved)
+        if not exact:
+            # A damaged source: the new log holds what its records really held (the read-backs
+            # check every durable entry); the layout is followed until the next restart.
+            self.logs.relaxed = True
+            self.logs.may_vanish.add(current.new_id)
         return [
             f"compaction phase 3: entry log {current.new_id} holds the live entries of "
             f"{current.source}, the index points at it, the source is removed"
         ]
+
+    def _exact(self, source: int) -> bool:
+        """Whether the model knows the bytes a compaction of ``source`` moves (manager's
+        ``suspect``: not for a log whose contents came from a damaged tail)."""
+        return source not in self.logs.suspect
 
     # What a crash in the middle of a GC step may have left (see crash_outcomes).
 
@@ -1048,7 +1069,11 @@ class BookieModel:
             finish = "maybe" if current.phase == "flushed" else "no"
             self.gc_compactions.append(
                 CompactionOutcome(
-                    current.source, current.new_id, tuple(sorted(current.moved.items())), finish
+                    current.source,
+                    current.new_id,
+                    tuple(sorted(current.moved.items())),
+                    finish,
+                    self._exact(current.source),
                 )
             )
         self.gc = None
@@ -1061,7 +1086,9 @@ class BookieModel:
                 for source in self.logs.candidates(live, threshold) if kind != "none" else []:
                     if all(c.source != source for c in self.gc_compactions):
                         moved = tuple(sorted(self.logs.live_bytes(source, live).items()))
-                        self.gc_compactions.append(CompactionOutcome(source, None, moved, "maybe"))
+                        self.gc_compactions.append(
+                            CompactionOutcome(source, None, moved, "maybe", self._exact(source))
+                        )
 
     def _interrupted_compact_copy(self, _op: CompactCopy) -> None:
         cycle = self.gc
@@ -1077,7 +1104,11 @@ class BookieModel:
             return
         current = cycle.current
         moved = tuple(sorted(current.moved.items()))
-        self.gc_compactions.append(CompactionOutcome(current.source, current.new_id, moved, finish))
+        self.gc_compactions.append(
+            CompactionOutcome(
+                current.source, current.new_id, moved, finish, self._exact(current.source)
+            )
+        )
         cycle.current = None
 
     def _interrupted_compact_flush(self, _op: CompactFlush) -> None:
@@ -1103,7 +1134,11 @@ class BookieModel:
             current = cycle.current
             finish = "yes" if current.phase == "flushed" else "no"
             moved = tuple(sorted(current.moved.items()))
-            compactions.append(CompactionOutcome(current.source, current.new_id, moved, finish))
+            compactions.append(
+                CompactionOutcome(
+                    current.source, current.new_id, moved, finish, self._exact(current.source)
+                )
+            )
         vanish = frozenset(self.gc_vanish | self.logs.may_vanish | self.maybe_dead)
         if not compactions and not vanish:
             return constraints

@@ -133,6 +133,16 @@ class CompactionOutcome:
     new_id: int | None
     moved: tuple[tuple[int, int], ...]
     finish: str = attrs.field(validator=attrs.validators.in_(FINISH))
+    #: False when the source's contents were taken from a damaged log (``suspect``): its
+    #: records per ledger were read by the bookie's scan, undersized and garbled records
+    #: included, which a compaction does not copy; the new log then holds at most ``moved``.
+    exact: bool = True
+
+    def _holds(self, view: LogView) -> bool:
+        if self.exact:
+            return view.ledger_bytes == self.moved
+        most = dict(self.moved)
+        return all(led in most and n <= most[led] for led, n in view.ledger_bytes)
 
     def describe(self) -> str:
         """What recovery must make of this compaction, in words (``bkref explain``)."""
@@ -173,7 +183,7 @@ class CompactionOutcome:
             return None  # nothing live: the source is just deleted
         if self.new_id is not None:
             view = seen.get(self.new_id)
-            if view is None or view.ledger_bytes != self.moved or view.state != "flushed":
+            if view is None or not self._holds(view) or view.state != "flushed":
                 found = "missing" if view is None else f"{view.state}, {dict(view.ledger_bytes)}"
                 return (
                     f"entry log {self.source} was compacted away, but its new log "
@@ -181,7 +191,7 @@ class CompactionOutcome:
                     f"{dict(self.moved)} (the source's live ledgers at copy time)"
                 )
             return None
-        if not any(seen[i].ledger_bytes == self.moved for i in unlisted):
+        if not any(self._holds(seen[i]) for i in unlisted):
             return (
                 f"entry log {self.source} was compacted away, but no new log holds exactly "
                 f"{dict(self.moved)} (the source's live ledgers at copy time)"
@@ -336,6 +346,11 @@ class EntryLogManagerModel:
         #: id a later run may use it again. Nothing can name the old log by then: the index
         #: never names a removed log for a live ledger (the harness's disk check).
         self.removed: set[int] = set()
+        #: Logs whose contents the model took from the bookie after a restart that it never
+        #: wrote (a ledger it did not write there, or more bytes than it wrote): the scan of
+        #: a damaged tail (a failed fsync's garbage). A compaction of one copies what its
+        #: records really hold, which the model cannot tell from the per-ledger bytes.
+        self.suspect: set[int] = set()
         #: ``max_seen_id`` before the first provisional log of the run.
         self.max_before_provisional = -1
         #: While relaxed: logs a GC step may have deleted or compacted away.
@@ -597,11 +612,18 @@ class EntryLogManagerModel:
         # A log that is gone was removed by a GC (the caller checked that it may be).
         self.removed |= {log_id for log_id in before if log_id not in seen}
         self.logs = {}
+        self.suspect &= seen
         for view in views:
             written = dict(view.ledger_bytes)
             durable = written if view.state == "flushed" else {}
             log = LogModel(view.log_id, view.state, written, dict(durable))
             old = before.get(view.log_id)
+            if (
+                after_restart
+                and old is not None
+                and any(n > old.written.get(led, 0) for led, n in written.items())
+            ):
+                self.suspect.add(view.log_id)
             if old is not None and old.map_durable and old.ledgers_map is not None:
                 log.ledgers_map, log.map_durable = old.ledgers_map, True
             else:

@@ -40,7 +40,7 @@ from proofs.harness.refinement import SMALL_SETTINGS, InProcessBookie, Refinemen
 from spec.operations import Add, FailFsync, Operation
 from tests.paths import ROOT
 from tests.quality import refinement_variants as rv
-from tests.refinement.machine import fixed_profile, machine_for
+from tests.refinement.machine import fixed_profile, machine_for, stable_draws
 
 #: The fixed profile of every run here. The budget is above what the slowest variant needs in
 #: this derandomized order, and the unchanged bookie passes it in a few seconds.
@@ -107,7 +107,8 @@ def run_profile(opener: Callable[..., Bookie] = Bookie.open) -> Caught | None:
     machine, started = _counting(machine_for(opener))
     start = time.perf_counter()
     try:
-        run_state_machine_as_test(machine, settings=PROFILE)  # type: ignore[no-untyped-call, unused-ignore]
+        with stable_draws():
+            run_state_machine_as_test(machine, settings=PROFILE)  # type: ignore[no-untyped-call, unused-ignore]
     except RefinementFailure as failure:
         steps: int | None = len(failure.trace.steps)
         message, by_model = failure.message, True
