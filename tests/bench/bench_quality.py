@@ -73,6 +73,18 @@ VARIANTS: dict[str, tuple[str | None, str | None]] = {
         None,
         "apply_adds_answered_ok_after_their_ledgers_delete",
     ),
+    "the source removed before the index flush (#1534)": (
+        "SourceRemovedBeforeIndexFlushBookie",
+        None,
+    ),
+    "the recovered log named in decimal (#4804)": (None, "apply_recovered_log_named_in_decimal"),
+    "a .compacting left after recovery": (None, "apply_compacting_left_after_recovery"),
+    "the index updated before the compaction log is fsynced": (
+        "IndexBeforeCompactionLogSyncedBookie",
+        None,
+    ),
+    "a current log compacted": ("CompactingTheCurrentLogBookie", None),
+    "a deleted ledger counted as live": ("DeletedLedgerCountedLiveBookie", None),
 }
 
 
