@@ -81,7 +81,14 @@ def checkpoint_crash_point() -> int:
     entry-log flush and the index flush (up to and including the index's directory fsync),
     none of the lastMark writes. Found by running the same steps once with every operation
     counted, so the crash point follows the implementation if its operations change."""
-    ops, position = checkpoint_ops()
+    kinds = _operations_of(*checkpoint_ops())
+    assert "fsync_dir" in kinds, kinds
+    return kinds.index("fsync_dir") + 1
+
+
+def _operations_of(ops: list[Operation], position: int) -> list[str]:
+    """The kinds of the disk operations step ``position`` issues, after the steps before it,
+    on an identical run."""
     sut = InProcessBookie(SMALL_SETTINGS)
     harness = Refinement(sut, SMALL_SETTINGS, probe_durable=False)
     harness.run_all(ops[:position])
@@ -89,8 +96,7 @@ def checkpoint_crash_point() -> int:
     sut.disk.on_operation = kinds.append
     harness.run(ops[position])
     sut.disk.on_operation = None
-    assert "fsync_dir" in kinds, kinds
-    return kinds.index("fsync_dir") + 1
+    return kinds
 
 
 def compaction_ops() -> tuple[list[Operation], int]:
@@ -117,14 +123,7 @@ def compaction_crash_point() -> int:
     """How many disk operations phase 3 may issue before the machine dies: the hard link of
     the new log and the fsync of its directory, nothing of the index update. Counted on an
     identical run, as for the checkpoint."""
-    ops, position = compaction_ops()
-    sut = InProcessBookie(SMALL_SETTINGS)
-    harness = Refinement(sut, SMALL_SETTINGS, probe_durable=False)
-    harness.run_all(ops[:position])
-    kinds: list[str] = []
-    sut.disk.on_operation = kinds.append
-    harness.run(ops[position])
-    sut.disk.on_operation = None
+    kinds = _operations_of(*compaction_ops())
     assert kinds[:2] == ["link", "fsync_dir"], kinds
     return 2
 
