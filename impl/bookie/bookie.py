@@ -1061,10 +1061,7 @@ class Bookie:
                 with self._lock:
                     remove_log_file(self._fs, self._entry_logger, log_id, path)
             except FsError:
-                # The unlink may have happened and only the directory's fsync failed: a log
-                # whose file is gone is gone for the bookie too (its state must not list it).
-                if self._entry_logger.find_log(log_id) is None:
-                    self._log_gone(log_id)
+                self._forget_if_gone(log_id)  # the unlink happened, the fsync failed
                 raise
         self._log_gone(log_id)
         return size

@@ -52,7 +52,7 @@ from impl.journal.journal import Journal, OnDurable
 from impl.journal.last_mark import IndexCoverage, LogMark, encode_last_mark
 from impl.limits import LIMITS, Limits
 from spec.errors import BookieError, BookieIOError, FsError, NoSpace
-from spec.ids import EntryId, EntryLogId, LedgerId
+from spec.ids import EntryId, EntryLogId, LedgerId, location_log_id
 from tests.quality import bookie_variants, variants
 from tests.unit.fs_wrappers import ForwardingFs
 
@@ -715,3 +715,30 @@ class DeletedLedgerCountedLiveBookie(Bookie):
 
     def _is_live_ledger(self, ledger_id: LedgerId) -> bool:
         return True
+
+
+class IndexingRecordsTheIndexNeverHadBookie(Bookie):
+    """Phase 3 also indexes a copied record for which the index had no location (the rule
+    before the refinement machine found it): a record whose add was never journaled, which
+    the bookie already answered as missing, comes back readable after its log is
+    compacted."""
+
+    def _apply_moves(self, moved: list[MovedEntry]) -> int:
+        index = self._index
+        applied = 0
+        for move in moved:
+            if not self._is_live_ledger(move.ledger_id) or not index.has_ledger(move.ledger_id):
+                continue
+            current = index.get_location(move.ledger_id, move.entry_id)
+            if current is None or location_log_id(current) == location_log_id(move.old):
+                index.put_entry(move.ledger_id, move.entry_id, move.new)
+                applied += 1
+        return applied
+
+
+class RemembersALogItUnlinkedBookie(Bookie):
+    """When a GC step unlinked a log and only the fsync of its directory failed, the bookie
+    goes on listing the log (the bug the refinement machine found in ``_remove_log``)."""
+
+    def _forget_if_gone(self, log_id: EntryLogId) -> None:
+        del log_id

@@ -37,7 +37,21 @@ from impl.bookie.bookie import Bookie
 from impl.entrylog.manager import SingleEntryLogManager
 from proofs.harness.disk_check import DiskCheck
 from proofs.harness.refinement import SMALL_SETTINGS, InProcessBookie, Refinement, RefinementFailure
-from spec.operations import Add, FailFsync, Operation
+from spec.crash import KeepAll
+from spec.operations import (
+    Add,
+    Checkpoint,
+    Crash,
+    Delete,
+    FailFsync,
+    Gc,
+    GcBegin,
+    JournalForce,
+    Operation,
+    Read,
+    Restart,
+    Rotate,
+)
 from tests.paths import ROOT
 from tests.quality import refinement_variants as rv
 from tests.refinement.machine import fixed_profile, machine_for, stable_draws
@@ -582,4 +596,66 @@ def test_catches_a_deleted_ledger_counted_as_live() -> None:
         "gc answered",
         "compact_copy moved",
         "entry logs are",
+    )
+
+
+# Two bugs the refinement machine found in the engine while issue 11 was built, which the
+# fixed profile above does not reach in its 300 examples: each is kept as a scenario, the
+# steps that found it, judged by the same harness and model. The unchanged bookie passes
+# each scenario (so a catch is the variant's bug); the variant must fail it.
+
+
+def _assert_scenario_caught(
+    opener: Callable[..., Bookie], ops: list[Operation], *expected: str
+) -> None:
+    Refinement(InProcessBookie(SMALL_SETTINGS), SMALL_SETTINGS, probe_durable=False).run_all(ops)
+    harness = Refinement(
+        InProcessBookie(SMALL_SETTINGS, opener=opener), SMALL_SETTINGS, probe_durable=False
+    )
+    with pytest.raises(RefinementFailure) as caught:
+        harness.run_all(ops)
+    assert any(text in caught.value.message for text in expected), caught.value.message
+
+
+KEY = b"k"
+
+
+def test_catches_indexing_a_copied_record_the_index_never_had() -> None:
+    """Entry 1:1 reaches the log (the rotation seals it) but never the journal; a kill -9
+    loses it and a read says no_entry; the compaction of its log must not bring it back."""
+    ops: list[Operation] = [
+        Add(1, 0, KEY, b"a" * 100),
+        Add(2, 0, KEY, b"b" * 100),
+        JournalForce(),
+        Checkpoint(),
+        Add(1, 1, KEY, b"c" * 100),
+        Rotate(),
+        Crash(KeepAll()),
+        Restart(),
+        Read(1, 1),
+        Delete(2),
+        Gc(True),
+        Read(1, 1),
+    ]
+    _assert_scenario_caught(
+        rv.IndexingRecordsTheIndexNeverHadBookie.open, ops, "last entry is", "answered ok"
+    )
+
+
+def test_catches_a_log_listed_after_its_unlink_when_the_directory_fsync_fails() -> None:
+    """A dead log's unlink happens and its directory's fsync fails: the log is gone, and the
+    bookie must stop listing it."""
+    ops: list[Operation] = [
+        Add(1, 0, KEY, b"a" * 100),
+        Add(2, 0, KEY, b"b" * 100),
+        JournalForce(),
+        Rotate(),
+        Checkpoint(),
+        Delete(1),
+        Delete(2),
+        FailFsync("directory"),
+        GcBegin(True),
+    ]
+    _assert_scenario_caught(
+        rv.RemembersALogItUnlinkedBookie.open, ops, "no ledgers map is reported", "vanished"
     )
