@@ -47,7 +47,7 @@ from impl.format.entry_log import LEDGERS_MAP_OFFSET_POSITION, RECORD_SIZE_PREFI
 from impl.fs.api import FileHandle, FileSystem
 from impl.fs.os_backend import OsFileSystem
 from spec.ids import EntryId, EntryLogId, LedgerId
-from tests.unit.fs_wrappers import ForwardingFs
+from tests.unit.fs_wrappers import ForwardingFs, ForwardingHandle
 
 MB = 1e6
 CHUNK = 1 << 20
@@ -134,42 +134,20 @@ def raw_copy(sources: list[str], live_fraction: float, out_dir: str) -> tuple[fl
 # --- counting bytes written ------------------------------------------------------------------
 
 
-class CountingHandle:
+class CountingHandle(ForwardingHandle):
     """A FileHandle that adds the bytes written through it to its file system's tally."""
 
     def __init__(self, inner: FileHandle, fs: CountingFs) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._fs = fs
 
-    @property
-    def path(self) -> str:
-        return self._inner.path
-
     def pwrite(self, offset: int, data: bytes) -> None:
-        self._fs.count(self._inner.path, len(data))
-        self._inner.pwrite(offset, data)
+        self._fs.count(self.inner.path, len(data))
+        self.inner.pwrite(offset, data)
 
     def append(self, data: bytes) -> int:
-        self._fs.count(self._inner.path, len(data))
-        return self._inner.append(data)
-
-    def pread(self, offset: int, length: int) -> bytes:
-        return self._inner.pread(offset, length)
-
-    def size(self) -> int:
-        return self._inner.size()
-
-    def truncate(self, length: int) -> None:
-        self._inner.truncate(length)
-
-    def fsync(self) -> None:
-        self._inner.fsync()
-
-    def fdatasync(self) -> None:
-        self._inner.fdatasync()
-
-    def close(self) -> None:
-        self._inner.close()
+        self._fs.count(self.inner.path, len(data))
+        return self.inner.append(data)
 
 
 class CountingFs(ForwardingFs):

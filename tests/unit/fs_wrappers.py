@@ -1,5 +1,5 @@
-"""A FileSystem that forwards every call to another one, for tests that wrap a file system
-to observe or fault a few operations: subclasses override just those."""
+"""A FileSystem (and a FileHandle) that forwards every call to another one, for tests that wrap
+a file system to observe or fault a few operations: subclasses override just those."""
 
 from __future__ import annotations
 
@@ -47,3 +47,38 @@ class ForwardingFs:
 
     def lock_dir(self, path: str) -> DirLock:
         return self.inner.lock_dir(path)
+
+
+class ForwardingHandle:
+    """Every FileHandle operation goes to ``inner`` unchanged."""
+
+    def __init__(self, inner: FileHandle) -> None:
+        self.inner = inner
+
+    @property
+    def path(self) -> str:
+        return self.inner.path
+
+    def pwrite(self, offset: int, data: bytes) -> None:
+        self.inner.pwrite(offset, data)
+
+    def append(self, data: bytes) -> int:
+        return self.inner.append(data)
+
+    def pread(self, offset: int, length: int) -> bytes:
+        return self.inner.pread(offset, length)
+
+    def size(self) -> int:
+        return self.inner.size()
+
+    def truncate(self, length: int) -> None:
+        self.inner.truncate(length)
+
+    def fsync(self) -> None:
+        self.inner.fsync()
+
+    def fdatasync(self) -> None:
+        self.inner.fdatasync()
+
+    def close(self) -> None:
+        self.inner.close()

@@ -40,7 +40,7 @@ from spec.errors import (
     Unauthorized,
 )
 from spec.ids import EntryId, LedgerId
-from tests.unit.fs_wrappers import ForwardingFs
+from tests.unit.fs_wrappers import ForwardingFs, ForwardingHandle
 
 JOURNAL = "/bk/journal"
 LEDGERS = ("/bk/ledgers0", "/bk/ledgers1")
@@ -484,44 +484,28 @@ def test_checkpoint_trims_old_journals() -> None:
 # --- the checkpoint's order -----------------------------------------------------------------------
 
 
-class RecordingHandle:
-    """A FileHandle that reports fsyncs to its file system's log."""
+class RecordingHandle(ForwardingHandle):
+    """A FileHandle that reports writes and fsyncs to its file system's log."""
 
     def __init__(self, inner: FileHandle, log: list[tuple[str, str]]) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._log = log
 
-    @property
-    def path(self) -> str:
-        return self._inner.path
-
     def pwrite(self, offset: int, data: bytes) -> None:
-        self._log.append(("write", self._inner.path))
-        self._inner.pwrite(offset, data)
+        self._log.append(("write", self.inner.path))
+        self.inner.pwrite(offset, data)
 
     def append(self, data: bytes) -> int:
-        self._log.append(("write", self._inner.path))
-        return self._inner.append(data)
-
-    def pread(self, offset: int, length: int) -> bytes:
-        return self._inner.pread(offset, length)
-
-    def size(self) -> int:
-        return self._inner.size()
-
-    def truncate(self, length: int) -> None:
-        self._inner.truncate(length)
+        self._log.append(("write", self.inner.path))
+        return self.inner.append(data)
 
     def fsync(self) -> None:
-        self._log.append(("fsync", self._inner.path))
-        self._inner.fsync()
+        self._log.append(("fsync", self.inner.path))
+        self.inner.fsync()
 
     def fdatasync(self) -> None:
-        self._log.append(("fsync", self._inner.path))
-        self._inner.fdatasync()
-
-    def close(self) -> None:
-        self._inner.close()
+        self._log.append(("fsync", self.inner.path))
+        self.inner.fdatasync()
 
 
 class RecordingFs(ForwardingFs):
