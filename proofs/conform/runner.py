@@ -412,6 +412,10 @@ class _Session:
         assert self.process is not None and self.recorder is not None
         if action.idle:
             self.settle()
+        if self._inspects:
+            # The layout before the crash (which entry logs exist, what they hold): the
+            # model predicts what recovery may do from it.
+            self.send(InspectAction())
         plan: CrashPlan = action.plan if isinstance(action, PowerLossAction) else KillProcess()
         name = PLAN_NAMES[type(plan)]
         if self.in_flight:
@@ -433,6 +437,15 @@ class _Session:
         self.out.crashes += 1
         self.out.power_losses += isinstance(action, PowerLossAction)
         self.start(first=False)
+        if self._inspects:
+            # The restart step's state: what recovery kept is judged against the crash's
+            # outcomes there, before a later request changes it (as the refinement
+            # harness does after every restart).
+            self.send(InspectAction())
+
+    @property
+    def _inspects(self) -> bool:
+        return "inspect" in self.caps.ops and self.caps.state != "none"
 
     # -- the end
 
