@@ -14,6 +14,7 @@ import base64
 import json
 import os
 import queue
+import random
 import re
 import shutil
 import signal
@@ -27,6 +28,7 @@ from typing import IO
 
 import pytest
 
+from impl.server.protocol import Rejection, RequestBounds, parse_request
 from tests.conformance.jsbookie import (
     BUGS,
     JS_BOOKIE,
@@ -385,6 +387,13 @@ def test_a_line_longer_than_max_line_bytes_is_skipped(bookie: Bookie) -> None:
     assert (response["id"], response["error"]) == (None, "bad_request")
     # The rest of each line was skipped: the next line is a request again.
     assert bookie.one(add(9, 1, 0)) == {"id": 9, "ok": True}
+    # The bound is on the line without its newline: max_line_bytes itself is a request.
+    head, tail = b'{"id":10,', b'"op":"read","ledger":1,"entry":0}'
+    exact = head + b" " * (MAX_LINE - len(head) - len(tail)) + tail
+    assert len(exact) == MAX_LINE
+    assert bookie.one(exact + b"\n") == {"id": 10, "ok": True, "data": b64(b"x")}
+    over = bookie.one(exact[:-1] + b" }\n")
+    assert (over["id"], over["error"]) == (10, "bad_request")
 
 
 def test_an_id_in_flight_is_answered_with_id_null(bookie: Bookie) -> None:
@@ -747,6 +756,7 @@ def test_recorded_run_passes_check_trace(tmp_path: Path) -> None:
         ("forget-fences", r"add 2:10 answered ok; allowed: fenced"),
         ("stale-cache", r"read 1:50 answered failed: no_entry; allowed: data"),
     ],
+    ids=["forget-fences", "stale-cache"],
 )
 def test_recorded_run_with_a_bug_fails_check_trace(tmp_path: Path, bug: str, named: str) -> None:
     trace = record_run(tmp_path, bug)
@@ -766,3 +776,99 @@ def test_ack_before_fsync_survives_kill_9_so_check_trace_passes(tmp_path: Path) 
 
 def test_every_bug_has_a_test() -> None:
     assert set(BUGS) == {"ack-before-fsync", "forget-fences", "stale-cache"}
+
+
+# --- differential: bookie.js rejects exactly what bkref's own parser rejects ------------------
+
+#: Requests to mutate: one of each op but shutdown (which would end the run).
+SEEDS = [
+    b'{"id":1,"op":"add","ledger":7,"entry":0,"key":"c0ffee","data":"aGVsbG8="}',
+    b'{"id": 2, "op": "read", "ledger": 7, "entry": 1}',
+    b'{"id":3,"op":"fence","ledger":7,"key":"C0FFEE"}',
+    b'{"id":4,"op":"delete","ledger":8}',
+    b'{"id":5,"op":"gc","force":false}',
+    b'{"id":6,"op":"write_close","ledger":1,"key":""}',
+    b'{"id":-7,"op":"checkpoint"}',
+    b'{"id":8,"op":"inspect"}',
+]
+#: Pieces a mutation inserts or substitutes.
+PIECES = [
+    b'"', b"{", b"}", b",", b":", b"0", b"1", b"-", b".", b"e", b"+", b"\\", b"u", b" ", b"\t",
+    b"\x0b", b"\xc3\xa9", b"\xff", b"=", b"a", b"/", b"[", b"]", b"\\u0041", b"\\n", b"null",
+    b"9223372036854775808", b"1.0", b"\x00", b',"id":1', b',"x":1', b',"entry":5',
+]  # fmt: skip
+#: Field values, legal and not, for requests built field by field.
+VALUES = [
+    b"0", b"-1", b"-0", b"7", b"9223372036854775807", b"9223372036854775808",
+    b"-9223372036854775808", b"-9223372036854775809", b"1" + b"0" * 60, b"1.0", b"1e3",
+    b'""', b'"00"', b'"C0FFEE"', b'"abc"', b'"zz"', b'"%s"' % (b"ab" * MAX_KEY), b'"%s"' % LONG_KEY,
+    b'"aGVsbG8="', b'"aGVsbG9="', b'"YQ=="', b'"YR=="', b'"YQ="', b'"Y==="', b'"aGVs\\u0062G8="',
+    b'"ab+/"', b'"-_=="', b'" YQ=="', b'"YQ==\\n"', b'"\\u0030\\u0030"', b'"\\/w=="', b"true",
+    b"false", b"null", b"[]", b"{}", b'"1"',
+]  # fmt: skip
+OP_FIELDS = {
+    "add": ["ledger", "entry", "key", "data"], "read": ["ledger", "entry"],
+    "fence": ["ledger", "key"], "delete": ["ledger"], "gc": ["force"],
+    "write_close": ["ledger", "key"], "checkpoint": [], "inspect": [], "nope": [],
+}  # fmt: skip
+
+
+def _drawn_line(rng: random.Random) -> bytes:
+    if rng.random() < 0.3:  # a valid request, mutated byte-wise
+        line = rng.choice(SEEDS)
+        for _ in range(rng.randint(1, 3)):
+            i = rng.randrange(len(line) + 1)
+            kind = rng.randrange(3)
+            piece = rng.choice(PIECES)
+            if kind == 0:
+                line = line[:i] + line[i + 1 :]
+            elif kind == 1:
+                line = line[:i] + piece + line[i:]
+            else:
+                line = line[:i] + piece + line[i + 1 :]
+        return line
+    name = rng.choice(list(OP_FIELDS))
+    names = ["id", "op", *OP_FIELDS[name]]
+    if rng.random() < 0.15:
+        names.append(rng.choice(["id", "op", "ledger", "entry", "key", "data", "force", "x"]))
+    if rng.random() < 0.15:
+        names.pop(rng.randrange(len(names)))
+    rng.shuffle(names)
+    parts = []
+    for field in names:
+        if field == "op":
+            value = json.dumps(name).encode() if rng.random() < 0.95 else rng.choice(VALUES)
+        elif field == "id":
+            good = rng.choice([b"1", b"-3", b"9223372036854775807"])
+            value = good if rng.random() < 0.9 else rng.choice(VALUES)
+        else:
+            value = rng.choice(VALUES)
+        parts.append(b'"%s"%s:%s' % (field.encode(), rng.choice([b"", b" ", b"\t"]), value))
+    return b"{" + b",".join(parts) + b"}"
+
+
+def test_bookie_js_rejects_exactly_what_bkrefs_parser_rejects(data_dir: Path) -> None:
+    """bkref record judges which requests are malformed with bkref's own parser; a bookie
+    that disagreed would be recorded wrongly. 3000 drawn lines, one at a time."""
+    rng = random.Random(12)
+    bounds = RequestBounds(data_max_bytes=MAX_DATA, key_max_bytes=MAX_KEY)
+    lines: list[bytes] = []
+    while len(lines) < 3000:
+        line = _drawn_line(rng)
+        if b"\n" in line or line.endswith(b"\r") or not line.strip(b" \t\r"):
+            continue
+        lines.append(line)
+    rejected = with_id = 0
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        for line in lines:
+            got = bookie.one(line + b"\n")
+            want = parse_request(line, bounds)
+            if isinstance(want, Rejection):
+                rejected += 1
+                with_id += want.id is not None
+                assert (got["id"], got.get("error")) == (want.id, want.code), (line, want, got)
+            else:
+                assert got.get("error") != "bad_request", (line, got)
+        assert bookie.close() == 0
+    assert 1000 < rejected < 2900 and with_id > 500, (rejected, with_id)
