@@ -243,7 +243,14 @@ class ConformanceCollector(pytest.Collector):
 
     def collect(self) -> list[ScenarioItem]:
         run = self.config.stash[_RUN]
-        return [ScenarioItem.from_parent(self, name=f"scenario[{i}]", index=i) for i in run.indices]
+        # The ids are given as strings, so they parse exactly as the ids pytest keeps in its
+        # cache (``--lf`` compares the two).
+        return [
+            ScenarioItem.from_parent(
+                self, name=f"scenario[{i}]", nodeid=f"{COLLECTOR_NAME}::scenario[{i}]", index=i
+            )
+            for i in run.indices
+        ]
 
 
 class ScenarioItem(pytest.Item):

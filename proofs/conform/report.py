@@ -333,6 +333,8 @@ main { max-width: 1200px; margin: 0 auto; padding: 0 24px 48px; }
 header.verdict { padding: 20px 24px; color: #fff; }
 header.verdict h1 { margin: 0 0 4px; font-size: 30px; letter-spacing: .5px; }
 header.verdict p { margin: 0; font-size: 17px; }
+header.verdict p.jump { margin-top: 6px; font-size: 15px; }
+header.verdict a { color: #fff; }
 .v-pass { background: #1f7a3f; } .v-fail { background: #b3261e; }
 .v-cannot-run { background: #8a5a00; }
 h2 { margin: 32px 0 10px; font-size: 21px; border-bottom: 2px solid #d5d9df;
@@ -591,6 +593,18 @@ def _shorten(text: str, limit: int = 140) -> str:
     return first if len(first) <= limit and "\n" not in text else first[: limit - 1] + "…"
 
 
+def _jump_html(failing: Sequence[ScenarioResult]) -> str:
+    """Links from the verdict to each failure, so the first thing read leads to the story."""
+    if not failing:
+        return ""
+    links = ", ".join(
+        f'<a href="#scenario-{s.index}">scenario {s.index} '
+        f"({_e(s.failure.check or s.failure.kind if s.failure else s.verdict)})</a>"
+        for s in failing
+    )
+    return f'<p class="jump">Failures: {links}</p>'
+
+
 def render_html(run: RunResult) -> str:
     """The run as one self-contained HTML page."""
     word = verdict_word(run)
@@ -649,7 +663,7 @@ def render_html(run: RunResult) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>"
         f'<header class="verdict v-{word.lower().replace(" ", "-")}" id="verdict">'
-        f"<h1>{_e(word)}</h1><p>{_e(verdict_sentence(run))}</p></header>"
+        f"<h1>{_e(word)}</h1><p>{_e(verdict_sentence(run))}</p>{_jump_html(failing)}</header>"
         f"<main>{''.join(sections)}"
         f"<footer>Written by bkref conform at "
         f"{_e(time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime()))}. Replay a failure with "

@@ -30,10 +30,12 @@ pytest_plugins = ["pytester"]
 
 #: Load the plugin by name (the module is already imported here, so pytest cannot rewrite
 #: its asserts, and says so: it has none to rewrite).
-LOAD = (
-    *("-p", "no:bkref", "-p", "proofs.conform.pytest_plugin", "-p", "no:cacheprovider"),
+PLUGIN = (
+    *("-p", "no:bkref", "-p", "proofs.conform.pytest_plugin"),
     *("-W", "ignore::pytest.PytestAssertRewriteWarning"),
 )
+#: And no cache left in the scratch directory, but where a test needs it.
+LOAD = (*PLUGIN, "-p", "no:cacheprovider")
 
 
 class FakeConformance:
@@ -175,6 +177,16 @@ def test_scenarios_are_selected_by_k_or_by_option(
     result = pytester.runpytest(*LOAD, "--bkref-adapter", "./b", "--bkref-scenarios", "2,12")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "has scenarios 0 to 11; 12 is not one of them" in result.stderr.str()
+
+
+def test_last_failed_runs_again_only_the_failed_scenarios(
+    pytester: pytest.Pytester, fake: dict[str, Any]
+) -> None:
+    fake["kwargs"] = {"count": 4, "results": {2: attrs.evolve(runs.FAILED, index=2)}}
+    pytester.runpytest(*PLUGIN, "--bkref-adapter", "./b").assert_outcomes(passed=3, failed=1)
+    result = pytester.runpytest(*PLUGIN, "--bkref-adapter", "./b", "--lf")
+    result.assert_outcomes(failed=1, deselected=3)
+    assert fake["conformance"].ran == [2]
 
 
 def test_the_reports_are_written_where_asked(

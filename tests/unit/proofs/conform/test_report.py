@@ -109,6 +109,9 @@ def test_the_page_of_a_failing_run() -> None:
     assert header.find_all("h1")[0].text() == "FAIL"
     assert "v-fail" in header.classes
     assert "1 of 5 scenarios failed; 1 of 5 scenarios could not be carried out" in header.text()
+    jump = header.find_all("p", "jump")[0]
+    assert [a.attributes["href"] for a in jump.find_all("a")] == ["#scenario-3", "#scenario-4"]
+    assert jump.text() == "Failures: scenario 3 (durability), scenario 4 (error)"
     assert page.index('id="verdict"') < page.index('id="checks"') < page.index('id="failures"')
 
     # Self-contained: its style inline, no script, nothing fetched, links only inside it.
