@@ -27,7 +27,8 @@ Why it is shaped so:
 - The bookie is started once, before the first scenario, to read its ready line
   (``Conformance.capabilities``). If it cannot start, that first item errors with its stderr,
   and every other item errors with the same message at once instead of waiting for the same
-  start timeout again.
+  start timeout again. The same holds when a scenario finds the bookie no longer starts, or
+  the lazy disk cannot be mounted (the runner raises a BkrefError only then).
 - :func:`make_conformance` is the one place the runner is built; the plugin's own tests
   replace it (monkeypatch) with a fake, so they run without any bookie.
 
@@ -265,9 +266,16 @@ class ScenarioItem(pytest.Item):
 
     def runtest(self) -> None:
         from proofs.conform.report import failure_text
+        from spec.errors import BkrefError
 
         run = self.config.stash[_RUN]
-        result = run.conformance().run_one(self.index)
+        try:
+            result = run.conformance().run_one(self.index)
+        except BkrefError as e:
+            # The runner raises only when no scenario can run (the bookie no longer starts,
+            # the lazy disk cannot be mounted): the items after this one fail at once.
+            run.cannot_run = str(e)
+            pytest.fail(f"the bookie could not be run:\n{e}", pytrace=False)
         run.results[self.index] = result
         if result.verdict != "pass":
             pytest.fail(failure_text(result), pytrace=False)

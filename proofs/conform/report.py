@@ -22,7 +22,8 @@ Why it is shaped so:
   coverage matrix), then each failure told step by step with the command that replays it,
   then the table of scenarios.
 - A JUnit file that says nothing when the bookie could not start would show green in CI; so
-  a run that could not start is one test case in error, with the bookie's stderr.
+  a run the bookie could not start (or restart, part way) has a test case ``start`` in
+  error, with the bookie's stderr.
 
 Not built: a report streamed while the run goes on (the terminal's progress lines are the
 runner's, proofs/conform/runner.py); merging the reports of several runs.
@@ -96,12 +97,16 @@ def verdict_sentence(run: RunResult) -> str:
     if n == 0:
         return "No scenario was selected, so nothing was checked."
     parts = []
+    if run.error is not None:
+        parts.append(f"The run stopped after {_n(n, 'scenario')}: the bookie could not be run")
     if counts["fail"]:
         parts.append(f"{counts['fail']} of {_n(n, 'scenario')} failed")
     if counts["error"]:
         parts.append(f"{counts['error']} of {_n(n, 'scenario')} could not be carried out")
     if not parts:
-        return f"All {_n(n, 'scenario')} passed every check."
+        return f"All {n} scenarios passed every check." if n > 1 else "It passed every check."
+    if run.error is not None and not counts["fail"] and not counts["error"]:
+        parts.append(f"{_n(counts['pass'], 'scenario')} before it passed")
     return "; ".join(parts) + "."
 
 
@@ -242,7 +247,7 @@ def failure_text(scenario: ScenarioResult) -> str:
 def junit_tree(run: RunResult) -> ET.ElementTree[ET.Element]:
     """The run as JUnit XML: one testsuite, one testcase per scenario."""
     counts = Counter(s.verdict for s in run.scenarios)
-    start_error = run.error is not None and not run.scenarios
+    start_error = run.error is not None
     suite = ET.Element(
         "testsuite",
         {

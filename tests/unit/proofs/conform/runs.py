@@ -5,6 +5,8 @@ its own tests)."""
 
 from __future__ import annotations
 
+import attrs
+
 from proofs.conform.results import Capabilities, Cell, Failure, RunResult, ScenarioResult
 
 ADAPTER = "./mybookie --data {data_dir}"
@@ -175,4 +177,13 @@ def cannot_run() -> RunResult:
         seconds=0.1,
         error="the bookie exited with status 127 before its ready line\nstderr:\n"
         "sh: ./missing: not found <&>\x1b[0m",
+    )
+
+
+def stopped_run() -> RunResult:
+    """The bookie stopped starting after one scenario passed."""
+    return attrs.evolve(
+        pass_run(),
+        scenarios=(passing(0),),
+        error="the bookie exited with status 1 before its ready line: disk full",
     )

@@ -46,7 +46,9 @@ class FakeConformance:
         count: int = 3,
         results: dict[int, ScenarioResult] | None = None,
         cannot_run: str | None = None,
+        stops_starting_at: frozenset[int] = frozenset(),
     ) -> None:
+        self.stops_starting_at = stops_starting_at
         self.count = count
         self.results = results or {}
         self.cannot_run = cannot_run
@@ -64,6 +66,8 @@ class FakeConformance:
 
     def run_one(self, index: int) -> ScenarioResult:
         self.ran.append(index)
+        if index in self.stops_starting_at:
+            raise BkrefError("--lazy-disk cannot be used here: /dev/fuse is missing")
         return self.results.get(index, runs.passing(index))
 
 
@@ -159,6 +163,22 @@ def test_a_bookie_that_cannot_start_errors_every_item_once(
     assert out.count("the bookie could not be run:") >= 3
     assert "sh: nope" in out
     assert "bkref conform: CANNOT RUN. The bookie could not be run" in out
+
+
+def test_a_run_that_cannot_go_on_fails_the_remaining_items_at_once(
+    pytester: pytest.Pytester, fake: dict[str, Any]
+) -> None:
+    fake["kwargs"] = {"count": 4, "stops_starting_at": frozenset({1})}
+    result = pytester.runpytest(*LOAD, "--bkref-adapter", "./b", "--bkref-lazy-disk")
+    result.assert_outcomes(passed=1, failed=1, errors=2)
+    assert fake["conformance"].ran == [0, 1]
+    out = result.stdout.str()
+    assert out.count("/dev/fuse is missing") >= 3
+    assert (
+        "bkref conform: CANNOT RUN. The run stopped after 1 scenario: the bookie could not be "
+        "run; 1 scenario before it passed." in out
+    )
+    assert "the bookie could not be run:" in out
 
 
 def test_scenarios_are_selected_by_k_or_by_option(

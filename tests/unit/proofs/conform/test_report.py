@@ -214,6 +214,24 @@ def test_the_page_of_a_bookie_that_cannot_start() -> None:
     assert "No scenario was carried out." in root.by_id("scenarios").text()
 
 
+def test_a_run_that_stopped_part_way_says_so_everywhere(tmp_path: Path) -> None:
+    run = runs.stopped_run()
+    assert run.exit_code == 2
+    sentence = (
+        "The run stopped after 1 scenario: the bookie could not be run; 1 scenario before it "
+        "passed."
+    )
+    root, _ = parse(report.render_html(run))
+    assert root.by_id("verdict").text() == "CANNOT RUN" + sentence
+    assert "disk full" in root.by_id("cannot-run").text()
+    suite = _junit(run, tmp_path)
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("2", "0", "1")
+    assert [c.get("name") for c in suite.findall("testcase")] == ["start", "scenario-0"]
+    text = report.terminal_summary(run)
+    assert text.splitlines()[0] == f"bkref conform: CANNOT RUN. {sentence}"
+    assert "    the bookie exited with status 1 before its ready line: disk full" in text
+
+
 def _junit(run: RunResult, tmp_path: Path) -> ET.Element:
     path = tmp_path / "junit.xml"
     report.write_junit(run, str(path))
