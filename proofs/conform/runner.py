@@ -37,6 +37,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import shlex
 import shutil
 import tempfile
@@ -302,6 +303,11 @@ class _Session:
         request_id = self.next_id
         self.next_id += 1
         line = json.dumps(_request(request_id, action), separators=(",", ":")).encode() + b"\n"
+        if isinstance(action, DeleteAction):
+            # Every add answered before the delete is sent: an ack the runner reads only
+            # after it sent the delete is recorded in the delete's window (spec/trace.md),
+            # which claims the add was answered ok after its ledger was deleted.
+            self.settle()
         self._pump_ready()
         if not isinstance(action, ProbeAction):
             self.recorder.request(line)
@@ -462,6 +468,7 @@ class _Session:
             self._ended_unasked()
         self._wait(lambda: request_id not in self.in_flight, "the answer to shutdown")
         process = self.process
+        process.close_stdin()  # a bookie behind a relay may read until the end of input
         deadline = time.monotonic() + EXIT_TIMEOUT_S
         while (line_ := process.take(deadline - time.monotonic())) not in (EOF, None):
             assert line_ is not None
@@ -498,6 +505,16 @@ class _Session:
             self.out.failure = stop.failure
             self.abandon()
         return self.out
+
+
+def _same(got: Failure, wanted: Failure) -> bool:
+    """Whether a shrink candidate fails the same way: the same kind and check, and (for the
+    model's failures) at a step of the same operation, so shrinking does not drift to
+    another failure of the same class."""
+    op = re.compile(r"^step \d+ \((\w+)\)")
+    found, expected = op.match(got.message), op.match(wanted.message)
+    same_op = (found and found.group(1)) == (expected and expected.group(1))
+    return (got.kind, got.check) == (wanted.kind, wanted.check) and same_op
 
 
 class Conformance:
@@ -667,7 +684,11 @@ class Conformance:
             judged = [report.step for report in verdict.reports]
             reads = sum(isinstance(step.op, Read) and not step.result.crashed for step in judged)
             acked = summarize(judged).adds_acknowledged
-            if verdict.failure is not None and (failure is None or failure.kind != "error"):
+            # The runner's own capability and error findings stand; a framing or progress
+            # failure gives way to the model's, whose trace is the evidence.
+            if verdict.failure is not None and (
+                failure is None or failure.kind not in ("error", "capability")
+            ):
                 model = verdict.failure
                 failure = Failure(
                     kind=model.kind,
@@ -814,11 +835,7 @@ class Conformance:
                 budget -= 1
                 result, run, run_trace = self._attempt(scenario.with_actions(tuple(candidate)))
                 got = result.failure
-                if (
-                    result.verdict == "fail"
-                    and got is not None
-                    and (got.kind, got.check) == (failure.kind, failure.check)
-                ):
+                if result.verdict == "fail" and got is not None and _same(got, failure):
                     actions = candidate
                     scenario, failure, execution, trace = (
                         scenario.with_actions(tuple(actions)),
