@@ -170,6 +170,10 @@ class LazyDiskOperations(mfusepy.Operations):  # type: ignore[misc]
             raise mfusepy.FuseOSError(errno.EBADF)
         return handle
 
+    def open_files(self) -> int:
+        """Open file handles (the caller holds ``mutex``)."""
+        return len(self._files)
+
     def forget_handles(self) -> None:
         """Drop every open file and directory (the caller holds ``mutex``): after a crash or
         a process kill the disk's handles are invalid; late releases find nothing."""

@@ -137,6 +137,12 @@ class LazyDisk:
         """Requests served, by operation name."""
         return dict(self._ops.requests)
 
+    def open_files(self) -> int:
+        """Files the mount holds open: the kernel sends a release after close(2) returns,
+        so a test that compares pending operations waits for this to reach what it expects."""
+        with self._ops.mutex:
+            return self._ops.open_files()
+
     def unsynced_operations(self) -> int:
         """Pending operations: the indices a crash plan's KeepPrefix/KeepSubset range over."""
         with self._ops.mutex:
