@@ -181,10 +181,7 @@ class LazyDiskOperations(mfusepy.Operations):  # type: ignore[misc]
         self._dirs.clear()
 
     def _attrs(self, info: SimStat) -> dict[str, Any]:
-        if info.is_dir:
-            mode = stat.S_IFDIR | 0o755
-        else:
-            mode = stat.S_IFREG | 0o644
+        mode = (stat.S_IFDIR | 0o755) if info.is_dir else (stat.S_IFREG | 0o644)
         return {
             "st_mode": mode,
             "st_ino": info.inode + INODE_BASE,
@@ -231,9 +228,7 @@ class LazyDiskOperations(mfusepy.Operations):  # type: ignore[misc]
 
         return self._call("getattr", action)
 
-    def readdir(
-        self, path: str | None, fh: int
-    ) -> list[tuple[str, dict[str, int], int]]:
+    def readdir(self, path: str | None, fh: int) -> list[tuple[str, dict[str, int], int]]:
         """Each entry with its inode number: with ``use_ino`` a zero one would reach the
         program, and glibc's readdir skips entries whose d_ino is 0."""
 

@@ -320,7 +320,9 @@ def plans(draw: st.DrawFn, pending: int) -> CrashPlan:
     if kind == "torn":
         return TornWrite(count, draw(st.integers(0, 4)))
     if kind == "sectors":
-        return TornSectors(count, frozenset(draw(st.sets(st.integers(0, 4)))), draw(st.integers(0, 9)))
+        return TornSectors(
+            count, frozenset(draw(st.sets(st.integers(0, 4)))), draw(st.integers(0, 9))
+        )
     if kind == "subset":
         return KeepSubset(frozenset(draw(st.sets(st.integers(0, max(0, pending - 1))))))
     if kind == "all":
