@@ -136,10 +136,15 @@ def run(args: argparse.Namespace) -> int:
             )
             return EXIT_CANNOT_RUN
     result = conformance.run(indices)
-    for line in summary_lines(result):
-        say(line)
     if args.report:
         _write_reports(result, args.report)
+    try:
+        from proofs.conform.report import terminal_summary
+    except ImportError:
+        for line in summary_lines(result):
+            say(line)
+    else:
+        print(terminal_summary(result, args.report), file=sys.stderr, flush=True)
     return result.exit_code
 
 
@@ -150,8 +155,7 @@ def _write_reports(result: RunResult, directory: str) -> None:
         say("--report: the reports are not built in this bkref (proofs/conform/report.py)")
         return
     try:
-        for path in write_reports(result, directory):
-            say(f"report: {path}")
+        write_reports(result, directory)
     except OSError as exc:
         say(f"--report: cannot write to {directory}: {exc.strerror or exc}")
 

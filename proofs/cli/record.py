@@ -195,7 +195,9 @@ def _gc_result(request_id: int, document: dict[str, Any], say: Callable[[str], N
     """The Result of an ok ``gc`` response: its statistics (io_error when they are missing)."""
     try:
         fields = {name: document[name] for name in GC_FIELDS}
-        if not all(isinstance(v, int) and not isinstance(v, bool) for v in list(fields.values())[1:]):
+        if not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in list(fields.values())[1:]
+        ):
             raise ValueError(fields)
         return Result(gc=GcReport(**fields))
     except (KeyError, ValueError, TypeError):

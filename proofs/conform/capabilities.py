@@ -41,10 +41,6 @@ class CapabilityError(BkrefError):
     it holds and what spec/adapter.md wants there."""
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _describe(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -56,14 +52,14 @@ def parse_ready(line: bytes) -> Capabilities:
     or contradicts another."""
     document = _document(line)
     version = document.get("version")
-    if not _is_int(version) or version not in VERSIONS:
+    if not isinstance(version, int) or isinstance(version, bool) or version not in VERSIONS:
         raise CapabilityError(
             f"ready line: field 'version' is {_describe(version)}; this runner speaks "
             f"version 1 or 2 of spec/adapter.md"
         )
     for name in LIMIT_FIELDS:
         value = document.get(name)
-        if not _is_int(value) or value <= 0:
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise CapabilityError(
                 f"ready line: field {name!r} is {_describe(value)}; it must be a positive "
                 "integer (spec/adapter.md, Start)"

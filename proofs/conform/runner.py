@@ -88,13 +88,14 @@ from spec.crash import (
     Unknown,
 )
 from spec.errors import BkrefError, TraceError
+from spec.ids import EntryId, LedgerId
 from spec.operations import OK, Crash, Read
 from spec.profile import Profile
 from spec.strict_json import STRICT_DECODER
-from spec.trace import Trace, TraceHeader, encode_header, encode_step, read_trace
 from spec.trace import Step as TraceStep
+from spec.trace import Trace, TraceHeader, encode_header, encode_step, read_trace
 
-__all__ = ["CannotRun", "Conformance", "DEFAULT_SHRINK_RUNS", "LazyDiskUnavailable"]
+__all__ = ["DEFAULT_SHRINK_RUNS", "CannotRun", "Conformance", "LazyDiskUnavailable"]
 
 #: Re-runs a shrink may spend (``--shrink-runs``).
 DEFAULT_SHRINK_RUNS = 60
@@ -126,7 +127,8 @@ def lazy_disk_unavailable() -> str | None:
         from proofs.lazydisk.mount import fuse_unavailable
     except ImportError as exc:
         return f"the lazy disk is not built in this bkref (proofs.lazydisk: {exc})"
-    return fuse_unavailable()
+    why: str | None = fuse_unavailable()
+    return why
 
 
 def reproduce_command(adapter: str, seed: int, index: int, profile: str, lazy_disk: bool) -> str:
@@ -418,9 +420,11 @@ class _Session:
         assert self.process is not None and self.recorder is not None
         if action.idle:
             self.settle()
-        if self._inspects:
+        if self._inspects and self.caps.state == "full":
             # The layout before the crash (which entry logs exist, what they hold): the
-            # model predicts what recovery may do from it.
+            # model predicts what recovery may do from it. Only for the full state: an
+            # inspect may make everything before it durable (the JavaScript bookie's does),
+            # which would hide what a power loss is there to find.
             self.send(InspectAction())
         plan: CrashPlan = action.plan if isinstance(action, PowerLossAction) else KillProcess()
         name = PLAN_NAMES[type(plan)]
@@ -596,7 +600,7 @@ class Conformance:
         try:
             words = [w.replace("{data_dir}", data_dir) for w in shlex.split(self.adapter)]
             return config_pairs(words, ())
-        except Exception:  # noqa: BLE001 (a foreign command's words need not be pairs)
+        except Exception:
             return ()
 
     def _ensure_work_dir(self) -> str:
@@ -775,7 +779,7 @@ class Conformance:
                 if ledger in execution.deleted:
                     continue
                 try:
-                    found = bookie.read_entry(ledger, entry)
+                    found = bookie.read_entry(LedgerId(ledger), EntryId(entry))
                 except BkrefError as exc:
                     return Failure(
                         kind="format",

@@ -71,8 +71,12 @@ def main() -> int:
                         data = bytearray(b"x")
                     document["data"] = base64.b64encode(bytes(data)).decode()
                 if mode == "lose-after-restart" and restarted and request["entry"] == 0:
-                    document = {"id": document["id"], "ok": False, "error": "no_entry",
-                                "message": "fake bookie: lost"}
+                    document = {
+                        "id": document["id"],
+                        "ok": False,
+                        "error": "no_entry",
+                        "message": "fake bookie: lost",
+                    }
             emit(document)
 
     thread = threading.Thread(target=relay_out)
@@ -80,8 +84,14 @@ def main() -> int:
     for raw in sys.stdin.buffer:
         request = json.loads(raw)
         if mode == "lie-gc" and request.get("op") == "gc":
-            emit({"id": request["id"], "ok": False, "error": "unsupported",
-                  "message": "fake bookie: no gc after all"})
+            emit(
+                {
+                    "id": request["id"],
+                    "ok": False,
+                    "error": "unsupported",
+                    "message": "fake bookie: no gc after all",
+                }
+            )
             continue
         with lock:
             ops[request["id"]] = request

@@ -77,9 +77,21 @@ BAD: list[tuple[str, dict[str, object], str]] = [
     ("answers unknown", {**V2, "answers": "mine"}, "'answers'"),
     ("answers type", {**V2, "answers": None}, "'answers'"),
     ("format type", {**V2, "format": []}, "'format'"),
-    ("format field", {**V2, "format": {"journal_dirs": ["/a"], "ledger_dirs": ["/b"], "x": 1}}, "format.x"),
-    ("format relative", {**V2, "format": {"journal_dirs": ["a"], "ledger_dirs": ["/b"]}}, "format.journal_dirs"),
-    ("format empty", {**V2, "format": {"journal_dirs": ["/a"], "ledger_dirs": []}}, "format.ledger_dirs"),
+    (
+        "format field",
+        {**V2, "format": {"journal_dirs": ["/a"], "ledger_dirs": ["/b"], "x": 1}},
+        "format.x",
+    ),
+    (
+        "format relative",
+        {**V2, "format": {"journal_dirs": ["a"], "ledger_dirs": ["/b"]}},
+        "format.journal_dirs",
+    ),
+    (
+        "format empty",
+        {**V2, "format": {"journal_dirs": ["/a"], "ledger_dirs": []}},
+        "format.ledger_dirs",
+    ),
     ("v2 field in v1", {**V1, "ops": []}, "'ops'"),
 ]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from proofs.conform.results import EXIT_CANNOT_RUN, EXIT_DIVERGENCE, EXIT_PASS
-from proofs.conform.runner import Conformance
+from proofs.conform.runner import Conformance, lazy_disk_unavailable
 from proofs.conform.scenario import GcAction
 from proofs.conform.targets import bkref_adapter_command
 
@@ -71,8 +71,20 @@ def test_a_missing_program_is_exit_2(tmp_path: Path) -> None:
 def test_a_wrong_read_is_caught_shrunk_and_replayed(tmp_path: Path) -> None:
     report = tmp_path / "report"
     done = conform(
-        "--adapter", fake("wrong-read"), "--seed", "2", "--scenario", "0", "--scenario", "1",
-        "--report", str(report), "--work-dir", str(tmp_path / "work"), "--shrink-runs", "40",
+        "--adapter",
+        fake("wrong-read"),
+        "--seed",
+        "2",
+        "--scenario",
+        "0",
+        "--scenario",
+        "1",
+        "--report",
+        str(report),
+        "--work-dir",
+        str(tmp_path / "work"),
+        "--shrink-runs",
+        "40",
     )
     assert done.returncode == EXIT_DIVERGENCE, done.stderr[-3000:]
     traces = sorted((report / "traces").glob("scenario-*.jsonl"))
@@ -82,13 +94,19 @@ def test_a_wrong_read_is_caught_shrunk_and_replayed(tmp_path: Path) -> None:
     assert "--seed 2 --scenario" in done.stderr
     check = subprocess.run(
         [sys.executable, "-m", "proofs.cli.main", "check-trace", str(trace)],
-        capture_output=True, text=True, timeout=CLI_TIMEOUT_S, check=False,
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT_S,
+        check=False,
     )
     assert check.returncode == 1
     assert "read" in check.stdout and "diverges from the model" in check.stdout
     explain = subprocess.run(
         [sys.executable, "-m", "proofs.cli.main", "explain", str(trace)],
-        capture_output=True, text=True, timeout=CLI_TIMEOUT_S, check=False,
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT_S,
+        check=False,
     )
     assert explain.returncode == 1 and "DIVERGENCE" in explain.stdout
 
@@ -175,8 +193,11 @@ def test_a_bookie_writing_garbage_on_stdout_fails(tmp_path: Path) -> None:
         "    print('starting the journal...', flush=True)\n"
     )
     runner = Conformance(
-        shlex.join([sys.executable, str(script)]), seed=1, work_dir=str(tmp_path / "w"),
-        shrink=False, response_timeout=10,
+        shlex.join([sys.executable, str(script)]),
+        seed=1,
+        work_dir=str(tmp_path / "w"),
+        shrink=False,
+        response_timeout=10,
     )
     result = runner.run_one(0)
     assert result.verdict == "fail" and result.failure is not None
@@ -187,3 +208,31 @@ def test_a_bookie_writing_garbage_on_stdout_fails(tmp_path: Path) -> None:
 def test_usage_errors(bad: str) -> None:
     done = conform("--adapter", "x", bad)
     assert done.returncode == 2
+
+
+@pytest.mark.skipif(lazy_disk_unavailable() is not None, reason=str(lazy_disk_unavailable()))
+def test_bkref_adapter_passes_power_losses_on_the_lazy_disk(tmp_path: Path) -> None:
+    runner = Conformance(bkref_adapter_command(), seed=1, work_dir=str(tmp_path), lazy_disk=True)
+    run = runner.run([0, 3])
+    assert [s.verdict for s in run.scenarios] == ["pass", "pass"], run.scenarios
+    assert sum(s.power_losses for s in run.scenarios) > 0
+
+
+def test_lazy_disk_unavailable_is_exit_2_or_works(tmp_path: Path) -> None:
+    why = lazy_disk_unavailable()
+    done = conform(
+        "--adapter",
+        bkref_adapter_command(),
+        "--seed",
+        "1",
+        "--scenario",
+        "0",
+        "--lazy-disk",
+        "--work-dir",
+        str(tmp_path),
+    )
+    if why is None:
+        assert done.returncode == EXIT_PASS, done.stderr[-3000:]
+    else:
+        assert done.returncode == EXIT_CANNOT_RUN
+        assert "install" in done.stderr

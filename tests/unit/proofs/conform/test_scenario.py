@@ -80,9 +80,9 @@ def test_the_workload_reaches_what_matters() -> None:
                 settled = set(added)
             if isinstance(action, ReadAction) and (action.ledger, action.entry) in settled:
                 seen.add("read of a settled entry")
-            if isinstance(action, KillAction | PowerLossAction) and not action.idle:
-                if isinstance(actions[i - 1], AddAction):
-                    seen.add("crash with adds in flight")
+            crash = isinstance(action, KillAction | PowerLossAction)
+            if crash and not action.idle and isinstance(actions[i - 1], AddAction):  # type: ignore[union-attr]
+                seen.add("crash with adds in flight")
             if isinstance(action, KillAction):
                 seen.add("kill")
             if isinstance(action, PowerLossAction):
