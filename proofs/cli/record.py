@@ -98,6 +98,7 @@ from spec.profile import ADAPTER_PROFILE, CHOICES, Profile
 from spec.state import AbstractState
 from spec.strict_json import STRICT_DECODER
 from spec.trace import (
+    GC_FIELDS,
     TRACE_VERSION,
     Step,
     TraceHeader,
@@ -119,8 +120,6 @@ PREFIX = "bkref record: "
 #: Adapter ops the recorder relays without recording them (none today: every adapter op of
 #: spec/operations.py is a step).
 UNRECORDED_OPS: frozenset[str] = frozenset()
-#: The statistics of an ok ``gc`` answer (spec/adapter.md), each a field of GcReport.
-GC_FIELDS = ("compaction", "logs_deleted", "logs_compacted", "entries_moved", "bytes_reclaimed")
 #: The adapter ops that are steps, and the declaration each becomes (spec/operations.py).
 STEP_OPS: dict[str, OperationSpec] = {
     spec.adapter_op: spec
