@@ -162,17 +162,18 @@ def run(args: argparse.Namespace) -> int:
         finally:
             bookie.shutdown()
 
-    ending = serve(
-        bookie,
-        start=driver.start,
-        shutdown=shutdown,
-        bounds=RequestBounds.from_max_sane_entry_size(config.max_sane_entry_size_bytes, limits),
-        stdin=open(sys.stdin.fileno(), "rb", buffering=STDIN_BUFFER_BYTES, closefd=False),
-        out=out,
-        log=say,
-        limits=limits,
-        claims=claims(config),
-    )
+    with open(sys.stdin.fileno(), "rb", buffering=STDIN_BUFFER_BYTES, closefd=False) as stdin:
+        ending = serve(
+            bookie,
+            start=driver.start,
+            shutdown=shutdown,
+            bounds=RequestBounds.from_max_sane_entry_size(config.max_sane_entry_size_bytes, limits),
+            stdin=stdin,
+            out=out,
+            log=say,
+            limits=limits,
+            claims=claims(config),
+        )
     code = EXIT_BY_ENDING[ending]
     if ending is Ending.INTERNAL_ERROR:
         sys.stderr.flush()
