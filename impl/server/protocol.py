@@ -328,9 +328,17 @@ def _base64_value(name: str, value: object, bounds: RequestBounds) -> bytes:
 
 def _b64decode_strict(text: bytes) -> bytes:
     """Standard base64, strictly (RFC 4648 section 4, with padding: no whitespace, no other
-    alphabet, padding only at the end), as ``base64.b64decode(text, validate=True)`` does
-    (it calls this), without its Python wrapper: one decoder for both paths. The unused
-    bits of a padded group are checked apart (_require_canonical_tail)."""
+    alphabet, padding only at the end, whole groups of four), with the decoder of
+    ``base64.b64decode(text, validate=True)`` (it calls the same), without its Python
+    wrapper: one decoder for both paths. The unused bits of a padded group are checked
+    apart (_require_canonical_tail). Issue 12: that decoder takes a lone ``=`` after a whole
+    group (``AAAA=`` is three zero bytes, as is ``AAAA``), so a byte string had two texts;
+    the length is now checked first."""
+    if len(text) % 4:
+        raise binascii.Error(
+            f"it is {len(text)} characters, not a multiple of 4 (base64 is written in groups "
+            "of four, the last padded with '=')"
+        )
     return binascii.a2b_base64(text, strict_mode=True)
 
 
@@ -490,18 +498,29 @@ def parse_add_fast(line: bytes, bounds: RequestBounds) -> FastAdd | None:
         data = _b64decode_strict(text)
     except binascii.Error:
         return None
-    if len(data) > data_max or (text[-1:] == b"=" and not _canonical_tail(text, data)):
+    if len(data) > data_max or not _canonical_tail(text, data):
         return None
     return request_id, LedgerId(ledger), EntryId(entry), binascii.unhexlify(key_text), data
 
 
+_B64_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+#: By byte: 1 when it is a base64 digit whose two low bits are zero (the last digit before
+#: one ``=`` carries 2 unused bits), resp. whose four low bits are (before ``==``: 4 bits).
+_ZERO_LOW_2 = bytes(int(c in _B64_ALPHABET and _B64_ALPHABET.index(c) & 3 == 0) for c in range(256))
+_ZERO_LOW_4 = bytes(
+    int(c in _B64_ALPHABET and _B64_ALPHABET.index(c) & 15 == 0) for c in range(256)
+)
+
+
 def _canonical_tail(text: bytes, decoded: bytes) -> bool:
-    """:func:`_require_canonical_tail`'s test, on bytes, as a bool."""
-    padding = 2 if text.endswith(b"==") else 1 if text.endswith(b"=") else 0
-    if not padding:
-        return True
-    tail = decoded[len(decoded) - (3 - padding) :]
-    return binascii.b2a_base64(tail, newline=False) == text[-4:]
+    """:func:`_require_canonical_tail`'s test on a text that decoded strictly: the unused
+    bits of the padded last group are zero. Read off the last digit before the padding (the
+    re-encoding the slow path compares differs from the text exactly when they are not)."""
+    if text[-2:] == b"==":
+        return _ZERO_LOW_4[text[-3]] == 1
+    if text[-1:] == b"=":
+        return _ZERO_LOW_2[text[-2]] == 1
+    return True
 
 
 def _request(request_id: int, op: Op, fields: Mapping[str, int | bytes | bool]) -> Request:

@@ -255,6 +255,20 @@ def test_dispatchers_with_and_without_the_fast_path_answer_alike() -> None:
         assert any(r.get("ok") is False and r.get("id") is None for r in fast.responses)
 
 
+def test_a_lone_padding_after_a_whole_group_is_refused() -> None:
+    # Found by the comparison above: Python's strict decoder takes "AAAA=" as three zero
+    # bytes, and the canonical-tail check let it through, so a byte string had two texts
+    # (spec/adapter.md: "each byte string has one text"). Both paths refuse it now.
+    for text in (b"AAAA=", b"aGVs=", b"aGVsbG8=A", b"QUFB=", b"QUFBQQ==="):
+        line = b'{"id":1,"op":"add","ledger":1,"entry":0,"key":"ab","data":"%s"}' % text
+        assert parse_add_fast(line, BOUNDS) is None
+        rejection = parse_request(line, BOUNDS)
+        assert isinstance(rejection, Rejection) and rejection.id == 1, (text, rejection)
+        assert "'data' must be a string in standard base64" in rejection.message
+    line = b'{"id":1,"op":"add","ledger":1,"entry":0,"key":"ab","data":"AAAA"}'
+    assert parse_add_fast(line, BOUNDS) == (1, 1, 0, b"\xab", bytes(3))
+
+
 def test_the_fast_path_sees_the_bounds_it_is_given() -> None:
     data = base64.b64encode(bytes(65)).decode()
     line = json.dumps(
