@@ -357,8 +357,10 @@ class Dispatcher:
         def done(*_: object) -> None:
             try:
                 error = ack.error
-                response = ok_response(request_id) if error is None else _error(request_id, error)
-                self._finish(request_id, response)
+                if error is None:  # the common answer, without ok_response's checks
+                    self._finish(request_id, {"id": request_id, "ok": True})
+                else:
+                    self._finish(request_id, _error(request_id, error))
             except Exception as exc:
                 self._log(f"internal error answering request {request_id}: {exc!r}")
                 with self._lock:
