@@ -147,6 +147,9 @@ class Dispatcher:
         self._in_flight: dict[int, Op] = {}
         self._stopped = False
         self._callback_error: Exception | None = None
+        #: Threads waiting on the condition (the reader for room, a stop for the drain):
+        #: an answer notifies only when there is one.
+        self._waiting = 0
         self._registered = 0
         self._answered = 0
         self._rejected = 0
@@ -374,7 +377,11 @@ class Dispatcher:
             if request_id in self._in_flight:
                 return False
             while len(self._in_flight) >= self._in_flight_max:
-                self._lock.wait()
+                self._waiting += 1
+                try:
+                    self._lock.wait()
+                finally:
+                    self._waiting -= 1
             self._in_flight[request_id] = op
             self._registered += 1
             return True
@@ -387,7 +394,8 @@ class Dispatcher:
                 return
             self._answered += 1
             self._send(response)
-            self._lock.notify_all()
+            if self._waiting:  # Condition.notify_all costs more than the rest of this
+                self._lock.notify_all()
 
     def _send(self, response: Response) -> None:
         self._sent += 1
@@ -402,9 +410,13 @@ class Dispatcher:
         except BkrefError as exc:
             failure = exc
         with self._lock:
-            self._lock.wait_for(
-                lambda: set(self._in_flight) <= {keep}, timeout=self._drain_timeout_s
-            )
+            self._waiting += 1
+            try:
+                self._lock.wait_for(
+                    lambda: set(self._in_flight) <= {keep}, timeout=self._drain_timeout_s
+                )
+            finally:
+                self._waiting -= 1
             left = sorted(set(self._in_flight) - {keep})
         for request_id in left:
             message = (
