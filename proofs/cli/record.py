@@ -13,14 +13,17 @@ stderr. The exit status is the child's (128 + the signal if a signal ended it).
 The mapping (spec/trace.md, "Recorded by bkref record", says the same):
 
 - Each well-formed request whose op is ``add``, ``read``, ``fence``, ``delete``,
-  ``checkpoint`` or ``shutdown`` (the operations of spec/operations.py with an
+  ``checkpoint``, ``gc`` or ``shutdown`` (the operations of spec/operations.py with an
   ``adapter_op``) is one step, numbered in the order requests pass through the recorder.
   ``inspect`` is not a step: its ``state`` (without ``fenced_ledgers``,
-  ``compaction_files`` and each log's ``ledgers``) becomes the state of the latest step.
+  ``compaction_files`` and each log's ``ledgers``) becomes the state of the latest step. A
+  ``gc`` is a step too, and an ok answer's statistics (compaction, logs_deleted,
+  logs_compacted, entries_moved, bytes_reclaimed) are its result; an ok answer without them
+  is recorded as ``io_error`` (the model could not judge what the cycle did).
   Malformed requests (spec/adapter.md "Malformed requests", judged by the protocol's own
-  parser with the limits of the ready line, and ids still in flight), ``write_close``,
-  ``gc`` and responses with id null are relayed, not recorded.
-- Synchronous requests (read, delete, checkpoint, inspect, shutdown: the adapter answers
+  parser with the limits of the ready line, and ids still in flight), ``write_close`` and
+  responses with id null are relayed, not recorded.
+- Synchronous requests (read, delete, checkpoint, gc, inspect, shutdown: the adapter answers
   them before it reads the next request) are held: the next client line is not relayed
   before their response came (or the child ended), so the trace's order is the bookie's.
   Adds and fences are not held (a group commit needs many in flight). Client lines are also
@@ -83,6 +86,7 @@ from spec.operations import (
     REGISTRY,
     Completion,
     Crash,
+    GcReport,
     Operation,
     OperationSpec,
     Restart,
@@ -112,10 +116,11 @@ SIGNAL_EXIT_BASE = 128
 
 PREFIX = "bkref record: "
 
-#: Adapter ops the recorder relays without recording them yet: a ``gc`` answers its
-#: statistics, which the recorder does not carry into a step (spec/trace.md, "Recorded by
-#: ``bkref record``").
-UNRECORDED_OPS = frozenset({"gc"})
+#: Adapter ops the recorder relays without recording them (none today: every adapter op of
+#: spec/operations.py is a step).
+UNRECORDED_OPS: frozenset[str] = frozenset()
+#: The statistics of an ok ``gc`` answer (spec/adapter.md), each a field of GcReport.
+GC_FIELDS = ("compaction", "logs_deleted", "logs_compacted", "entries_moved", "bytes_reclaimed")
 #: The adapter ops that are steps, and the declaration each becomes (spec/operations.py).
 STEP_OPS: dict[str, OperationSpec] = {
     spec.adapter_op: spec
@@ -324,6 +329,8 @@ class Recorder:
         """The Result of a response to step ``target``."""
         if document.get("ok") is True:
             op = self._op_of(target)
+            if op is not None and op.name == "gc":
+                return self._gc_result(request_id, document)
             if op is None or op.name != "read":
                 return OK
             data = document.get("data")
@@ -339,6 +346,25 @@ class Recorder:
             self._say(f"response {request_id}: unknown error code {code!r}; recorded as io_error")
             return failed("io_error")
         return failed(code)
+
+    def _gc_result(self, request_id: int, document: dict[str, Any]) -> Result:
+        """The Result of an ok ``gc`` answer: its statistics, or io_error without them."""
+        kind = document.get("compaction")
+        counts = [document.get(name) for name in GC_FIELDS[1:]]
+        problem = None
+        if not isinstance(kind, str):
+            problem = "no compaction kind"
+        elif not all(isinstance(n, int) and not isinstance(n, bool) for n in counts):
+            problem = f"{', '.join(GC_FIELDS[1:])} must be integers"
+        else:
+            try:
+                report = GcReport(kind, *counts)  # type: ignore[arg-type]
+            except ValueError as exc:
+                problem = str(exc)
+            else:
+                return Result(gc=report)
+        self._say(f"response {request_id}: an ok gc without its statistics ({problem}); io_error")
+        return failed("io_error")
 
     def _op_of(self, index: int) -> Operation | None:
         return self._open.op if self._open is not None and self._open.index == index else None

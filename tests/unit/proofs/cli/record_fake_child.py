@@ -3,7 +3,8 @@
 response is written.
 
 Modes (argv[1]): ``eager`` answers adds and fences at once; ``lazy`` queues their answers
-until a synchronous request, a ``gc`` (which answers the queue, then ``unsupported``) or the
+until a synchronous request, a ``write_close`` (which answers the queue, then
+``unsupported``; a ``gc`` answers the queue, then GC_ANSWER) or the
 end of input; ``noready`` exits 3 before its ready line; ``fail-at-eof`` answers the queue
 at the end of input and exits 1; ``copy`` writes every input line, byte for byte, to the file
 argv[2], and writes the odd output lines of RAW_OUTPUT. A read of ledger 666 kills the
@@ -17,6 +18,14 @@ import os
 import signal
 import sys
 
+#: A gc's statistics: a cycle that did nothing.
+GC_ANSWER = {
+    "compaction": "none",
+    "logs_deleted": 0,
+    "logs_compacted": 0,
+    "entries_moved": 0,
+    "bytes_reclaimed": 0,
+}
 #: What ``copy`` writes after its ready line: spaces, a non-JSON line, an escape, no "\n".
 RAW_OUTPUT = (
     b'{ "id" : null , "ok":false,"error":"bad_request","message":"x"}\n'
@@ -101,9 +110,12 @@ def main() -> int:
             out({"id": rid, "ok": True})
         elif op == "inspect":
             out({"id": rid, "ok": True, "state": STATE})
+        elif op == "write_close":
+            flush()
+            out({"id": rid, "ok": False, "error": "unsupported", "message": "no write_close"})
         elif op == "gc":
             flush()
-            out({"id": rid, "ok": False, "error": "unsupported", "message": "no gc"})
+            out({"id": rid, "ok": True, **GC_ANSWER})
         elif op == "shutdown":
             flush()
             out({"id": rid, "ok": True})

@@ -44,6 +44,8 @@ from spec.operations import (
     Completion,
     Crash,
     Fence,
+    Gc,
+    GcReport,
     Read,
     Restart,
     Result,
@@ -219,7 +221,11 @@ def test_an_inspect_state_goes_to_the_latest_step(tmp_path: Path) -> None:
         rec.ready()
         rec.send(add(1, 7, 0))
         rec.receive()
-        rec.send({"id": 2, "op": "inspect"}, {"id": 3, "op": "gc", "force": True}, "junk")
+        rec.send(
+            {"id": 2, "op": "inspect"},
+            {"id": 3, "op": "write_close", "ledger": 7, "key": KEY},
+            "junk",
+        )
         rec.responses(3)
         assert rec.close() == 0
     first, shutdown = steps(trace)
@@ -234,9 +240,13 @@ def test_an_inspect_state_goes_to_the_latest_step(tmp_path: Path) -> None:
 def test_a_response_after_an_inspect_drops_the_state_it_predates(tmp_path: Path) -> None:
     trace = tmp_path / "t.jsonl"
     with Recording(trace, fake_child("lazy")) as rec:
-        # The inspect is answered while the add waits; gc then releases the add's answer in
+        # The inspect is answered while the add waits; write_close then releases the add's answer in
         # the same window: the state is older than the ack, so it is dropped.
-        rec.send(add(1, 7, 0), {"id": 2, "op": "inspect"}, {"id": 3, "op": "gc", "force": True})
+        rec.send(
+            add(1, 7, 0),
+            {"id": 2, "op": "inspect"},
+            {"id": 3, "op": "write_close", "ledger": 7, "key": KEY},
+        )
         rec.responses(3)
         assert rec.close() == 0
     first = steps(trace)[0]
@@ -409,7 +419,8 @@ def test_holds_are_asked_for_synchronous_requests_only() -> None:
     ]
     for rid, request in enumerate(synchronous, start=4):
         assert fed.request({"id": rid, **request}) == rid
-    assert fed.request({"id": 9, "op": "gc", "force": True}) is None
+    assert fed.request({"id": 9, "op": "gc", "force": True}) == 9
+    assert fed.request({"id": 11, "op": "write_close", "ledger": 7, "key": KEY}) is None
     assert fed.request({"id": 10, "op": "shutdown"}) == 10
 
 
@@ -580,3 +591,37 @@ def test_recording_bkref_adapter_through_crashes_and_restarts(tmp_path: Path) ->
     burst = range(ops.index("shutdown") + 1, crash)
     assert 50 <= len([i for i in burst if i in acked]) < 400
     assert any(s.state is not None for s in trace.steps)
+
+
+def test_a_gc_is_a_step_with_its_statistics() -> None:
+    fed = Fed()
+    stats = {
+        "compaction": "major",
+        "logs_deleted": 2,
+        "logs_compacted": 1,
+        "entries_moved": 5,
+        "bytes_reclaimed": 300,
+    }
+    assert fed.request({"id": 1, "op": "gc", "force": True}) == 1
+    fed.response({"id": 1, "ok": True, **stats})
+    for rid, broken in enumerate(
+        (
+            {k: v for k, v in stats.items() if k != "entries_moved"},
+            {**stats, "logs_deleted": "2"},
+            {**stats, "logs_deleted": True},
+            {**stats, "compaction": "huge"},
+            {**stats, "compaction": None},
+        ),
+        start=2,
+    ):
+        assert fed.request({"id": rid, "op": "gc", "force": False}) == rid
+        fed.response({"id": rid, "ok": True, **broken})
+    assert fed.request({"id": 9, "op": "gc", "force": False}) == 9
+    fed.response({"id": 9, "ok": False, "error": "no_space", "message": "full"})
+    fed.recorder.finish(0)
+    steps = fed.steps()
+    assert [s.op for s in steps] == [Gc(force=True)] + [Gc(force=False)] * 6
+    assert steps[0].result == Result(gc=GcReport("major", 2, 1, 5, 300))
+    assert [s.result for s in steps[1:6]] == [failed("io_error")] * 5
+    assert steps[6].result == failed("no_space")
+    assert sum("an ok gc without its statistics" in said for said in fed.said) == 5
