@@ -42,6 +42,7 @@ from impl.server.protocol import (
     error_response,
     is_blank,
     ok_response,
+    parse_add_fast,
     parse_request,
     to_json_safe,
 )
@@ -116,6 +117,8 @@ class Dispatcher:
     :meth:`close` waits ``drain_timeout_ms`` for the answers in flight. ``ops``: the
     optional ops (OPTIONAL_OPS) it serves, those the ready line claims; the others are
     answered ``unsupported`` with nothing done (spec/adapter.md, "Capabilities").
+    ``fast_path``: try protocol.parse_add_fast before parse_request (off only in the test
+    that compares the two, tests/unit/impl/server/test_fast_path.py).
     """
 
     def __init__(
@@ -128,9 +131,11 @@ class Dispatcher:
         log: Callable[[str], None] = _ignore,
         limits: Limits = LIMITS,
         ops: tuple[Op, ...] = OPTIONAL_OPS,
+        fast_path: bool = True,
     ) -> None:
         assert set(ops) <= set(OPTIONAL_OPS), ops
         self._bookie = bookie
+        self._fast_path = fast_path
         self._emit = emit
         self._bounds = bounds
         self._shutdown = shutdown
@@ -142,6 +147,9 @@ class Dispatcher:
         self._in_flight: dict[int, Op] = {}
         self._stopped = False
         self._callback_error: Exception | None = None
+        #: Threads waiting on the condition (the reader for room, a stop for the drain):
+        #: an answer notifies only when there is one.
+        self._waiting = 0
         self._registered = 0
         self._answered = 0
         self._rejected = 0
@@ -173,8 +181,19 @@ class Dispatcher:
             return frozenset(self._in_flight)
 
     def handle_line(self, line: str | bytes) -> Outcome:
-        """Parse one request line (without its newline) and handle it."""
-        self._raise_callback_error()
+        """Parse one request line (without its newline) and handle it. An add written the
+        common way takes the fast path (protocol.parse_add_fast, which accepts only what
+        parse_request accepts, as the same add), straight to the bookie."""
+        if self._callback_error is not None:
+            self._raise_callback_error()
+        if self._fast_path and isinstance(line, bytes):
+            fast = parse_add_fast(line, self._bounds)
+            if fast is not None:
+                request_id, ledger, entry, key, data = fast
+                if not self._register(request_id, Op.ADD):
+                    self._reject_in_flight(request_id, Op.ADD)
+                    return Outcome.CONTINUE
+                return self._add_entry(request_id, ledger, entry, key, data)
         if is_blank(line):
             return Outcome.CONTINUE
         parsed = parse_request(line, self._bounds)
@@ -202,18 +221,20 @@ class Dispatcher:
     def handle(self, request: Request) -> Outcome:
         """Carry out one valid request. Its response is emitted now, or for ``add`` and
         ``fence`` when its Ack completes."""
-        assert not self._stopped, "handle after the dispatcher stopped"
-        if not self._register(request):
-            self.reject(
-                Rejection(
-                    None,
-                    "bad_request",
-                    f"request id {request.id} is already in flight (op "
-                    f"{request.op.value!r} was not carried out); use an id not in flight",
-                )
-            )
+        if not self._register(request.id, request.op):
+            self._reject_in_flight(request.id, request.op)
             return Outcome.CONTINUE
         return self._handlers[request.op](request)
+
+    def _reject_in_flight(self, request_id: int, op: Op) -> None:
+        self.reject(
+            Rejection(
+                None,
+                "bad_request",
+                f"request id {request_id} is already in flight (op "
+                f"{op.value!r} was not carried out); use an id not in flight",
+            )
+        )
 
     def close(self) -> Outcome:
         """The end of input: shut the bookie down cleanly, answer what is in flight, emit
@@ -235,14 +256,23 @@ class Dispatcher:
     # --- operations
 
     def _add(self, request: Request) -> Outcome:
+        return self._add_entry(
+            request.id,
+            request.ledger_id(),
+            request.entry_id(),
+            request.master_key(),
+            request.payload(),
+        )
+
+    def _add_entry(
+        self, request_id: int, ledger: LedgerId, entry: EntryId, key: bytes, data: bytes
+    ) -> Outcome:
         try:
-            ack = self._bookie.add_entry(
-                request.ledger_id(), request.entry_id(), request.master_key(), request.payload()
-            )
+            ack = self._bookie.add_entry(ledger, entry, key, data)
         except BkrefError as exc:
-            self._finish(request.id, _error(request.id, exc))
+            self._finish(request_id, _error(request_id, exc))
             return Outcome.CONTINUE
-        self._answer_when_done(request.id, ack)
+        self._answer_when_done(request_id, ack)
         return Outcome.CONTINUE
 
     def _fence(self, request: Request) -> Outcome:
@@ -330,8 +360,10 @@ class Dispatcher:
         def done(*_: object) -> None:
             try:
                 error = ack.error
-                response = ok_response(request_id) if error is None else _error(request_id, error)
-                self._finish(request_id, response)
+                if error is None:  # the common answer, without ok_response's checks
+                    self._finish(request_id, {"id": request_id, "ok": True})
+                else:
+                    self._finish(request_id, _error(request_id, error))
             except Exception as exc:
                 self._log(f"internal error answering request {request_id}: {exc!r}")
                 with self._lock:
@@ -339,12 +371,18 @@ class Dispatcher:
 
         ack.add_done_callback(done)
 
-    def _register(self, request: Request) -> bool:
+    def _register(self, request_id: int, op: Op) -> bool:
         with self._lock:
-            if request.id in self._in_flight:
+            assert not self._stopped, "a request after the dispatcher stopped"
+            if request_id in self._in_flight:
                 return False
-            self._lock.wait_for(lambda: len(self._in_flight) < self._in_flight_max)
-            self._in_flight[request.id] = request.op
+            while len(self._in_flight) >= self._in_flight_max:
+                self._waiting += 1
+                try:
+                    self._lock.wait()
+                finally:
+                    self._waiting -= 1
+            self._in_flight[request_id] = op
             self._registered += 1
             return True
 
@@ -356,7 +394,8 @@ class Dispatcher:
                 return
             self._answered += 1
             self._send(response)
-            self._lock.notify_all()
+            if self._waiting:  # Condition.notify_all costs more than the rest of this
+                self._lock.notify_all()
 
     def _send(self, response: Response) -> None:
         self._sent += 1
@@ -371,9 +410,13 @@ class Dispatcher:
         except BkrefError as exc:
             failure = exc
         with self._lock:
-            self._lock.wait_for(
-                lambda: set(self._in_flight) <= {keep}, timeout=self._drain_timeout_s
-            )
+            self._waiting += 1
+            try:
+                self._lock.wait_for(
+                    lambda: set(self._in_flight) <= {keep}, timeout=self._drain_timeout_s
+                )
+            finally:
+                self._waiting -= 1
             left = sorted(set(self._in_flight) - {keep})
         for request_id in left:
             message = (

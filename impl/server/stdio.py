@@ -10,7 +10,8 @@ around it (configuration, opening the bookie, exit statuses) is proofs/cli/adapt
 Framing: a line ends at ``\\n`` (a ``\\r`` before it is dropped), a last line without one is a
 line, and a line longer than the protocol's limit is skipped to its end without being held
 in memory and answered ``bad_request``. Responses are written by :class:`LineWriter`, one
-flushed line each, under a lock, since the journal thread and the reader both answer.
+flushed line each, under a lock, since the journal thread and the reader both answer;
+in the adapter a writer thread of its own writes the lines queued together in one write.
 
 Why this module is an OS seam (tests/unit/test_layering.py, IMPL_SEAMS): standard output must
 carry protocol lines only, so :func:`take_stdout` keeps a private copy of file descriptor 1
@@ -66,36 +67,132 @@ def take_stdout() -> BinaryIO:
     return os.fdopen(protocol_fd, "wb")
 
 
-class LineWriter:
-    """Writes responses, one flushed line each, under a lock. A closed stdout (the client
-    went away) is logged once; later responses are dropped, and the reader will see the end
-    of input and shut down."""
+#: The answer of an add or fence that succeeded, the most common line: the same bytes
+#: encode_response gives for ``{"id": N, "ok": true}``, without building JSON.
+_OK_LINE = b'{"id":%d,"ok":true}\n'
 
-    def __init__(self, out: BinaryIO, log: Callable[[str], None]) -> None:
+
+def encode_line(response: Response) -> bytes:
+    """One response as its line, newline included (protocol.encode_response)."""
+    if len(response) == 2 and response.get("ok") is True:
+        request_id = response.get("id")
+        if type(request_id) is int:
+            return _OK_LINE % request_id
+    return encode_response(response).encode("ascii") + b"\n"
+
+
+class LineWriter:
+    """Writes responses, whole lines, in the order given. A closed stdout (the client went
+    away) is logged once; later responses are dropped, and the reader will see the end of
+    input and shut down.
+
+    Without ``background`` each :meth:`write` writes and flushes its line at once (the
+    tests' way). With it (the adapter's), :meth:`write` only queues the line and a writer
+    thread writes everything queued in one write: the journal thread hands out a group's
+    acks without a system call per answer, and so without giving up the GIL 32 times per
+    group to the reader thread and waiting to get it back (issue 12, docs/benchmarks.md
+    "Adapter speed"). Flow control stays as spec/adapter.md says: at most ``queued_max``
+    lines wait, then :meth:`write` blocks until the client reads. :meth:`close` writes what
+    is queued and stops the thread; it must be called before the process exits."""
+
+    def __init__(
+        self,
+        out: BinaryIO,
+        log: Callable[[str], None],
+        *,
+        background: bool = False,
+        queued_max: int = LIMITS.in_flight_max,
+    ) -> None:
         self._out = out
         self._log = log
-        self._lock = threading.Lock()
+        self._lock = threading.Condition(threading.Lock())
         self._broken = False
+        self._closed = False
+        self._queued: list[bytes] = []
+        self._queued_max = queued_max
+        #: True while the writer thread waits for lines (it needs a notify).
+        self._idle = False
+        #: Lines handed to write and not written or dropped yet (guarded by _lock).
+        self._unwritten = 0
         self.lines_written = 0
+        self._thread: threading.Thread | None = None
+        if background:
+            self._thread = threading.Thread(target=self._run, name="bkref-stdout", daemon=True)
+            self._thread.start()
 
     def write(self, response: Response) -> None:
-        data = encode_response(response).encode("ascii") + b"\n"
+        data = encode_line(response)
+        if self._thread is None:
+            with self._lock:
+                self._write_now([data])
+            return
         with self._lock:
-            if self._broken:
+            if self._broken or self._closed:
                 return
-            try:
-                self._out.write(data)
-                self._out.flush()
-            except (OSError, ValueError) as exc:
+            while len(self._queued) >= self._queued_max and not self._broken:
+                self._lock.wait()
+            self._queued.append(data)
+            self._unwritten += 1
+            if self._idle:
+                self._lock.notify_all()
+
+    def close(self) -> None:
+        """Write every queued line, then stop the writer thread. Idempotent."""
+        with self._lock:
+            self._closed = True
+            self._lock.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not self._queued and not self._closed:
+                    self._idle = True
+                    self._lock.wait()
+                self._idle = False
+                batch, self._queued = self._queued, []
+                self._lock.notify_all()  # writers blocked on a full queue
+                if not batch:
+                    return
+            self._write_batch(batch)
+
+    def _write_batch(self, batch: list[bytes]) -> None:
+        # Outside the lock: the answers queued meanwhile go in the next write.
+        broken = self._broken
+        if not broken:
+            broken = not self._write_out(b"".join(batch))
+        with self._lock:
+            self._unwritten -= len(batch)
+            if broken:
                 self._broken = True
-                self._log(f"cannot write responses ({exc}); dropping them from now on")
-                return
-            self.lines_written += 1
+                self._lock.notify_all()
+            else:
+                self.lines_written += len(batch)
+
+    def _write_now(self, lines: list[bytes]) -> None:
+        if self._broken:
+            return
+        if self._write_out(b"".join(lines)):
+            self.lines_written += len(lines)
+        else:
+            self._broken = True
+
+    def _write_out(self, data: bytes) -> bool:
+        try:
+            self._out.write(data)
+            self._out.flush()
+        except (OSError, ValueError) as exc:
+            self._log(f"cannot write responses ({exc}); dropping them from now on")
+            return False
+        return True
 
     def check_invariants(self) -> None:
         with self._lock:
             assert self.lines_written >= 0, self.lines_written
             assert isinstance(self._broken, bool)
+            assert self._unwritten >= len(self._queued) >= 0, self._unwritten
+            assert self._thread is None or not self._closed or not self._queued
 
 
 def serve(
@@ -114,7 +211,24 @@ def serve(
     of input. Returns how serving ended. ``bounds``: what a request may hold; ``limits``
     (impl/limits.py): the dispatcher's requests in flight and drain timeout. ``claims``: what
     the ready line says the bookie supports; the dispatcher serves exactly those ops."""
-    writer = LineWriter(out, log)
+    writer = LineWriter(out, log, background=True, queued_max=limits.in_flight_max)
+    try:
+        return _serve(writer, bookie, start, shutdown, bounds, stdin, log, limits, claims)
+    finally:
+        writer.close()  # every answer given is written before serve returns
+
+
+def _serve(
+    writer: LineWriter,
+    bookie: BookieLike,
+    start: Callable[[], None],
+    shutdown: Callable[[], None],
+    bounds: RequestBounds,
+    stdin: BinaryIO,
+    log: Callable[[str], None],
+    limits: Limits,
+    claims: Claims,
+) -> Ending:
     dispatcher = Dispatcher(
         bookie,
         writer.write,
@@ -132,6 +246,7 @@ def serve(
         log("internal error (a bug in bkref, please report it):\n" + traceback.format_exc())
         return Ending.INTERNAL_ERROR
     dispatcher.check_invariants()
+    writer.close()
     writer.check_invariants()
     return Ending.CLEAN if outcome is Outcome.STOP else Ending.SHUTDOWN_FAILED
 

@@ -208,6 +208,7 @@ class Harness:
         emit: Callable[[Response], None] | None = None,
         limits: Limits = HARNESS_LIMITS,
         ops: tuple[Op, ...] = OPTIONAL_OPS,
+        fast_path: bool = True,
     ) -> None:
         self.bookie = bookie or FakeBookie()
         self.responses: list[Response] = []
@@ -220,6 +221,7 @@ class Harness:
             log=self.logs.append,
             limits=limits,
             ops=ops,
+            fast_path=fast_path,
         )
 
     def send(self, request: dict[str, object] | str) -> Outcome:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 
 from impl.server.protocol import encode_response, ready_event
 from impl.server.stdio import LineWriter, serve
@@ -124,4 +125,73 @@ def test_line_writer_survives_a_closed_output() -> None:
     writer.write({"id": 2, "ok": True})
     writer.write({"id": 3, "ok": True})
     assert writer.lines_written == 1
+    assert len(logs) == 1 and "cannot write responses" in logs[0]
+
+
+class _SlowOut(io.BytesIO):
+    """An output whose writes wait until released, counting them (a client not reading)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.writes = 0
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]
+        self.release.wait(10)
+        self.writes += 1
+        return super().write(data)
+
+
+def test_background_line_writer_writes_every_line_in_order_and_batches_them() -> None:
+    # The adapter's writer thread: lines queued while it writes go out together in the next
+    # write, in the order given, and close() writes whatever is queued before it returns.
+    out = _SlowOut()
+    writer = LineWriter(out, print, background=True)
+    for request_id in range(200):
+        writer.write({"id": request_id, "ok": True})
+    writer.write({"id": 200, "ok": False, "error": "fenced", "message": "m"})
+    out.release.set()
+    writer.close()
+    writer.check_invariants()
+    lines = out.getvalue().decode("ascii").splitlines()
+    assert [json.loads(line)["id"] for line in lines] == list(range(201))
+    assert lines[7] == encode_response({"id": 7, "ok": True})  # the precomputed ok line
+    assert lines[200] == encode_response(
+        {"id": 200, "ok": False, "error": "fenced", "message": "m"}
+    )
+    assert writer.lines_written == 201
+    assert out.writes < 201 / 10  # batched: not one write per line
+
+
+def test_background_line_writer_blocks_when_its_queue_is_full() -> None:
+    # Flow control (spec/adapter.md): a client that does not read stops the adapter; the
+    # queue holds at most queued_max lines, then write() waits.
+    out = _SlowOut()
+    writer = LineWriter(out, print, background=True, queued_max=3)
+    done = threading.Event()
+
+    def write_many() -> None:
+        for request_id in range(20):
+            writer.write({"id": request_id, "ok": True})
+        done.set()
+
+    thread = threading.Thread(target=write_many)
+    thread.start()
+    assert not done.wait(0.3)  # blocked: the output takes nothing
+    out.release.set()
+    assert done.wait(10)
+    thread.join()
+    writer.close()
+    assert writer.lines_written == 20
+
+
+def test_background_line_writer_survives_a_closed_output() -> None:
+    out = io.BytesIO()
+    logs: list[str] = []
+    writer = LineWriter(out, logs.append, background=True)
+    out.close()
+    for request_id in range(5):
+        writer.write({"id": request_id, "ok": True})
+    writer.close()
+    assert writer.lines_written == 0
     assert len(logs) == 1 and "cannot write responses" in logs[0]
