@@ -307,7 +307,7 @@ LONG_KEY = b"ab" * (MAX_KEY + 1)
 #: (row of the table, line, the id the response must carry).
 MALFORMED: list[tuple[str, bytes, int | None]] = [
     ("not UTF-8", R + b',"x":"\xff"}', None),
-    ("not UTF-8 (a BOM is not JSON)", b"\xef\xbb\xbf" + R + b"}", None),
+    ("not JSON: a byte order mark", b"\xef\xbb\xbf" + R + b"}", None),
     ("not JSON", b"this is not json", None),
     ("not JSON: NaN", b'{"id":1,"op":"read","ledger":NaN,"entry":0}', None),
     ("not JSON: Infinity", b'{"id":1,"op":"read","ledger":1,"entry":-Infinity}', None),
@@ -675,6 +675,14 @@ def test_stale_cache_serves_a_cached_no_entry_after_the_add_is_acked(bookie: Boo
             assert running.one(read(2, 1, 1))["error"] == "no_entry"
             assert running.one(add(3, 1, 1, b"now")) == {"id": 3, "ok": True}
             assert running.one(read(4, 1, 1))["ok"] is want, bug
+            # A missing ledger is cached for all its entries.
+            assert running.one(read(5, 2, 0))["error"] == "no_ledger"
+            assert running.one(add(6, 2, 7)) == {"id": 6, "ok": True}
+            assert running.one(read(7, 2, 7))["ok"] is want, bug
+            # A deleted entry stays readable from the cache.
+            assert running.one(read(8, 1, 0))["ok"] is True
+            assert running.one(op(9, "delete", ledger=1)) == {"id": 9, "ok": True}
+            assert running.one(read(10, 1, 0)).get("error") == ("no_ledger" if want else None)
             assert running.close() == 0
 
 
