@@ -34,7 +34,9 @@
 //   data reaches the page cache, so it survives SIGKILL; only a power loss loses it).
 // - forget-fences: fence records are ignored at recovery, so a fence is undone by a restart.
 // - stale-cache: reads are cached and the cache is never invalidated, so a read that found
-//   no entry keeps finding none after the add is acknowledged.
+//   no entry keeps finding none after the add is acknowledged (and one that found no ledger
+//   makes every entry of that ledger no_ledger), and a deleted entry stays readable, until a
+//   restart empties the cache.
 "use strict";
 
 const fs = require("fs");
@@ -530,7 +532,8 @@ let stopping = false; // shutdown or end of input: read nothing more
 let unsynced = false; // ack-before-fsync: written, not yet fdatasynced
 // Counted for the clean shutdown's line on stderr (tests read it to see group commit).
 const stats = { records: 0, writes: 0, fdatasyncs: 0, earlyAcks: 0 };
-const cache = new Map(); // stale-cache: "ledger:entry" -> response suffix
+// stale-cache: "ledger:entry" (or "ledger:*" for a missing ledger) -> the answer given
+const cache = new Map();
 
 function schedule() {
   if (!flushScheduled) {
@@ -702,9 +705,12 @@ function handle(req) {
     }
     case "read": {
       const ck = `${f.ledger}:${f.entry}`;
-      if (bugs.has("stale-cache") && cache.has(ck)) {
-        emit(id, cache.get(ck));
-        return;
+      if (bugs.has("stale-cache")) {
+        const hit = cache.get(ck) ?? cache.get(`${f.ledger}:*`);
+        if (hit !== undefined) {
+          emit(id, hit);
+          return;
+        }
       }
       const l = ledgers.get(f.ledger.toString());
       let body;
@@ -729,7 +735,7 @@ function handle(req) {
           }
         }
       }
-      if (bugs.has("stale-cache")) cache.set(ck, body);
+      if (bugs.has("stale-cache")) cache.set(l === undefined ? `${f.ledger}:*` : ck, body);
       emit(id, body);
       return;
     }
