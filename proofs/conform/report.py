@@ -104,7 +104,11 @@ def verdict_sentence(run: RunResult) -> str:
     if counts["error"]:
         parts.append(f"{counts['error']} of {_n(n, 'scenario')} could not be carried out")
     if not parts:
-        return f"All {n} scenarios passed every check." if n > 1 else "It passed every check."
+        return (
+            f"All {n} scenarios passed every check."
+            if n > 1
+            else "The scenario passed every check."
+        )
     if run.error is not None and not counts["fail"] and not counts["error"]:
         parts.append(f"{_n(counts['pass'], 'scenario')} before it passed")
     return "; ".join(parts) + "."

@@ -307,6 +307,14 @@ def test_terminal_summary_gives_the_final_verdict() -> None:
     assert report.terminal_summary(runs.pass_run()).startswith(
         "bkref conform: PASS. All 3 scenarios passed every check."
     )
+    one = attrs.evolve(runs.pass_run(), scenarios=(runs.passing(0),))
+    assert report.terminal_summary(one).startswith(
+        "bkref conform: PASS. The scenario passed every check."
+    )
+    nothing = attrs.evolve(runs.pass_run(), scenarios=())
+    assert report.terminal_summary(nothing).startswith(
+        "bkref conform: PASS. No scenario was selected, so nothing was checked."
+    )
     cannot = report.terminal_summary(runs.cannot_run())
     assert cannot.startswith("bkref conform: CANNOT RUN.")
     assert "    sh: ./missing: not found <&>\\x1b[0m" in cannot.splitlines()
