@@ -23,12 +23,13 @@ from __future__ import annotations
 import base64
 import enum
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Protocol
 
 from impl.limits import LIMITS, Limits
 from impl.server.protocol import (
     GC_ANSWER_FIELDS,
+    OPTIONAL_OPS,
     PROTOCOL_VERSION,
     JsonValue,
     Op,
@@ -112,7 +113,9 @@ class Dispatcher:
 
     ``bounds``: what a request may hold (impl/server/protocol.py). ``limits``
     (impl/limits.py): the reader waits while ``in_flight_max`` requests are unanswered, and
-    :meth:`close` waits ``drain_timeout_ms`` for the answers in flight.
+    :meth:`close` waits ``drain_timeout_ms`` for the answers in flight. ``ops``: the
+    optional ops (OPTIONAL_OPS) it serves, those the ready line claims; the others are
+    answered ``unsupported`` with nothing done (spec/adapter.md, "Capabilities").
     """
 
     def __init__(
@@ -124,7 +127,9 @@ class Dispatcher:
         shutdown: Callable[[], None],
         log: Callable[[str], None] = _ignore,
         limits: Limits = LIMITS,
+        ops: tuple[Op, ...] = OPTIONAL_OPS,
     ) -> None:
+        assert set(ops) <= set(OPTIONAL_OPS), ops
         self._bookie = bookie
         self._emit = emit
         self._bounds = bounds
@@ -141,7 +146,7 @@ class Dispatcher:
         self._answered = 0
         self._rejected = 0
         self._sent = 0
-        self._handlers: Mapping[Op, Callable[[Request], Outcome]] = {
+        self._handlers: dict[Op, Callable[[Request], Outcome]] = {
             Op.ADD: self._add,
             Op.READ: self._read,
             Op.FENCE: self._fence,
@@ -153,6 +158,8 @@ class Dispatcher:
             Op.SHUTDOWN: self._shutdown_op,
         }
         assert set(self._handlers) == set(Op)
+        for op in set(OPTIONAL_OPS) - set(ops):
+            self._handlers[op] = self._unsupported
 
     # --- public surface
 
@@ -291,8 +298,9 @@ class Dispatcher:
 
     def _unsupported(self, request: Request) -> Outcome:
         message = (
-            f"{request.op.value!r} is not supported by this bookie yet (protocol version "
-            f"{PROTOCOL_VERSION}); nothing was done"
+            f"{request.op.value!r} is not supported by this bookie (protocol version "
+            f"{PROTOCOL_VERSION}; its ready line lists the optional ops it serves); nothing "
+            "was done"
         )
         self._finish(request.id, error_response(request.id, "unsupported", message))
         return Outcome.CONTINUE

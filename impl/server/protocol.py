@@ -1,11 +1,13 @@
-"""The ``bkref adapter`` wire protocol, version 1: JSON lines in, JSON lines out.
+"""The ``bkref adapter`` wire protocol, version 2: JSON lines in, JSON lines out.
 
 Spec page: spec/adapter.md. This module is what a line means, with no bookie and no process:
 the request fields and their kinds, the request bounds, parsing and validating one request line
 (:func:`parse_request`, which never raises: a bad line becomes a :class:`Rejection` saying
 why), the responses and their encoding (:func:`encode_response`), the ready line, and the
-error code of every error the bookie can raise. impl/server/dispatcher.py hands the requests
-to the bookie; impl/server/stdio.py frames them on standard input and output.
+error code of every error the bookie can raise. Version 2 added the capabilities of the
+ready line (:class:`Claims`): what the bookie supports, which a conformance run holds it to.
+impl/server/dispatcher.py hands the requests to the bookie; impl/server/stdio.py frames them
+on standard input and output.
 
 Why a pure layer: the tests drive every malformed input and every
 error code through it without a bookie or a process, and the tables of the spec page are
@@ -41,10 +43,11 @@ from spec.errors import (
 )
 from spec.ids import INT64_MAX, INT64_MIN, EntryId, LedgerId
 from spec.operations import ERROR_CODES
+from spec.profile import ANSWER_PROFILES, STATE_PROFILES
 from spec.strict_json import STRICT_DECODER, HugeNumber, describe
 
 #: The protocol version this module speaks (spec/adapter.md, "Versioning").
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 #: Bytes the bookie puts before the data in the stored entry: int64 ledger id, int64 entry id
 #: (spec/format/entry_log.md, ``payload``).
 ENTRY_HEADER_BYTES = 16
@@ -125,6 +128,10 @@ GC_ANSWER_FIELDS: tuple[str, ...] = (
     "entries_moved",
     "bytes_reclaimed",
 )
+
+#: The ops a bookie may leave out (spec/adapter.md, "Capabilities"); every other op but
+#: ``write_close`` (``unsupported`` everywhere) is required of every bookie.
+OPTIONAL_OPS: tuple[Op, ...] = (Op.CHECKPOINT, Op.GC, Op.INSPECT)
 
 _HEX = re.compile(r"[0-9a-fA-F]*")
 _OPS_BY_NAME: Mapping[str, Op] = {op.value: op for op in Op}
@@ -487,8 +494,49 @@ def error_response(request_id: int | None, code: str, message: str) -> Response:
     return {"id": request_id, "ok": False, "error": code, "message": message}
 
 
-def ready_event(bounds: RequestBounds) -> Response:
-    """The line the adapter writes once recovery is done (spec/adapter.md, "Start")."""
+def _ops_claimed(ops: tuple[Op, ...]) -> tuple[Op, ...]:
+    assert set(ops) <= set(OPTIONAL_OPS), ops
+    return tuple(op for op in OPTIONAL_OPS if op in ops)
+
+
+@attrs.frozen
+class Claims:
+    """What a version 2 ready line says the bookie supports (spec/adapter.md,
+    "Capabilities"): a conformance run holds the bookie to exactly this. ``ops``: the optional
+    ops it serves (OPTIONAL_OPS order; the dispatcher answers the others ``unsupported``);
+    ``state``: what ``inspect`` gives; ``answers``: its answer profile (spec/profile.py);
+    ``journal_dirs``/``ledger_dirs``: absolute directories holding BookKeeper-format files,
+    or None when that is not claimed (the ``format`` field is then null)."""
+
+    bookie: str
+    ops: tuple[Op, ...] = attrs.field(default=OPTIONAL_OPS, converter=_ops_claimed)
+    state: str = attrs.field(default="full", validator=attrs.validators.in_(STATE_PROFILES))
+    answers: str = attrs.field(default="bkref", validator=attrs.validators.in_(ANSWER_PROFILES))
+    journal_dirs: tuple[str, ...] | None = None
+    ledger_dirs: tuple[str, ...] | None = None
+
+    def __attrs_post_init__(self) -> None:
+        assert self.bookie, "a version 2 ready line names its bookie"
+        assert (self.state == "none") == (Op.INSPECT not in self.ops), (self.state, self.ops)
+        assert (self.journal_dirs is None) == (self.ledger_dirs is None), self
+        for path in (*(self.journal_dirs or ()), *(self.ledger_dirs or ())):
+            assert path.startswith("/"), f"format directories are absolute: {path!r}"
+
+    def format_field(self) -> JsonValue:
+        """The ready line's ``format``: the directories, or null when not claimed."""
+        if self.journal_dirs is None or self.ledger_dirs is None:
+            return None
+        return {"journal_dirs": list(self.journal_dirs), "ledger_dirs": list(self.ledger_dirs)}
+
+
+#: bkref's claims where the caller names none: every optional op, the full state, bkref's
+#: answers, no format directories (proofs/cli/adapter.py adds its version and directories).
+BKREF_CLAIMS = Claims(bookie="bkref")
+
+
+def ready_event(bounds: RequestBounds, claims: Claims = BKREF_CLAIMS) -> Response:
+    """The line the adapter writes once recovery is done (spec/adapter.md, "Start" and
+    "Capabilities"): version 1's fields, then version 2's claims."""
     return ok_response(
         None,
         event="ready",
@@ -496,6 +544,11 @@ def ready_event(bounds: RequestBounds) -> Response:
         max_data_bytes=bounds.data_max_bytes,
         max_key_bytes=bounds.key_max_bytes,
         max_line_bytes=bounds.line_max_bytes,
+        bookie=claims.bookie,
+        ops=[op.value for op in claims.ops],
+        state=claims.state,
+        answers=claims.answers,
+        format=claims.format_field(),
     )
 
 

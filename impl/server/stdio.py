@@ -35,7 +35,9 @@ from typing import BinaryIO
 from impl.limits import LIMITS, Limits
 from impl.server.dispatcher import BookieLike, Dispatcher, Outcome
 from impl.server.protocol import (
+    BKREF_CLAIMS,
     LINE_OVERHEAD_MAX_BYTES,
+    Claims,
     RequestBounds,
     Response,
     encode_response,
@@ -106,17 +108,25 @@ def serve(
     out: BinaryIO,
     log: Callable[[str], None],
     limits: Limits = LIMITS,
+    claims: Claims = BKREF_CLAIMS,
 ) -> Ending:
     """Start the background work, write the ready line, serve until ``shutdown`` or the end
     of input. Returns how serving ended. ``bounds``: what a request may hold; ``limits``
-    (impl/limits.py): the dispatcher's requests in flight and drain timeout."""
+    (impl/limits.py): the dispatcher's requests in flight and drain timeout. ``claims``: what
+    the ready line says the bookie supports; the dispatcher serves exactly those ops."""
     writer = LineWriter(out, log)
     dispatcher = Dispatcher(
-        bookie, writer.write, bounds=bounds, shutdown=shutdown, log=log, limits=limits
+        bookie,
+        writer.write,
+        bounds=bounds,
+        shutdown=shutdown,
+        log=log,
+        limits=limits,
+        ops=claims.ops,
     )
     try:
         start()
-        writer.write(ready_event(bounds))
+        writer.write(ready_event(bounds, claims))
         outcome = _serve_lines(dispatcher, stdin, bounds)
     except Exception:
         log("internal error (a bug in bkref, please report it):\n" + traceback.format_exc())

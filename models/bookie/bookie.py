@@ -1302,6 +1302,10 @@ class BookieModel:
             allowed.add("no_ledger")  # the failed delete may be in effect
         if error is not None or ledger is None:
             allowed.add(error or "no_ledger")
+            if error == "no_entry" and ledger is not None and ledger.key_sure is not Sure.DURABLE:
+                # Nothing of the ledger is sure to exist (its key is pending, or a crash left
+                # it unsure and no state resolved it): the ledger itself may be missing.
+                allowed.add("no_ledger")
         elif op.entry in ledger.unseen:
             allowed.add("no_entry")  # its failed add was seen not kept: that holds this run
         else:

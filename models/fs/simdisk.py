@@ -177,6 +177,19 @@ class _DataOp:
     desc: PendingOp
 
 
+@attrs.frozen
+class SimStat:
+    """What the disk says of one inode now (``SimDisk.stat``, ``SimHandle.stat``): enough
+    for a FUSE getattr (proofs/lazydisk/fusefs.py). ``links`` counts a file's names in the
+    current tree (0 for an unlinked file still open), or for a directory 2 plus its
+    subdirectories, as POSIX file systems count them."""
+
+    inode: int
+    is_dir: bool
+    size: int
+    links: int
+
+
 @attrs.define(eq=False)
 class _DirOp:
     """create/mkdir/link/unlink of (dir_ino, name), or rename to (new_dir_ino, new_name)."""
@@ -509,6 +522,10 @@ class SimHandle:
     def size(self) -> int:
         return len(self._disk._content(self))
 
+    def stat(self) -> SimStat:
+        """The open file's inode as it is now (it follows renames and unlinks)."""
+        return self._disk._stat_inode(self._disk._live(self))
+
     def truncate(self, length: int) -> None:
         self._refuse_if_read_only("truncate")
         self._disk._truncate(self, length)
@@ -669,6 +686,18 @@ class SimDisk:
             return self._lookup(_parts(path), path) in self._cur.dirs
         except (FsNotFound, FsNotADirectory):
             return False
+
+    def stat(self, path: str) -> SimStat:
+        """The inode ``path`` names (FsNotFound, FsNotADirectory as a lookup raises them)."""
+        return self._stat_inode(self._lookup(_parts(path), path))
+
+    def _stat_inode(self, ino: int) -> SimStat:
+        entries = self._cur.dirs.get(ino)
+        if entries is not None:
+            subdirs = sum(1 for child in entries.values() if child in self._cur.dirs)
+            return SimStat(inode=ino, is_dir=True, size=0, links=2 + subdirs)
+        links = len(self._cur.links[ino])
+        return SimStat(inode=ino, is_dir=False, size=len(self._cur.files[ino]), links=links)
 
     def listdir(self, path: str) -> list[str]:
         return sorted(self._cur.dirs[self._lookup_dir(path)])

@@ -149,6 +149,11 @@ class LedgerIndexModel:
             ledger = LedgerModel(ledger_id, key, Sure.PENDING)
             self.ledgers[ledger_id] = ledger
         assert ledger.key == key, "refusal() lets only the ledger's own key through"
+        if ledger.key_sure is Sure.MAYBE:
+            # A crash left the key unsure and no state resolved it (a bookie judged without
+            # its state, spec/profile.py): if it was lost, this request sets it again, so
+            # it is pending like a new key until the request is acknowledged.
+            ledger.key_sure = Sure.PENDING
         return ledger
 
     def acknowledge_add(self, ledger_id: int, entry_id: int) -> None:

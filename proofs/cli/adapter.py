@@ -1,4 +1,4 @@
-"""``bkref adapter``: serve a bookie over the JSON-lines protocol of spec/adapter.md (v1).
+"""``bkref adapter``: serve a bookie over the JSON-lines protocol of spec/adapter.md (v2).
 
 Why: any bookie that speaks this protocol can be recorded (``bkref record``) and judged by the
 model (``bkref check-trace``), and operators use it to poke a bookie by hand. This module is
@@ -22,13 +22,15 @@ Not verified here: behaviour when stderr itself is closed (logs are then lost), 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
 import random
 import sys
 from collections.abc import Mapping
 
+from impl.config.config import ServerConfig
 from impl.limits import LIMITS
-from impl.server.protocol import RequestBounds
+from impl.server.protocol import Claims, RequestBounds
 from impl.server.stdio import Ending, serve, take_stdout
 from proofs.cli.config import add_config_arguments, config_from_args
 from spec.errors import BkrefError, ConfigError, RecoveryError
@@ -72,12 +74,33 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.description = (
         "Serve a bookie on stdin/stdout: one JSON request per line in, one JSON response per "
-        "line out (spec/adapter.md, version 1). Logs go to stderr."
+        "line out (spec/adapter.md, version 2). Logs go to stderr."
     )
     parser.epilog = (
         "Exit status: 0 after a clean shutdown (the shutdown op, or end of input), 1 when the "
         "bookie cannot start or shut down, 2 for a configuration that cannot be used, 70 on an "
         "internal error."
+    )
+
+
+def bookie_name() -> str:
+    """The ready line's ``bookie``: ``bkref`` and the installed package's version, or
+    ``dev`` when it runs from a tree that is not installed."""
+    try:
+        version = importlib.metadata.version("bkref")
+    except importlib.metadata.PackageNotFoundError:
+        version = "dev"
+    return f"bkref {version}"
+
+
+def claims(config: ServerConfig) -> Claims:
+    """What bkref's ready line claims (spec/adapter.md, "Capabilities"): every optional op,
+    the full state, bkref's answers, and its journal and ledger directories as absolute
+    paths, whose files are in BookKeeper's format (the format level)."""
+    return Claims(
+        bookie=bookie_name(),
+        journal_dirs=tuple(os.path.abspath(d) for d in config.journal_directories),
+        ledger_dirs=tuple(os.path.abspath(d) for d in config.ledger_directories),
     )
 
 
@@ -144,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
         out=out,
         log=say,
         limits=limits,
+        claims=claims(config),
     )
     code = EXIT_BY_ENDING[ending]
     if ending is Ending.INTERNAL_ERROR:

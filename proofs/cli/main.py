@@ -47,6 +47,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "run a bookie's adapter (any implementation), relay its stdio, record a trace",
     ),
     (
+        "conform",
+        "proofs.cli.conform",
+        "check any bookie through seeded scenarios, kill -9 and power loss, judged by the model",
+    ),
+    (
         "import",
         "proofs.cli.bk_import",
         "copy a BookKeeper bookie into new bkref directories (keys, fences) and open it once",

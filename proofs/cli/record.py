@@ -83,6 +83,8 @@ from spec.operations import (
     REGISTRY,
     Completion,
     Crash,
+    Gc,
+    GcReport,
     Operation,
     OperationSpec,
     Restart,
@@ -94,6 +96,7 @@ from spec.profile import ADAPTER_PROFILE, CHOICES, Profile
 from spec.state import AbstractState
 from spec.strict_json import STRICT_DECODER
 from spec.trace import (
+    GC_FIELDS,
     TRACE_VERSION,
     Step,
     TraceHeader,
@@ -188,6 +191,20 @@ def adapter_state(obj: object, where: str) -> AbstractState:
     return trace_state_from_json(obj, where)
 
 
+def _gc_result(request_id: int, document: dict[str, Any], say: Callable[[str], None]) -> Result:
+    """The Result of an ok ``gc`` response: its statistics (io_error when they are missing)."""
+    try:
+        fields = {name: document[name] for name in GC_FIELDS}
+        if not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in list(fields.values())[1:]
+        ):
+            raise ValueError(fields)
+        return Result(gc=GcReport(**fields))
+    except (KeyError, ValueError, TypeError):
+        say(f"response {request_id}: an ok gc without its statistics; recorded as io_error")
+        return failed("io_error")
+
+
 def _operation(spec: OperationSpec, request: Request) -> Operation:
     """The trace operation of a parsed request (the fields have the same names)."""
     op: Operation = spec.cls(**{name: getattr(request, name) for name in spec.fields})
@@ -209,7 +226,12 @@ class Recorder:
         first_index: int = 0,
         restart: bool = False,
         crash: bool = False,
+        record_gc: bool = False,
     ) -> None:
+        """``record_gc``: record ``gc`` requests as steps with their statistics (``bkref
+        conform`` does, so that a forced GC's effect on the state is judged; ``bkref
+        record`` does not yet, spec/trace.md)."""
+        self._step_ops = {**STEP_OPS, "gc": REGISTRY[Gc]} if record_gc else STEP_OPS
         self._write = write
         self._say = say
         self._next_index = first_index
@@ -245,7 +267,7 @@ class Recorder:
         if parsed.id in self._in_flight:
             return None  # answered bad_request with id null (spec/adapter.md)
         name = parsed.op.value
-        spec = STEP_OPS.get(name)
+        spec = self._step_ops.get(name)
         if spec is None:
             self._in_flight[parsed.id] = _INSPECT if name == INSPECT_OP else _UNRECORDED
             return parsed.id if name in SYNCHRONOUS_OPS else None
@@ -324,6 +346,8 @@ class Recorder:
         """The Result of a response to step ``target``."""
         if document.get("ok") is True:
             op = self._op_of(target)
+            if op is not None and op.name == "gc":
+                return _gc_result(request_id, document, self._say)
             if op is None or op.name != "read":
                 return OK
             data = document.get("data")

@@ -18,7 +18,7 @@ import attrs
 
 from impl.limits import Limits
 from impl.server.dispatcher import Dispatcher, Outcome
-from impl.server.protocol import RequestBounds, Response
+from impl.server.protocol import OPTIONAL_OPS, Op, RequestBounds, Response
 from spec.errors import BkrefError, BookieError, Fenced, NoEntry, NoLedger, Unauthorized
 from spec.ids import EntryId, LedgerId
 
@@ -207,6 +207,7 @@ class Harness:
         bounds: RequestBounds = BOUNDS,
         emit: Callable[[Response], None] | None = None,
         limits: Limits = HARNESS_LIMITS,
+        ops: tuple[Op, ...] = OPTIONAL_OPS,
     ) -> None:
         self.bookie = bookie or FakeBookie()
         self.responses: list[Response] = []
@@ -218,6 +219,7 @@ class Harness:
             shutdown=self.bookie.shutdown,
             log=self.logs.append,
             limits=limits,
+            ops=ops,
         )
 
     def send(self, request: dict[str, object] | str) -> Outcome:

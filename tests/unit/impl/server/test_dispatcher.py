@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from impl.limits import Limits
 from impl.server.dispatcher import Outcome
-from impl.server.protocol import Response, encode_response, error_message
+from impl.server.protocol import OPTIONAL_OPS, Op, Response, encode_response, error_message
 from spec.errors import (
     BadRequest,
     BkrefError,
@@ -110,6 +110,32 @@ def test_write_close_is_unsupported() -> None:
     assert harness.last()["error"] == "unsupported"
     assert harness.last()["id"] == 1
     assert harness.bookie.calls == []
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        {"id": 1, "op": "checkpoint"},
+        {"id": 1, "op": "gc", "force": True},
+        {"id": 1, "op": "inspect"},
+    ],
+)
+def test_an_optional_op_the_ready_line_does_not_claim_is_unsupported(
+    request_: dict[str, object],
+) -> None:
+    # spec/adapter.md, "Capabilities": a version 2 bookie answers every optional op it does
+    # not list with unsupported, doing nothing; the ops it lists are served as before.
+    op = Op(request_["op"])
+    harness = Harness(ops=tuple(other for other in OPTIONAL_OPS if other is not op))
+    harness.send(request_)
+    assert harness.last()["error"] == "unsupported"
+    assert harness.last()["id"] == 1
+    assert op.value in str(harness.last()["message"])
+    assert harness.bookie.calls == []
+    served = Harness(ops=(op,))
+    served.send(request_)
+    assert served.last()["ok"] is True
+    assert served.bookie.calls != []
 
 
 @pytest.mark.parametrize("force", [True, False])

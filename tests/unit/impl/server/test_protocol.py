@@ -22,7 +22,9 @@ from impl.server.protocol import (
     ERROR_CLASSES,
     FIELD_KINDS,
     OP_FIELDS,
+    OPTIONAL_OPS,
     PROTOCOL_VERSION,
+    Claims,
     JsonValue,
     Op,
     Rejection,
@@ -53,6 +55,7 @@ from spec.errors import (
 )
 from spec.ids import INT64_MAX, INT64_MIN
 from spec.operations import ERROR_CODES
+from spec.profile import ANSWER_PROFILES, STATE_PROFILES
 from tests.paths import ROOT
 from tests.unit.impl.server.fakes import BOUNDS, Color, FakeState, Harness, add
 
@@ -109,15 +112,54 @@ def test_page_error_codes_equal_the_code() -> None:
     assert tuple(cls.code for cls in ERROR_CLASSES) == ERROR_CODES
 
 
+#: The claims of the page's ready line: bkref 0.1.0 on /tmp/bk (README.md's adapter command).
+PAGE_CLAIMS = Claims(
+    bookie="bkref 0.1.0", journal_dirs=("/tmp/bk/journal",), ledger_dirs=("/tmp/bk/ledgers",)
+)
+
+
 def test_page_ready_line_is_what_the_default_configuration_gives() -> None:
     config = load_config(None, "", [])
     bounds = RequestBounds.from_max_sane_entry_size(config.max_sane_entry_size_bytes)
-    ready = encode_response(ready_event(bounds))
+    ready = encode_response(ready_event(bounds, PAGE_CLAIMS))
     assert f'"version":{PROTOCOL_VERSION}' in ready
     assert ready in _section("Start")
     assert ready in _section("Worked example")
     assert f"({bounds.data_max_bytes} by default)" in _section("Limits")
     assert bounds.data_max_bytes == 5 * 1024 * 1024 - 500 - 16
+
+
+def test_page_capability_table_equals_the_ready_line() -> None:
+    section = _section("Capabilities")
+    rows = _table(section, "field")
+    v1_fields = ("id", "ok", "event", "version", "max_data_bytes", "max_key_bytes")
+    v2_fields = [name for name in ready_event(BOUNDS) if name not in v1_fields]
+    assert [_names(r[0])[0] for r in rows] == v2_fields[1:]  # after max_line_bytes
+    assert v2_fields[0] == "max_line_bytes"
+    ops_row = rows[[_names(r[0])[0] for r in rows].index("ops")]
+    assert _names(ops_row[1]) == tuple(op.value for op in OPTIONAL_OPS)
+    state_row = rows[[_names(r[0])[0] for r in rows].index("state")]
+    assert _names(state_row[1])[:3] == STATE_PROFILES
+    answers_row = rows[[_names(r[0])[0] for r in rows].index("answers")]
+    assert _names(answers_row[1]) == ANSWER_PROFILES
+    for level in ("protocol", "structural", "format"):
+        assert f"- **{level}**" in section
+
+
+def test_ready_claims_refuse_contradictions() -> None:
+    with pytest.raises(AssertionError):
+        Claims(bookie="x", ops=(Op.CHECKPOINT,), state="full")  # state without inspect
+    with pytest.raises(AssertionError):
+        Claims(bookie="x", ops=(Op.ADD,))  # add is required, not optional
+    with pytest.raises(AssertionError):
+        Claims(bookie="x", journal_dirs=("relative",), ledger_dirs=("/abs",))
+    with pytest.raises(ValueError):
+        Claims(bookie="x", answers="maybe")
+    claims = Claims(bookie="x", ops=(Op.INSPECT, Op.CHECKPOINT), state="protocol")
+    assert claims.ops == (Op.CHECKPOINT, Op.INSPECT)  # the page's order
+    ready = ready_event(BOUNDS, claims)
+    assert ready["ops"] == ["checkpoint", "inspect"]
+    assert ready["state"] == "protocol" and ready["format"] is None
 
 
 def _example_lines() -> list[tuple[str, str]]:
@@ -426,8 +468,13 @@ def test_ready_event_names_version_and_limits() -> None:
         "id": None,
         "ok": True,
         "event": "ready",
-        "version": 1,
+        "version": 2,
         "max_data_bytes": 64,
         "max_key_bytes": 8,
         "max_line_bytes": BOUNDS.line_max_bytes,
+        "bookie": "bkref",
+        "ops": ["checkpoint", "gc", "inspect"],
+        "state": "full",
+        "answers": "bkref",
+        "format": None,
     }

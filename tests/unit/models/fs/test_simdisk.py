@@ -724,3 +724,26 @@ def test_a_directory_lock_excludes_a_second_holder_and_a_crash_or_kill_drops_it(
     assert disk.operation_count == count  # locks are no operations and touch no file
     with pytest.raises(FsNotFound):
         disk.lock_dir("/missing")
+
+
+def test_stat_counts_names_sizes_and_follows_an_open_file_past_its_unlink() -> None:
+    disk = SimDisk()
+    disk.mkdir("/d/sub")
+    handle = disk.open("/d/f", create=True)
+    handle.pwrite(0, b"abcde")
+    disk.link("/d/f", "/d/g")
+    assert disk.stat("/d/f") == disk.stat("/d/g") == handle.stat()
+    assert (handle.stat().size, handle.stat().links, handle.stat().is_dir) == (5, 2, False)
+    assert disk.stat("/d").is_dir and disk.stat("/d").links == 3
+    assert disk.stat("/d/sub").links == 2 and disk.stat("/").links == 3
+    disk.unlink("/d/f")
+    disk.unlink("/d/g")
+    assert handle.stat().links == 0 and handle.stat().size == 5
+    with pytest.raises(FsNotFound):
+        disk.stat("/d/f")
+    disk.open("/d/h", create=True).close()
+    with pytest.raises(FsNotADirectory):
+        disk.stat("/d/h/x")
+    handle.close()
+    with pytest.raises(FsClosed):
+        handle.stat()

@@ -155,8 +155,16 @@ def dirs(tmp_path: Path) -> tuple[str, str]:
 def test_exchange_restart_and_shutdown(tmp_path: Path) -> None:
     with AdapterProcess(tmp_path, *dirs(tmp_path), "journalMaxGroupWaitMSec=0") as adapter:
         ready = adapter.ready()
-        assert ready["version"] == 1
+        assert ready["version"] == 2
         assert ready["max_data_bytes"] == 5 * 1024 * 1024 - 516
+        # spec/adapter.md, "Capabilities": bkref claims everything, with absolute directories.
+        assert str(ready["bookie"]).startswith("bkref ")
+        assert ready["ops"] == ["checkpoint", "gc", "inspect"]
+        assert (ready["state"], ready["answers"]) == ("full", "bkref")
+        assert ready["format"] == {
+            "journal_dirs": [str(tmp_path / "journal")],
+            "ledger_dirs": [str(tmp_path / "ledgers0"), str(tmp_path / "ledgers1")],
+        }
         adapter.send(add(1, 7, 0, b"hello"), add(2, 7, 1, b"world"))
         assert {adapter.receive()["id"], adapter.receive()["id"]} == {1, 2}
         assert adapter.call({"id": 3, "op": "read", "ledger": 7, "entry": 1}) == {

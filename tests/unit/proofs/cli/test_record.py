@@ -26,6 +26,7 @@ from typing import IO
 
 import pytest
 
+from impl.server.protocol import Claims, RequestBounds, encode_response, ready_event
 from proofs.cli.record import (
     EXIT_USAGE,
     Recorder,
@@ -378,6 +379,19 @@ class Fed:
     def steps(self) -> tuple[Step, ...]:
         header = TraceHeader(config=(), source="t", profile=ADAPTER_PROFILE)
         return read_trace([encode_header(header), *self.lines]).steps
+
+
+def test_a_version_2_ready_line_gives_its_limits_and_nothing_more() -> None:
+    # spec/adapter.md, "Capabilities": record reads the max_* fields only; the claims after
+    # them (bkref's own ready line here) neither break it nor change what it records.
+    claims = Claims(bookie="bkref 0.1.0", journal_dirs=("/j",), ledger_dirs=("/l",))
+    ready = encode_response(ready_event(RequestBounds(data_max_bytes=64, key_max_bytes=8), claims))
+    lines: list[str] = []
+    said: list[str] = []
+    recorder = Recorder(lines.append, said.append)
+    recorder.response(ready.encode() + b"\n")
+    assert recorder.ready and said == []
+    assert recorder.bounds == RequestBounds(data_max_bytes=64, key_max_bytes=8)
 
 
 def test_holds_are_asked_for_synchronous_requests_only() -> None:

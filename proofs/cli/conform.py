@@ -1,0 +1,206 @@
+"""``bkref conform --adapter CMD``: check any bookie that speaks the adapter protocol.
+
+Spec pages: spec/adapter.md, docs/conformance.md (the guide this command is the subject of).
+
+Why a thin command: the engine is proofs/conform/runner.py (also driven by the pytest
+plugin), so this module only reads the options, prints the terminal summary on standard
+error while the run goes (a line per scenario, then the verdict), writes the reports when
+asked, and turns the run into an exit status: 0 every scenario passed, 1 a scenario failed
+(its shrunk trace, how to replay it and how to run it again are printed), 2 the bookie could
+not be run (its stderr tail printed), its ready line is not a consistent claim, or
+``--lazy-disk`` cannot mount here (what to install is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from collections.abc import Sequence
+
+from proofs.cli.check_trace import whole_number
+from proofs.conform.process import DEFAULT_START_TIMEOUT_S
+from proofs.conform.results import (
+    CHECKS,
+    EXIT_CANNOT_RUN,
+    EXIT_DIVERGENCE,
+    EXIT_PASS,
+    RunResult,
+)
+from proofs.conform.runner import (
+    DEFAULT_SHRINK_RUNS,
+    Conformance,
+    lazy_disk_unavailable,
+)
+from proofs.conform.scenario import PROFILES
+
+PREFIX = "bkref conform: "
+SEED_MAX = 2**31 - 1
+
+EPILOG = f"""\
+CMD is one string, split like a shell's words; {{data_dir}} in it is replaced by the
+scenario's data directory (new and empty for each scenario), also given as the environment
+variable BKREF_DATA_DIR. The bookie's ready line says what it supports (spec/adapter.md,
+version 2 "Capabilities"); it is held to exactly that. The guide: docs/conformance.md.
+
+profiles (scenarios x requests x crashes): {
+    ", ".join(f"{name} {s}x{r}x{c}" for name, (s, r, c) in PROFILES.items())
+}
+
+exit codes:
+  {EXIT_PASS}  every scenario passed
+  {EXIT_DIVERGENCE}  a scenario failed: its shrunk trace is written and the commands that
+     replay it (bkref check-trace, bkref explain) and run it again are printed
+  {EXIT_CANNOT_RUN}  the bookie cannot be run (its standard error is shown), its ready line is
+     not a consistent claim, or --lazy-disk cannot mount here
+"""
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the arguments of ``bkref conform``."""
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EPILOG
+    parser.add_argument(
+        "--adapter", metavar="CMD", required=True, help="the command that starts the bookie"
+    )
+    parser.add_argument("--profile", choices=tuple(PROFILES), default="quick")
+    parser.add_argument(
+        "--lazy-disk",
+        action="store_true",
+        help="put the data directory on a FUSE mount that loses what was not fsynced at a "
+        "power loss (needs fuse3 and /dev/fuse)",
+    )
+    parser.add_argument(
+        "--seed", type=whole_number, default=None, help="the run's seed (default: random)"
+    )
+    parser.add_argument(
+        "--scenario",
+        metavar="I",
+        type=whole_number,
+        action="append",
+        default=None,
+        help="run only scenario I (repeatable)",
+    )
+    parser.add_argument("--report", metavar="DIR", help="write junit.xml and report.html there")
+    parser.add_argument(
+        "--work-dir", metavar="DIR", help="where scenario directories go (default: a temp dir)"
+    )
+    parser.add_argument(
+        "--shrink-runs",
+        metavar="N",
+        type=whole_number,
+        default=DEFAULT_SHRINK_RUNS,
+        help=f"re-runs a failure's shrinking may spend (default {DEFAULT_SHRINK_RUNS}; 0: none)",
+    )
+    parser.add_argument(
+        "--start-timeout",
+        metavar="S",
+        type=float,
+        default=DEFAULT_START_TIMEOUT_S,
+        help=f"seconds the bookie may take to write its ready line "
+        f"(default {DEFAULT_START_TIMEOUT_S:g})",
+    )
+
+
+def say(line: str) -> None:
+    print(PREFIX + line if line and not line.startswith(" ") else line, file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.lazy_disk:
+        why = lazy_disk_unavailable()
+        if why is not None:
+            say(f"--lazy-disk cannot be used here: {why}")
+            return EXIT_CANNOT_RUN
+    seed: int = args.seed if args.seed is not None else random.SystemRandom().randint(0, SEED_MAX)
+    say(f"seed {seed} (repeat with --seed {seed}); profile {args.profile}")
+    conformance = Conformance(
+        args.adapter,
+        profile=args.profile,
+        seed=seed,
+        lazy_disk=args.lazy_disk,
+        report_dir=args.report,
+        work_dir=args.work_dir,
+        progress=say,
+        shrink=args.shrink_runs > 0,
+        shrink_runs=args.shrink_runs,
+        start_timeout=args.start_timeout,
+    )
+    indices: Sequence[int] | None = args.scenario
+    if indices is not None:
+        bad = [i for i in indices if i >= conformance.scenario_count()]
+        if bad:
+            say(
+                f"--scenario {bad[0]}: the {args.profile} profile has scenarios 0 to "
+                f"{conformance.scenario_count() - 1}"
+            )
+            return EXIT_CANNOT_RUN
+    result = conformance.run(indices)
+    if args.report:
+        _write_reports(result, args.report)
+    try:
+        from proofs.conform.report import terminal_summary
+    except ImportError:
+        for line in summary_lines(result):
+            say(line)
+    else:
+        print(terminal_summary(result, args.report), file=sys.stderr, flush=True)
+    return result.exit_code
+
+
+def _write_reports(result: RunResult, directory: str) -> None:
+    try:
+        from proofs.conform.report import write_reports
+    except ImportError:
+        say("--report: the reports are not built in this bkref (proofs/conform/report.py)")
+        return
+    try:
+        write_reports(result, directory)
+    except OSError as exc:
+        say(f"--report: cannot write to {directory}: {exc.strerror or exc}")
+
+
+def summary_lines(result: RunResult) -> list[str]:
+    """The final verdict: counts, per-check pass/fail, each failure and how to replay it."""
+    if result.error is not None:
+        return ["CANNOT RUN the bookie:", *("  " + line for line in result.error.splitlines())]
+    scenarios = result.scenarios
+    passed = sum(s.verdict == "pass" for s in scenarios)
+    failed = sum(s.verdict == "fail" for s in scenarios)
+    errors = sum(s.verdict == "error" for s in scenarios)
+    crashes = sum(s.crashes for s in scenarios)
+    losses = sum(s.power_losses for s in scenarios)
+    acked = sum(s.adds_acknowledged for s in scenarios)
+    reads = sum(s.reads_checked for s in scenarios)
+    caps = result.capabilities
+    levels = ", ".join(caps.levels) if caps is not None else "none"
+    lines = [
+        f"{len(scenarios)} scenarios: {passed} passed, {failed} failed, {errors} errors; "
+        f"{crashes} crashes injected ({losses} power losses); {acked} acknowledged adds and "
+        f"{reads} reads checked; levels {levels}; {result.seconds:.1f} s",
+    ]
+    checks = []
+    for check in CHECKS:
+        bad = len(result.failed(check))
+        checks.append(f"{check} {'FAIL (' + str(bad) + ')' if bad else 'pass'}")
+    lines.append("checks: " + ", ".join(checks))
+    for scenario in scenarios:
+        failure = scenario.failure
+        if failure is None:
+            continue
+        lines.append(f"scenario {scenario.index} {scenario.verdict.upper()}: {failure.message}")
+        if failure.trace_path:
+            lines.append(
+                f"  trace ({failure.steps_before_shrink} steps shrunk to "
+                f"{failure.steps_after_shrink}): {failure.trace_path}"
+            )
+            lines.append(f"  replay: bkref check-trace {failure.trace_path}")
+            lines.append(f"  story:  bkref explain {failure.trace_path}")
+        if failure.reproduce:
+            lines.append(f"  again:  {failure.reproduce}")
+        if failure.stderr_tail.strip() and scenario.verdict == "error":
+            lines.append("  the bookie's standard error ended with:")
+            lines += ["    " + line for line in failure.stderr_tail.splitlines()[-10:]]
+    verdict = {EXIT_PASS: "PASS", EXIT_DIVERGENCE: "FAIL", EXIT_CANNOT_RUN: "ERROR"}
+    lines.append(f"verdict: {verdict[result.exit_code]} (seed {result.seed})")
+    return lines

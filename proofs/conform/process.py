@@ -1,0 +1,230 @@
+"""One bookie process under ``bkref conform``: started from a command line, read line by line,
+killed as a group.
+
+Spec pages: spec/adapter.md ("Start", "Framing"), docs/conformance.md ("What the runner
+does").
+
+Why it is shaped so:
+
+- CMD is one string, as a user types it (``"./mybookie {data_dir}"``): it is split with
+  :func:`shlex.split` first and ``{data_dir}`` is replaced in each word after, so a data
+  directory with a space in its path stays one argument. ``BKREF_DATA_DIR`` carries the same
+  path for a bookie that prefers the environment.
+- ``start_new_session=True``: the bookie may be a shell script that starts the real bookie,
+  or a bookie with helper processes; a crash must kill all of them at once, so the runner
+  SIGKILLs the process group (``os.killpg``), as a power cut or an OOM kill would, and reaps
+  the leader.
+- Standard output is read by a thread into a queue, so that the runner's every wait has a
+  timeout (a bookie that stops answering is a failure, never a hang); standard error goes to
+  a file, whose tail is shown when the bookie fails (it is untrusted text: the reports escape
+  it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import shlex
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Sequence
+
+from spec.errors import BkrefError
+
+#: How long a bookie may take to write its ready line (``--start-timeout``).
+DEFAULT_START_TIMEOUT_S = 30.0
+#: How much of the bookie's stderr a failure shows.
+STDERR_TAIL_BYTES = 4000
+STDERR_TAIL_LINES = 30
+#: How long a stopping bookie may take to exit after its stdin closed or a shutdown.
+EXIT_TIMEOUT_S = 30.0
+#: The end of standard output, as an item of the line queue.
+EOF = b""
+
+
+class CannotRun(BkrefError):
+    """The bookie could not be started or did not write a ready line: the message says why,
+    and ``stderr_tail`` holds the end of what it wrote on standard error."""
+
+    def __init__(self, message: str, stderr_tail: str = "") -> None:
+        text = message
+        if stderr_tail.strip():
+            text += "\nthe bookie's standard error ended with:\n" + stderr_tail.rstrip()
+        super().__init__(text)
+        self.reason = message
+        self.stderr_tail = stderr_tail
+
+
+def command_words(command: str, data_dir: str) -> list[str]:
+    """The argv of ``command`` for ``data_dir`` (``{data_dir}`` replaced in each word)."""
+    try:
+        words = shlex.split(command)
+    except ValueError as exc:
+        raise CannotRun(f"the adapter command cannot be split into words: {exc}") from None
+    if not words:
+        raise CannotRun("the adapter command is empty; give the command that starts the bookie")
+    return [word.replace("{data_dir}", data_dir) for word in words]
+
+
+def read_tail(path: str) -> str:
+    """The last lines of the file at ``path`` (empty when it cannot be read)."""
+    try:
+        with open(path, "rb") as source:
+            source.seek(0, os.SEEK_END)
+            size = source.tell()
+            source.seek(max(0, size - STDERR_TAIL_BYTES))
+            data = source.read()
+    except OSError:
+        return ""
+    lines = data.decode("utf-8", "replace").splitlines()
+    return "\n".join(lines[-STDERR_TAIL_LINES:])
+
+
+class BookieProcess:
+    """A started bookie: write request lines, take response lines with a timeout, kill."""
+
+    def __init__(
+        self, command: str, data_dir: str, stderr_path: str, *, cwd: str | None = None
+    ) -> None:
+        self.command = command
+        self.argv = command_words(command, data_dir)
+        self.stderr_path = stderr_path
+        self.lines: queue.Queue[bytes] = queue.Queue()
+        env = dict(os.environ, BKREF_DATA_DIR=data_dir)
+        with open(stderr_path, "ab") as stderr:
+            try:
+                self.child = subprocess.Popen(
+                    self.argv,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=stderr,
+                    env=env,
+                    cwd=cwd,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                raise CannotRun(
+                    f"cannot start {shlex.join(self.argv)}: {exc.strerror or exc}; check the "
+                    "--adapter command (the program, its path, its permissions)"
+                ) from None
+        self._reader = threading.Thread(target=self._read, name="conform-stdout", daemon=True)
+        self._reader.start()
+        self.killed = False
+
+    def _read(self) -> None:
+        stdout = self.child.stdout
+        assert stdout is not None
+        fd = stdout.fileno()
+        pending = b""
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                if pending:
+                    self.lines.put(pending)
+                self.lines.put(EOF)
+                return
+            pending += chunk
+            *complete, pending = pending.split(b"\n")
+            for line in complete:
+                self.lines.put(line + b"\n")
+
+    @property
+    def pid(self) -> int:
+        return self.child.pid
+
+    def stderr_tail(self) -> str:
+        return read_tail(self.stderr_path)
+
+    def send(self, line: bytes) -> bool:
+        """Write one request line; False when the bookie no longer reads its stdin."""
+        stdin = self.child.stdin
+        assert stdin is not None
+        try:
+            stdin.write(line)
+            stdin.flush()
+        except (OSError, ValueError):
+            return False
+        return True
+
+    def take(self, timeout: float) -> bytes | None:
+        """The next stdout line (EOF, b"", at the end), or None after ``timeout`` seconds."""
+        try:
+            return self.lines.get(timeout=max(0.0, timeout))
+        except queue.Empty:
+            return None
+
+    def take_now(self) -> list[bytes]:
+        """Every line already read, without waiting."""
+        out: list[bytes] = []
+        while True:
+            try:
+                out.append(self.lines.get_nowait())
+            except queue.Empty:
+                return out
+
+    def close_stdin(self) -> None:
+        stdin = self.child.stdin
+        if stdin is not None:
+            with contextlib.suppress(OSError, ValueError):
+                stdin.close()
+
+    def kill(self) -> int:
+        """SIGKILL the process group and reap the leader; its (negative) exit code."""
+        self.killed = True
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.child.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            self.child.kill()
+        code = self.child.wait()
+        self._reader.join(timeout=5)
+        self.close_stdin()
+        return code
+
+    def wait_exit(self, timeout: float = EXIT_TIMEOUT_S) -> int | None:
+        """The exit code once the leader exits, or None after ``timeout`` seconds (it then
+        still runs: the caller kills it)."""
+        try:
+            code = self.child.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        self._reader.join(timeout=5)
+        return code
+
+    def reap_group(self) -> None:
+        """Kill whatever is left of the process group (helpers the leader started)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.child.pid, signal.SIGKILL)
+
+
+def wait_ready(process: BookieProcess, timeout: float) -> bytes:
+    """The bookie's first stdout line (its ready line); CannotRun when it ends first or
+    writes nothing within ``timeout`` seconds (the process is then killed)."""
+    deadline = time.monotonic() + timeout
+    line = process.take(deadline - time.monotonic())
+    if line is None:
+        process.kill()
+        raise CannotRun(
+            f"the bookie wrote no ready line within {timeout:g} s "
+            f"({shlex.join(process.argv)}); raise --start-timeout if it is slow to start",
+            process.stderr_tail(),
+        )
+    if line == EOF:
+        code = process.wait_exit(5)
+        if code is None:
+            code = process.kill()
+        raise CannotRun(
+            f"the bookie ended (exit status {code}) before its ready line "
+            f"({shlex.join(process.argv)})",
+            process.stderr_tail(),
+        )
+    return line
+
+
+def argv_of(words: Sequence[str]) -> str:
+    return shlex.join(words)

@@ -1,0 +1,1 @@
+"""Conformance tests: bookies other than bkref's own, judged through the adapter protocol."""

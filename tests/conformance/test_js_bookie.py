@@ -1,0 +1,874 @@
+"""tests/conformance/js/bookie.js: the JavaScript bookie, through a pipe and through
+``bkref record`` + ``bkref check-trace``.
+
+Why: the bookie is the conformance kit's proof of language independence, so it is tested as
+a client would see it (spec/adapter.md: the worked example, every row of "Malformed
+requests", pipelining, kill -9 and restart), and its deliberate bugs are each shown directly
+(the bookie really has the bug) and through the checker (the model catches it). Skipped, with
+the reason, when Node is missing.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import queue
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+import pytest
+
+from impl.server.protocol import Rejection, RequestBounds, parse_request
+from tests.conformance.jsbookie import (
+    BUGS,
+    JS_BOOKIE,
+    js_bookie_argv,
+    js_bookie_command,
+    node_unavailable,
+)
+from tests.paths import ROOT
+
+NODE_MISSING = node_unavailable()
+pytestmark = pytest.mark.skipif(NODE_MISSING is not None, reason=NODE_MISSING or "")
+
+TIMEOUT_S = 20.0
+KEY = "c0ffee"
+MAX_DATA = 5242364
+MAX_KEY = 1024
+MAX_LINE = 41955304
+U63 = 2**63 - 1
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def add(rid: int, ledger: int, entry: int, data: bytes = b"x", key: str = KEY) -> str:
+    return json.dumps(
+        {"id": rid, "op": "add", "ledger": ledger, "entry": entry, "key": key, "data": b64(data)}
+    )
+
+
+def read(rid: int, ledger: int, entry: int) -> str:
+    return json.dumps({"id": rid, "op": "read", "ledger": ledger, "entry": entry})
+
+
+def op(rid: int, name: str, **fields: object) -> str:
+    return json.dumps({"id": rid, "op": name, **fields})
+
+
+class Bookie:
+    """bookie.js as a child on a data directory: lines in, stdout lines read by a thread into
+    a queue so every read has a timeout; killed on exit if still running."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *bugs: str,
+        argv: list[str] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.data_dir = data_dir
+        number = len(list(data_dir.parent.glob("bookie-stderr-*.txt")))
+        self.stderr_path = data_dir.parent / f"bookie-stderr-{number}.txt"
+        self._stderr: IO[bytes] = self.stderr_path.open("wb")
+        self.child = subprocess.Popen(
+            argv or js_bookie_argv(str(data_dir), *bugs),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            env=env,
+        )
+        self._lines: queue.Queue[bytes | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.child.stdout is not None
+        while line := self.child.stdout.readline():
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def __enter__(self) -> Bookie:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self.child.poll() is None:
+            self.child.kill()
+        self.child.wait(TIMEOUT_S)
+        self._stderr.close()
+
+    def send(self, *lines: str | bytes) -> None:
+        assert self.child.stdin is not None
+        self.child.stdin.write(
+            b"".join(line if isinstance(line, bytes) else line.encode() + b"\n" for line in lines)
+        )
+        self.child.stdin.flush()
+
+    def raw(self) -> bytes:
+        try:
+            line = self._lines.get(timeout=TIMEOUT_S)
+        except queue.Empty:
+            pytest.fail(f"no line within {TIMEOUT_S} s; stderr:\n{self.stderr()}")
+        if line is None:
+            pytest.fail(f"the output ended; stderr:\n{self.stderr()}")
+        return line
+
+    def receive(self) -> dict[str, object]:
+        line = self.raw()
+        assert line.endswith(b"\n") and line.count(b"\n") == 1
+        assert line.isascii(), line
+        response = json.loads(line)
+        assert isinstance(response, dict), response
+        return response
+
+    def ready(self) -> dict[str, object]:
+        line = self.receive()
+        assert line["event"] == "ready", line
+        return line
+
+    def ask(self, *lines: str | bytes) -> dict[object, dict[str, object]]:
+        """Send the lines; their responses by id (one per non-blank line)."""
+        self.send(*lines)
+        count = sum(
+            1 for line in lines if (line if isinstance(line, bytes) else line.encode()).strip()
+        )
+        return self.responses(count)
+
+    def one(self, line: str | bytes) -> dict[str, object]:
+        self.send(line)
+        return self.receive()
+
+    def responses(self, count: int) -> dict[object, dict[str, object]]:
+        found: dict[object, dict[str, object]] = {}
+        for _ in range(count):
+            response = self.receive()
+            key = response["id"]
+            if key is None:
+                key = ("null", len(found))
+            found[key] = response
+        return found
+
+    def close(self) -> int:
+        assert self.child.stdin is not None
+        self.child.stdin.close()
+        return self.child.wait(TIMEOUT_S)
+
+    def kill9(self) -> None:
+        os.kill(self.child.pid, signal.SIGKILL)
+        assert self.child.wait(TIMEOUT_S) == -signal.SIGKILL
+
+    def stderr(self) -> str:
+        if not self._stderr.closed:
+            self._stderr.flush()
+        return self.stderr_path.read_text(errors="replace")
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture
+def bookie(data_dir: Path) -> Iterator[Bookie]:
+    with Bookie(data_dir) as running:
+        running.ready()
+        yield running
+
+
+# --- the command and the ready line -------------------------------------------------------
+
+
+def test_the_command_has_the_data_dir_placeholder_and_the_bug_flags() -> None:
+    command = js_bookie_command("stale-cache", "forget-fences")
+    assert "{data_dir}" in command and JS_BOOKIE in command
+    assert command.endswith("--bug stale-cache --bug forget-fences")
+    with pytest.raises(ValueError, match="no bug"):
+        js_bookie_command("lose-everything")
+
+
+def test_the_ready_line_is_version_2_with_its_capabilities(data_dir: Path) -> None:
+    with Bookie(data_dir) as bookie:
+        ready = bookie.ready()
+        assert ready == {
+            "id": None,
+            "ok": True,
+            "event": "ready",
+            "version": 2,
+            "max_data_bytes": MAX_DATA,
+            "max_key_bytes": MAX_KEY,
+            "max_line_bytes": MAX_LINE,
+            "bookie": ready["bookie"],
+            "ops": ["checkpoint", "inspect"],
+            "state": "protocol",
+            "answers": "bkref",
+        }
+        assert bookie.close() == 0
+
+
+def test_the_data_dir_may_come_from_the_environment(tmp_path: Path) -> None:
+    env = {**os.environ, "BKREF_DATA_DIR": str(tmp_path / "env")}
+    done = subprocess.run(
+        ["node", JS_BOOKIE], input=add(1, 1, 0).encode() + b"\n", capture_output=True, env=env,
+        timeout=TIMEOUT_S,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[1]) == {"id": 1, "ok": True}
+    assert (tmp_path / "env" / "bookie.log").stat().st_size > 0
+
+
+def test_a_bad_bug_flag_and_an_unusable_dir_exit_with_one_line(tmp_path: Path) -> None:
+    done = subprocess.run(
+        ["node", JS_BOOKIE, str(tmp_path), "--bug", "nope"], capture_output=True, timeout=TIMEOUT_S
+    )
+    assert done.returncode == 2 and done.stdout == b"", done
+    assert b"--bug needs one of" in done.stderr
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    done = subprocess.run(
+        ["node", JS_BOOKIE, str(blocker / "data")], capture_output=True, timeout=TIMEOUT_S
+    )
+    assert done.returncode == 1 and done.stdout == b"", done
+    assert b"cannot recover the log" in done.stderr
+
+
+# --- the worked example of spec/adapter.md --------------------------------------------------
+
+
+def test_the_worked_example(data_dir: Path) -> None:
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        answers = bookie.ask(
+            '{"id":1,"op":"add","ledger":7,"entry":0,"key":"c0ffee","data":"aGVsbG8="}',
+            '{"id":2,"op":"add","ledger":7,"entry":1,"key":"c0ffee","data":"d29ybGQ="}',
+        )
+        assert answers == {1: {"id": 1, "ok": True}, 2: {"id": 2, "ok": True}}
+        assert bookie.one('{"id":3,"op":"read","ledger":7,"entry":1}') == {
+            "id": 3, "ok": True, "data": "d29ybGQ=",
+        }  # fmt: skip
+        wrong = bookie.one('{"id":4,"op":"add","ledger":7,"entry":2,"key":"0badc0de","data":""}')
+        assert (wrong["id"], wrong["error"]) == (4, "unauthorized")
+        assert bookie.one('{"id":5,"op":"fence","ledger":7,"key":"c0ffee"}') == {
+            "id": 5,
+            "ok": True,
+        }
+        fenced = bookie.one('{"id":6,"op":"add","ledger":7,"entry":2,"key":"c0ffee","data":""}')
+        assert (fenced["id"], fenced["error"]) == (6, "fenced")
+        missing = bookie.one('{"id":7,"op":"read","ledger":7,"entry":9}')
+        assert (missing["id"], missing["error"]) == (7, "no_entry")
+        negative = bookie.one('{"id":8,"op":"read","ledger":7,"entry":-1}')
+        assert (negative["id"], negative["error"]) == (8, "bad_request")
+        assert "-1" in str(negative["message"])
+        short = bookie.one('{"id":9,"op":"add","ledger":7}')
+        assert (short["id"], short["error"]) == (9, "bad_request")
+        assert "entry" in str(short["message"])
+        junk = bookie.one("this is not json")
+        assert (junk["id"], junk["error"]) == (None, "bad_request")
+        gc = bookie.one('{"id":10,"op":"gc","force":true}')  # not claimed: unsupported
+        assert (gc["id"], gc["error"]) == (10, "unsupported")
+        assert bookie.one('{"id":11,"op":"shutdown"}') == {"id": 11, "ok": True}
+        assert bookie.child.wait(TIMEOUT_S) == 0
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        assert bookie.one('{"id":1,"op":"read","ledger":7,"entry":0}')["data"] == "aGVsbG8="
+        assert bookie.one(add(2, 7, 2))["error"] == "fenced"
+        assert bookie.close() == 0
+
+
+# --- every row of "Malformed requests" ------------------------------------------------------
+
+VALID_READ = '"op":"read","ledger":1,"entry":0'
+R = b'{"id":1,' + VALID_READ.encode()  # a read of id 1, its object left open
+ADD0 = b'"op":"add","ledger":1,"entry":0,"key":"","data":'
+
+
+def data(rid: int, text: bytes) -> bytes:
+    """An add of id ``rid`` whose data is ``text`` (quoted)."""
+    return b'{"id":%d,%s"%s"}' % (rid, ADD0, text)
+
+
+HUGE = b"9" * 5000
+LONG_KEY = b"ab" * (MAX_KEY + 1)
+
+#: (row of the table, line, the id the response must carry).
+MALFORMED: list[tuple[str, bytes, int | None]] = [
+    ("not UTF-8", R + b',"x":"\xff"}', None),
+    ("not UTF-8 (a BOM is not JSON)", b"\xef\xbb\xbf" + R + b"}", None),
+    ("not JSON", b"this is not json", None),
+    ("not JSON: NaN", b'{"id":1,"op":"read","ledger":NaN,"entry":0}', None),
+    ("not JSON: Infinity", b'{"id":1,"op":"read","ledger":1,"entry":-Infinity}', None),
+    ("not JSON: a key twice", R + b',"entry":0}', None),
+    ("not JSON: a key twice, escaped", R + b',"\\u0065ntry":0}', None),
+    ("not JSON: a key twice, nested", b'{"id":1,"op":"read","ledger":{"a":1,"a":2}}', None),
+    ("not JSON: a raw control character", b'{"id":1,"op":"re\tad","ledger":1,"entry":0}', None),
+    ("not JSON: a vertical tab", b"\x0b" + R + b"}", None),
+    ("not JSON: a leading zero", b'{"id":01,' + VALID_READ.encode() + b"}", None),
+    ("not JSON: trailing data", R + b"} {}", None),
+    ("not an object", b"[1, 2]", None),
+    ("not an object: a number", b"7", None),
+    ("no id", b"{" + VALID_READ.encode() + b"}", None),
+    ("id a float", b'{"id":1.0,' + VALID_READ.encode() + b"}", None),
+    ("id in exponent form", b'{"id":1e3,' + VALID_READ.encode() + b"}", None),
+    ("id a string", b'{"id":"1",' + VALID_READ.encode() + b"}", None),
+    ("id true", b'{"id":true,' + VALID_READ.encode() + b"}", None),
+    ("id null", b'{"id":null,' + VALID_READ.encode() + b"}", None),
+    ("id above 2^63-1", b'{"id":9223372036854775808,' + VALID_READ.encode() + b"}", None),
+    ("id below -2^63", b'{"id":-9223372036854775809,' + VALID_READ.encode() + b"}", None),
+    ("no op", b'{"id":2,"ledger":1,"entry":0}', 2),
+    ("op not a string", b'{"id":3,"op":7,"ledger":1,"entry":0}', 3),
+    ("unknown op", b'{"id":4,"op":"reed","ledger":1,"entry":0}', 4),
+    ("unknown op: __proto__", b'{"id":4,"op":"__proto__"}', 4),
+    ("missing field", b'{"id":5,"op":"add","ledger":1,"entry":0,"key":"00"}', 5),
+    ("a field the op does not take", b'{"id":6,' + VALID_READ.encode() + b',"key":"00"}', 6),
+    ("ledger a string", b'{"id":7,"op":"read","ledger":"1","entry":0}', 7),
+    ("entry a float", b'{"id":8,"op":"read","ledger":1,"entry":0.0}', 8),
+    ("entry in exponent form", b'{"id":8,"op":"read","ledger":1,"entry":1E2}', 8),
+    ("ledger true", b'{"id":9,"op":"read","ledger":true,"entry":0}', 9),
+    ("key a number", b'{"id":10,"op":"fence","ledger":1,"key":12}', 10),
+    ("force a string", b'{"id":11,"op":"gc","force":"yes"}', 11),
+    ("data null", b'{"id":12,' + ADD0 + b"null}", 12),
+    ("negative ledger", b'{"id":13,"op":"read","ledger":-1,"entry":0}', 13),
+    ("negative entry", b'{"id":14,"op":"read","ledger":1,"entry":-5}', 14),
+    ("ledger above 2^63-1", b'{"id":15,"op":"read","ledger":9223372036854775808,"entry":0}', 15),
+    ("entry of thousands of digits", b'{"id":16,"op":"read","ledger":1,"entry":%s}' % HUGE, 16),
+    ("key not hex", b'{"id":17,"op":"fence","ledger":1,"key":"c0ffeg"}', 17),
+    ("key of odd length", b'{"id":18,"op":"fence","ledger":1,"key":"c0ffe"}', 18),
+    ("key above max_key_bytes", b'{"id":19,"op":"fence","ledger":1,"key":"%s"}' % LONG_KEY, 19),
+    ("data without padding", data(20, b"aGVsbG8"), 20),
+    ("data with nonzero pad bits", data(21, b"aGVsbG9="), 21),
+    ("data with nonzero pad bits, one pad", data(21, b"aGVsbG9vcj="), 21),
+    ("data with whitespace", data(22, b"aGVs bG8="), 22),
+    ("data with an escaped newline", data(22, b"aGVs\\nbG8="), 22),
+    ("data URL-safe", data(23, b"-_8="), 23),
+    ("data padding in the middle", data(24, b"aG==aGVs"), 24),
+    ("data too much padding", data(25, b"a==="), 25),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("row", "line", "want"), MALFORMED, ids=[m[0] for m in MALFORMED])
+def test_malformed_requests_are_bad_request_and_the_bookie_keeps_serving(
+    bookie: Bookie, row: str, line: bytes, want: int | None
+) -> None:
+    response = bookie.one(line + b"\n")
+    assert response["ok"] is False and response["error"] == "bad_request", (row, response)
+    assert response["id"] == want, (row, response)
+    assert isinstance(response["message"], str) and response["message"], row
+    # Nothing was done, and the bookie still serves.
+    assert bookie.one(read(99, 1, 0))["error"] == "no_ledger"
+
+
+def test_data_longer_than_max_data_bytes_once_decoded_is_refused(bookie: Bookie) -> None:
+    too_big = bookie.one(add(1, 1, 0, b"\0" * (MAX_DATA + 1)))
+    assert (too_big["id"], too_big["error"]) == (1, "bad_request")
+    assert bookie.one(add(2, 1, 0, b"\1" * MAX_DATA)) == {"id": 2, "ok": True}
+    assert bookie.one(read(3, 1, 0))["data"] == b64(b"\1" * MAX_DATA)
+
+
+def test_a_line_longer_than_max_line_bytes_is_skipped(bookie: Bookie) -> None:
+    filler = b"x" * (MAX_LINE + 10)
+    with_id = b'{"id": 7, "op":"add","ledger":1,"entry":0,"key":"","data":"' + filler + b'"}\n'
+    response = bookie.one(with_id)
+    assert (response["id"], response["error"]) == (7, "bad_request")
+    response = bookie.one(b'{"op":"add","id":8,"data":"' + filler + b'"}\n')
+    assert (response["id"], response["error"]) == (None, "bad_request")
+    # The rest of each line was skipped: the next line is a request again.
+    assert bookie.one(add(9, 1, 0)) == {"id": 9, "ok": True}
+    # The bound is on the line without its newline: max_line_bytes itself is a request.
+    head, tail = b'{"id":10,', b'"op":"read","ledger":1,"entry":0}'
+    exact = head + b" " * (MAX_LINE - len(head) - len(tail)) + tail
+    assert len(exact) == MAX_LINE
+    assert bookie.one(exact + b"\n") == {"id": 10, "ok": True, "data": b64(b"x")}
+    over = bookie.one(exact[:-1] + b" }\n")
+    assert (over["id"], over["error"]) == (10, "bad_request")
+
+
+def test_an_id_in_flight_is_answered_with_id_null(bookie: Bookie) -> None:
+    answers = bookie.ask(add(5, 1, 0), read(5, 1, 0), '{"id":5,"op":"nope"}')
+    assert answers[5] == {"id": 5, "ok": True}
+    nulls = [a for k, a in answers.items() if k != 5]
+    assert len(nulls) == 2 and all(a["id"] is None and a["error"] == "bad_request" for a in nulls)
+    assert all("5" in str(a["message"]) for a in nulls)
+    # Once answered, the id may be reused.
+    assert bookie.one(read(5, 1, 0))["data"] == b64(b"x")
+
+
+def test_valid_edges_are_accepted(bookie: Bookie) -> None:
+    lines = [
+        b'{"id":-9223372036854775808,"op":"add","ledger":9223372036854775807,'
+        b'"entry":9223372036854775807,"key":"C0FFEE","data":""}\r\n',
+        b"  \t \r\n",  # blank: ignored
+        b'{"id":2,"op":"add","ledger":1,"entry":0,"key":"","data":"\\u0061GVsbG8\\u003d"}\n',
+        b'{ "id" : 3 , "op" : "add" , "ledger" : 1 , "entry" : -0 , "key" : "" , "data" : "" }\n',
+    ]
+    answers = bookie.ask(*lines)
+    assert answers == {
+        -(2**63): {"id": -(2**63), "ok": True},
+        2: {"id": 2, "ok": True},
+        3: {"id": 3, "ok": True},
+    }
+    # Upper and lower case keys are the same key; -0 is entry 0 (overwritten by id 3).
+    assert bookie.one(add(4, U63, 0, key="c0ffee")) == {"id": 4, "ok": True}
+    assert bookie.one(read(5, U63, U63)) == {"id": 5, "ok": True, "data": ""}
+    assert bookie.one(read(6, 1, 0)) == {"id": 6, "ok": True, "data": ""}
+    odd = bookie.one(op(7, "write_close", ledger=1, key=""))
+    assert (odd["id"], odd["error"]) == (7, "unsupported")
+
+
+def test_responses_are_ascii_with_escapes(bookie: Bookie) -> None:
+    bookie.send('{"id":1,"op":"r\u00e9ad\u2028"}')
+    raw = bookie.raw()
+    assert raw.isascii() and raw.count(b"\n") == 1
+    assert "r\u00e9ad\u2028" in json.loads(raw)["message"]
+
+
+# --- pipelining, group commit, end of input, shutdown ----------------------------------------
+
+
+def test_pipelined_adds_share_group_commits(data_dir: Path) -> None:
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        count = 600
+        answers = bookie.ask(*(add(i, 1 + i % 4, i, bytes([i % 256]) * 100) for i in range(count)))
+        assert all(a == {"id": i, "ok": True} for i, a in answers.items()), answers
+        reads = bookie.ask(*(read(10000 + i, 1 + i % 4, i) for i in range(0, count, 7)))
+        for k, a in reads.items():
+            assert a["data"] == b64(bytes([(int(str(k)) - 10000) % 256]) * 100), a
+        assert bookie.close() == 0
+        stats = re.search(r"(\d+) records in (\d+) writes, (\d+) fdatasyncs", bookie.stderr())
+        assert stats is not None, bookie.stderr()
+        records, writes, syncs = map(int, stats.groups())
+        assert records == count
+        assert writes == syncs < count // 10, "adds read in one turn share a write and a sync"
+
+
+def test_end_of_input_answers_every_request_in_flight_and_exits_0(data_dir: Path) -> None:
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        bookie.send(*(add(i, 1, i) for i in range(50)), op(50, "fence", ledger=1, key=KEY))
+        assert bookie.close() == 0
+        answers = bookie.responses(51)
+        assert all(a["ok"] for a in answers.values())
+        assert bookie._lines.get(timeout=TIMEOUT_S) is None  # nothing more
+
+
+def test_shutdown_answers_in_flight_then_itself_and_reads_no_further(data_dir: Path) -> None:
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        bookie.send(add(1, 1, 0), add(2, 1, 1), op(3, "shutdown"), add(4, 1, 2))
+        answers = [bookie.receive() for _ in range(3)]
+        assert answers[-1] == {"id": 3, "ok": True}
+        assert {a["id"] for a in answers[:2]} == {1, 2}
+        assert bookie.child.wait(TIMEOUT_S) == 0
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        assert bookie.one(read(1, 1, 1))["ok"] is True
+        assert bookie.one(read(2, 1, 2))["error"] == "no_entry"  # after shutdown: not read
+
+
+def test_delete_is_durable_and_refuses_adds_in_flight(data_dir: Path) -> None:
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        assert bookie.one(add(1, 3, 0)) == {"id": 1, "ok": True}
+        answers = bookie.ask(add(2, 3, 1), op(3, "delete", ledger=3), add(4, 3, 2))
+        assert answers[2]["error"] == "no_ledger", "in flight when its ledger was deleted"
+        assert answers[3] == {"id": 3, "ok": True}
+        assert answers[4]["error"] == "no_ledger", "a deleted ledger is never written again"
+        assert bookie.one(op(5, "fence", ledger=3, key=KEY))["error"] == "no_ledger"
+        assert bookie.one(op(6, "delete", ledger=12345)) == {"id": 6, "ok": True}
+        bookie.kill9()
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        assert bookie.one(read(1, 3, 0))["error"] == "no_ledger"
+        state = bookie.one(op(2, "inspect"))["state"]
+        assert isinstance(state, dict)
+        assert state["deleted_ledgers"] == [3, 12345] and state["ledgers"] == []
+
+
+def test_inspect_shows_the_protocol_state(bookie: Bookie) -> None:
+    bookie.send(
+        add(1, 2, 5), add(2, 2, 3), add(3, 9, 0, key="aa"), op(4, "fence", ledger=9, key="aa")
+    )
+    bookie.send(op(5, "fence", ledger=4, key="bb"), op(6, "checkpoint"), op(7, "inspect"))
+    answers = bookie.responses(7)
+    assert all(a["ok"] for a in answers.values())
+    assert answers[7]["state"] == {
+        "entry_logs": [],
+        "least_unflushed_log_id": 0,
+        "last_mark": {"journal_id": 0, "offset": 0},
+        "journal_mark": {"journal_id": 0, "offset": 0},
+        "current_log_id": None,
+        "ledgers": [
+            {"ledger_id": 2, "last_entry": 5, "fenced": False},
+            {"ledger_id": 4, "last_entry": None, "fenced": True},
+            {"ledger_id": 9, "last_entry": 0, "fenced": True},
+        ],
+        "fenced_ledgers": [4, 9],
+        "deleted_ledgers": [],
+        "compaction_files": [],
+    }
+
+
+# --- crashes -----------------------------------------------------------------------------------
+
+
+def test_kill_9_and_restart_keep_acked_adds_and_fences(data_dir: Path) -> None:
+    acked: dict[tuple[int, int], bytes] = {}
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        bookie.send(*(add(i, 1 + i % 3, i, f"entry {i}".encode() * (i % 7)) for i in range(300)))
+        bookie.send(op(1000, "fence", ledger=3, key=KEY))
+        for _ in range(150):
+            answer = bookie.receive()
+            if answer.get("ok") and answer["id"] != 1000:
+                i = int(str(answer["id"]))
+                acked[(1 + i % 3, i)] = f"entry {i}".encode() * (i % 7)
+        bookie.kill9()
+    assert len(acked) >= 100
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        ids = list(acked)
+        answers = bookie.ask(*(read(n, ledger, entry) for n, (ledger, entry) in enumerate(ids)))
+        for n, key in enumerate(ids):
+            assert answers[n]["data"] == b64(acked[key]), key
+        assert bookie.one(op(5000, "fence", ledger=2, key=KEY)) == {"id": 5000, "ok": True}
+        bookie.kill9()
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        assert bookie.one(add(1, 2, 9999))["error"] == "fenced"
+        assert bookie.close() == 0
+
+
+def test_a_torn_tail_is_cut_at_start(data_dir: Path) -> None:
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        assert bookie.ask(add(1, 1, 0, b"kept"), add(2, 1, 1, b"kept too"))[2]["ok"]
+        bookie.kill9()
+    log = data_dir / "bookie.log"
+    size = log.stat().st_size
+    good = log.read_bytes()
+    # A torn record: a length promising more than is there; then one whose checksum fails.
+    for torn in (good[:8] + b"\xff" * 5, good[: size // 2][-30:] + b"\0" * 40):
+        log.write_bytes(good + torn)
+        with Bookie(data_dir) as bookie:
+            bookie.ready()
+            assert bookie.one(read(1, 1, 1)) == {"id": 1, "ok": True, "data": b64(b"kept too")}
+            assert bookie.one(add(2, 1, 2, b"after")) == {"id": 2, "ok": True}
+            bookie.kill9()
+        assert "cut a torn tail" in bookie.stderr()
+        with Bookie(data_dir) as bookie:
+            bookie.ready()
+            assert bookie.one(read(1, 1, 2))["data"] == b64(b"after")
+            assert bookie.close() == 0
+        log.write_bytes(good)
+
+
+def test_a_crash_before_the_first_record_leaves_an_empty_log_that_starts(data_dir: Path) -> None:
+    data_dir.mkdir()
+    (data_dir / "bookie.log").write_bytes(b"\0" * 4096)  # size made durable, data not
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        assert bookie.one(read(1, 1, 0))["error"] == "no_ledger"
+        assert bookie.close() == 0
+    assert (data_dir / "bookie.log").stat().st_size == 0
+
+
+# --- the bugs, shown directly --------------------------------------------------------------
+
+
+def _syscalls(trace: Path) -> list[str]:
+    """The fdatasync, pwrite (to the log) and write(1) (responses) calls, in order."""
+    order = []
+    for line in trace.read_text().splitlines():
+        if re.search(r"\bfdatasync\(", line):
+            order.append("sync")
+        elif re.search(r"\bpwrite64\(", line):
+            order.append("log")
+        elif re.search(r'\bwrite\(1, "\{\\"id\\":\d+,\\"ok\\":true', line):
+            order.append("ack")
+    return order
+
+
+@pytest.mark.parametrize("bug", [None, "ack-before-fsync"])
+def test_ack_before_fsync_acknowledges_adds_before_their_fdatasync(
+    tmp_path: Path, bug: str | None
+) -> None:
+    data = tmp_path / "data"
+    bugs = (bug,) if bug else ()
+    strace = shutil.which("strace")
+    trace = tmp_path / "strace.txt"
+    argv = js_bookie_argv(str(data), *bugs)
+    if strace is not None:
+        argv = [
+            strace,
+            "-f",
+            "-qq",
+            "-e",
+            "trace=fdatasync,pwrite64,write",
+            "-o",
+            str(trace),
+            *argv,
+        ]
+    with Bookie(data, argv=argv) as bookie:
+        bookie.ready()
+        for i in range(5):
+            assert bookie.one(add(i, 1, i)) == {"id": i, "ok": True}
+        bookie.kill9() if strace is None else None
+        if strace is not None:
+            assert bookie.close() == 0
+    if strace is None:
+        with Bookie(data, *bugs) as bookie:  # SIGKILL keeps the page cache: nothing lost
+            bookie.ready()
+            assert all(bookie.one(read(i, 1, i))["ok"] for i in range(5))
+            assert bookie.close() == 0
+        early = re.search(r"(\d+) acks before their fdatasync", bookie.stderr())
+        assert early is not None
+        assert (int(early.group(1)) > 0) == (bug is not None)
+        return
+    order = _syscalls(trace)
+    acks = [i for i, call in enumerate(order) if call == "ack"]
+    assert len(acks) == 5, order
+    unsynced = [
+        i for i in acks if order[max(j for j in range(i) if order[j] in ("log", "sync"))] == "log"
+    ]
+    if bug is None:
+        assert not unsynced, f"every ack follows the fdatasync of its write: {order}"
+    else:
+        assert unsynced == acks, f"each add is acked right after its write: {order}"
+
+
+def test_forget_fences_undoes_a_fence_at_restart(data_dir: Path) -> None:
+    for bug, want in ((None, "fenced"), ("forget-fences", None)):
+        shutil.rmtree(data_dir, ignore_errors=True)
+        bugs = (bug,) if bug else ()
+        with Bookie(data_dir, *bugs) as bookie:
+            bookie.ready()
+            assert bookie.one(add(1, 5, 0))["ok"]
+            assert bookie.one(op(2, "fence", ledger=5, key=KEY)) == {"id": 2, "ok": True}
+            assert bookie.one(add(3, 5, 1))["error"] == "fenced"  # within the run: fenced
+            bookie.kill9()
+        with Bookie(data_dir, *bugs) as bookie:
+            bookie.ready()
+            assert bookie.one(add(1, 5, 1)).get("error") == want, bug
+            assert bookie.close() == 0
+
+
+def test_stale_cache_serves_a_cached_no_entry_after_the_add_is_acked(bookie: Bookie) -> None:
+    for bug, want in ((None, True), ("stale-cache", False)):
+        data = bookie.data_dir.parent / f"data-{bug}"
+        with Bookie(data, *((bug,) if bug else ())) as running:
+            running.ready()
+            assert running.one(add(1, 1, 0))["ok"]
+            assert running.one(read(2, 1, 1))["error"] == "no_entry"
+            assert running.one(add(3, 1, 1, b"now")) == {"id": 3, "ok": True}
+            assert running.one(read(4, 1, 1))["ok"] is want, bug
+            assert running.close() == 0
+
+
+# --- recorded by bkref record, judged by bkref check-trace ------------------------------------
+
+
+def _bkref(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "proofs.cli.main", *args],
+        input=stdin, capture_output=True, cwd=ROOT, env=env, timeout=120,
+    )  # fmt: skip
+
+
+class Recorded(Bookie):
+    """bookie.js under ``bkref record``; kill9 kills the bookie (the recorder records it)."""
+
+    def __init__(self, trace: Path, data_dir: Path, *bugs: str) -> None:
+        argv = [
+            sys.executable, "-m", "proofs.cli.main", "record", "--trace", str(trace),
+            "--profile", "state=protocol,answers=bkref",
+            "--", *js_bookie_argv(str(data_dir), *bugs),
+        ]  # fmt: skip
+        super().__init__(data_dir, argv=argv, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+    def kill9(self) -> None:
+        pid = _bookie_pid(self)
+        os.kill(pid, signal.SIGKILL)
+        assert self.child.wait(TIMEOUT_S) == 128 + signal.SIGKILL
+
+
+def _bookie_pid(recorded: Bookie) -> int:
+    for _ in range(2000):
+        found = re.search(r"bkref record: started pid (\d+)", recorded.stderr())
+        if found:
+            return int(found.group(1))
+        threading.Event().wait(0.01)
+    pytest.fail(f"no pid line; stderr:\n{recorded.stderr()}")
+
+
+def record_run(tmp_path: Path, *bugs: str) -> Path:
+    """A scripted run of bookie.js under ``bkref record``: pipelined adds, a fence, a read
+    that misses, kill -9 with adds in flight, a restart that reads back and adds to the fenced
+    ledger, a delete, an inspect, the end of input. Returns the trace."""
+    trace = tmp_path / "js.jsonl"
+    data = tmp_path / "data"
+    with Recorded(trace, data, *bugs) as rec:
+        rec.ready()
+        answers = rec.ask(*(add(i, 1 + i % 2, i // 2, f"d{i}".encode()) for i in range(20)))
+        assert all(a["ok"] for a in answers.values())
+        assert rec.one(read(100, 1, 50))["error"] == "no_entry"  # a miss (cached by stale-cache)
+        assert rec.one(op(101, "fence", ledger=2, key=KEY)) == {"id": 101, "ok": True}
+        assert rec.one(add(102, 1, 50, b"late")) == {"id": 102, "ok": True}
+        rec.one(read(103, 1, 50))  # stale-cache: no_entry after the ack; the checker says so
+        rec.send(*(add(200 + i, 3, i, b"burst" * i) for i in range(200)))
+        for _ in range(20):
+            rec.receive()
+        rec.kill9()
+    with Recorded(trace, data, *bugs) as rec:
+        rec.ready()
+        answers = rec.ask(read(1, 1, 0), read(2, 2, 9), add(3, 2, 10), op(4, "inspect"))
+        rec.ask(op(5, "delete", ledger=1), read(6, 1, 0), op(7, "checkpoint"), op(8, "inspect"))
+        assert rec.close() == 0
+    return trace
+
+
+def test_recorded_run_passes_check_trace(tmp_path: Path) -> None:
+    trace = record_run(tmp_path)
+    text = trace.read_text()
+    assert '"op": "crash"' in text and '"op": "restart"' in text
+    assert '"state": {' in text  # the inspects' states are judged
+    done = _bkref("check-trace", str(trace))
+    assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
+
+
+@pytest.mark.parametrize(
+    ("bug", "named"),
+    [
+        ("forget-fences", r"add 2:10 answered ok; allowed: fenced"),
+        ("stale-cache", r"read 1:50 answered failed: no_entry; allowed: data"),
+    ],
+    ids=["forget-fences", "stale-cache"],
+)
+def test_recorded_run_with_a_bug_fails_check_trace(tmp_path: Path, bug: str, named: str) -> None:
+    trace = record_run(tmp_path, bug)
+    done = _bkref("check-trace", str(trace))
+    out = done.stdout.decode() + done.stderr.decode()
+    assert done.returncode == 1, out
+    assert re.search(named, out), out
+
+
+def test_ack_before_fsync_survives_kill_9_so_check_trace_passes(tmp_path: Path) -> None:
+    """Its acks are early, but SIGKILL keeps the page cache: only a power loss (bkref's lazy
+    disk) can catch it, never a kill -9."""
+    trace = record_run(tmp_path, "ack-before-fsync")
+    done = _bkref("check-trace", str(trace))
+    assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
+
+
+def test_every_bug_has_a_test() -> None:
+    assert set(BUGS) == {"ack-before-fsync", "forget-fences", "stale-cache"}
+
+
+# --- differential: bookie.js rejects exactly what bkref's own parser rejects ------------------
+
+#: Requests to mutate: one of each op but shutdown (which would end the run).
+SEEDS = [
+    b'{"id":1,"op":"add","ledger":7,"entry":0,"key":"c0ffee","data":"aGVsbG8="}',
+    b'{"id": 2, "op": "read", "ledger": 7, "entry": 1}',
+    b'{"id":3,"op":"fence","ledger":7,"key":"C0FFEE"}',
+    b'{"id":4,"op":"delete","ledger":8}',
+    b'{"id":5,"op":"gc","force":false}',
+    b'{"id":6,"op":"write_close","ledger":1,"key":""}',
+    b'{"id":-7,"op":"checkpoint"}',
+    b'{"id":8,"op":"inspect"}',
+]
+#: Pieces a mutation inserts or substitutes.
+PIECES = [
+    b'"', b"{", b"}", b",", b":", b"0", b"1", b"-", b".", b"e", b"+", b"\\", b"u", b" ", b"\t",
+    b"\x0b", b"\xc3\xa9", b"\xff", b"=", b"a", b"/", b"[", b"]", b"\\u0041", b"\\n", b"null",
+    b"9223372036854775808", b"1.0", b"\x00", b',"id":1', b',"x":1', b',"entry":5',
+]  # fmt: skip
+#: Field values, legal and not, for requests built field by field.
+VALUES = [
+    b"0", b"-1", b"-0", b"7", b"9223372036854775807", b"9223372036854775808",
+    b"-9223372036854775808", b"-9223372036854775809", b"1" + b"0" * 60, b"1.0", b"1e3",
+    b'""', b'"00"', b'"C0FFEE"', b'"abc"', b'"zz"', b'"%s"' % (b"ab" * MAX_KEY), b'"%s"' % LONG_KEY,
+    b'"aGVsbG8="', b'"aGVsbG9="', b'"YQ=="', b'"YR=="', b'"YQ="', b'"Y==="', b'"aGVs\\u0062G8="',
+    b'"ab+/"', b'"-_=="', b'" YQ=="', b'"YQ==\\n"', b'"\\u0030\\u0030"', b'"\\/w=="', b"true",
+    b"false", b"null", b"[]", b"{}", b'"1"',
+]  # fmt: skip
+OP_FIELDS = {
+    "add": ["ledger", "entry", "key", "data"], "read": ["ledger", "entry"],
+    "fence": ["ledger", "key"], "delete": ["ledger"], "gc": ["force"],
+    "write_close": ["ledger", "key"], "checkpoint": [], "inspect": [], "nope": [],
+}  # fmt: skip
+
+
+def _drawn_line(rng: random.Random) -> bytes:
+    if rng.random() < 0.3:  # a valid request, mutated byte-wise
+        line = rng.choice(SEEDS)
+        for _ in range(rng.randint(1, 3)):
+            i = rng.randrange(len(line) + 1)
+            kind = rng.randrange(3)
+            piece = rng.choice(PIECES)
+            if kind == 0:
+                line = line[:i] + line[i + 1 :]
+            elif kind == 1:
+                line = line[:i] + piece + line[i:]
+            else:
+                line = line[:i] + piece + line[i + 1 :]
+        return line
+    name = rng.choice(list(OP_FIELDS))
+    names = ["id", "op", *OP_FIELDS[name]]
+    if rng.random() < 0.15:
+        names.append(rng.choice(["id", "op", "ledger", "entry", "key", "data", "force", "x"]))
+    if rng.random() < 0.15:
+        names.pop(rng.randrange(len(names)))
+    rng.shuffle(names)
+    parts = []
+    for field in names:
+        if field == "op":
+            value = json.dumps(name).encode() if rng.random() < 0.95 else rng.choice(VALUES)
+        elif field == "id":
+            good = rng.choice([b"1", b"-3", b"9223372036854775807"])
+            value = good if rng.random() < 0.9 else rng.choice(VALUES)
+        else:
+            value = rng.choice(VALUES)
+        parts.append(b'"%s"%s:%s' % (field.encode(), rng.choice([b"", b" ", b"\t"]), value))
+    return b"{" + b",".join(parts) + b"}"
+
+
+def test_bookie_js_rejects_exactly_what_bkrefs_parser_rejects(data_dir: Path) -> None:
+    """bkref record judges which requests are malformed with bkref's own parser; a bookie
+    that disagreed would be recorded wrongly. 3000 drawn lines, one at a time."""
+    rng = random.Random(12)
+    bounds = RequestBounds(data_max_bytes=MAX_DATA, key_max_bytes=MAX_KEY)
+    lines: list[bytes] = []
+    while len(lines) < 3000:
+        line = _drawn_line(rng)
+        if b"\n" in line or line.endswith(b"\r") or not line.strip(b" \t\r"):
+            continue
+        lines.append(line)
+    rejected = with_id = 0
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        for line in lines:
+            got = bookie.one(line + b"\n")
+            want = parse_request(line, bounds)
+            if isinstance(want, Rejection):
+                rejected += 1
+                with_id += want.id is not None
+                assert (got["id"], got.get("error")) == (want.id, want.code), (line, want, got)
+            else:
+                assert got.get("error") != "bad_request", (line, got)
+        assert bookie.close() == 0
+    assert 1000 < rejected < 2900 and with_id > 500, (rejected, with_id)
