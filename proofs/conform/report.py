@@ -221,7 +221,9 @@ def failure_text(scenario: ScenarioResult) -> str:
     failure = scenario.failure
     if failure is None:
         return f"scenario {scenario.index}: {scenario.verdict} (no failure recorded)"
-    lines = [_failure_title(scenario), failure.message]
+    # The title and the message on the first line: pytest's short summary and many CI
+    # systems show only that line.
+    lines = [f"{_failure_title(scenario)}: {failure.message}"]
     if failure.step is not None:
         lines.append(f"failing step: {failure.step}")
     if failure.steps_before_shrink:

@@ -127,7 +127,8 @@ def test_a_failing_scenario_fails_with_its_trace_told(
     result.assert_outcomes(passed=2, failed=1)
     assert result.ret == 1
     out = result.stdout.str()
-    assert "FAILED bkref-conform::scenario[1]" in out
+    assert "FAILED bkref-conform::scenario[1] - Failed: scenario 1: durability" in out
+    assert f"scenario 1: durability (property): {runs.DURABILITY_FAILURE.message}" in out
     for line in runs.TOLD:
         assert line in out
     failure = runs.DURABILITY_FAILURE

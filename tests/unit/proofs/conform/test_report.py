@@ -281,6 +281,8 @@ def test_junit_of_a_failing_run(tmp_path: Path) -> None:
     assert failure.get("type") == "property"
     assert failure.get("message") == f"durability: {runs.DURABILITY_FAILURE.message}"
     text = failure.text or ""
+    first = f"scenario 3: durability (property): {runs.DURABILITY_FAILURE.message}"
+    assert text.splitlines()[0] == first  # what a CI system shows when it shows one line
     for line in runs.TOLD:
         assert line in text.splitlines()
     assert f"reproduce: {runs.DURABILITY_FAILURE.reproduce}" in text
