@@ -492,7 +492,10 @@ class EntryLogManagerModel:
         """The smallest logs of this run that are flushed are forgotten, and the id moves
         past each (it starts at lastId + 1, the id of the run's first new log)."""
         for log_id in sorted(self.created):
-            if not self.created[log_id]:
+            if not self.created[log_id] or log_id in self.provisional:
+                # A provisional log's id is a placeholder until the implementation shows
+                # the real one: it is forgotten once resolved (resolve_provisional calls
+                # this again), not under an id that may not be its own.
                 return
             del self.created[log_id]
             self.least_unflushed = log_id + 1

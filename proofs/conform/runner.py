@@ -439,10 +439,15 @@ class _Session:
         self.process.reap_group()
         self.in_flight.clear()
         if self.lazy is not None:
-            if isinstance(action, PowerLossAction):
-                self.lazy.power_loss(plan)
-            else:
-                self.lazy.kill()
+            try:
+                if isinstance(action, PowerLossAction):
+                    self.lazy.power_loss(plan)
+                else:
+                    self.lazy.kill()
+            except (BkrefError, OSError) as exc:
+                raise _Stop(
+                    Failure(kind="error", message=f"the lazy disk failed at a crash: {exc}")
+                ) from None
         self._write(encode_step(TraceStep(self._next_index, Crash(plan), OK)))
         self.out.crashes += 1
         self.out.power_losses += isinstance(action, PowerLossAction)
@@ -671,7 +676,10 @@ class Conformance:
         from proofs.lazydisk.mount import LazyDisk
 
         lazy = LazyDisk(data_dir)
-        lazy.mount()
+        try:
+            lazy.mount()
+        except (BkrefError, OSError) as exc:
+            raise LazyDiskUnavailable(f"--lazy-disk: cannot mount {data_dir}: {exc}") from None
         return lazy
 
     def _judge(
