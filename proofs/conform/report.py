@@ -104,7 +104,11 @@ def verdict_sentence(run: RunResult) -> str:
     if counts["error"]:
         parts.append(f"{counts['error']} of {_n(n, 'scenario')} could not be carried out")
     if not parts:
-        return f"All {n} scenarios passed every check." if n > 1 else "It passed every check."
+        return (
+            f"All {n} scenarios passed every check."
+            if n > 1
+            else "The scenario passed every check."
+        )
     if run.error is not None and not counts["fail"] and not counts["error"]:
         parts.append(f"{_n(counts['pass'], 'scenario')} before it passed")
     return "; ".join(parts) + "."
@@ -217,7 +221,9 @@ def failure_text(scenario: ScenarioResult) -> str:
     failure = scenario.failure
     if failure is None:
         return f"scenario {scenario.index}: {scenario.verdict} (no failure recorded)"
-    lines = [_failure_title(scenario), failure.message]
+    # The title and the message on the first line: pytest's short summary and many CI
+    # systems show only that line.
+    lines = [f"{_failure_title(scenario)}: {failure.message}"]
     if failure.step is not None:
         lines.append(f"failing step: {failure.step}")
     if failure.steps_before_shrink:

@@ -127,7 +127,8 @@ def test_a_failing_scenario_fails_with_its_trace_told(
     result.assert_outcomes(passed=2, failed=1)
     assert result.ret == 1
     out = result.stdout.str()
-    assert "FAILED bkref-conform::scenario[1]" in out
+    assert "FAILED bkref-conform::scenario[1] - Failed: scenario 1: durability" in out
+    assert f"scenario 1: durability (property): {runs.DURABILITY_FAILURE.message}" in out
     for line in runs.TOLD:
         assert line in out
     failure = runs.DURABILITY_FAILURE
@@ -272,3 +273,38 @@ def test_selection_parses_lists_and_ranges() -> None:
     for bad in ("", "a", "3-1", "-2", "1-"):
         with pytest.raises(pytest.UsageError):
             pytest_plugin.parse_selection(bad)
+
+
+def test_end_to_end_against_bkrefs_own_adapter(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """The real runner, bkref's own adapter as the bookie, scenario 0 of the quick profile
+    chosen with ``-k``: it passes, and the reports say so."""
+    from proofs.conform.targets import bkref_adapter_command
+
+    report = tmp_path / "report"
+    result = pytester.runpytest(
+        *LOAD, "--bkref-adapter", bkref_adapter_command(), "--bkref-profile", "quick",
+        "--bkref-seed", "1", "-k", "scenario[0]", "--bkref-report", str(report),
+    )  # fmt: skip
+    result.assert_outcomes(passed=1, deselected=11)
+    out = result.stdout.str()
+    assert "bkref conform: PASS. The scenario passed every check." in out
+    assert "levels: protocol, structural, format" in out
+    adds = [line for line in result.outlines if "acknowledged adds checked:" in line]
+    assert adds and int(adds[0].split(":")[1].split(";")[0]) > 0
+    suite = ET.parse(report / "junit.xml").getroot()
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("1", "0", "0")
+    assert [c.get("name") for c in suite.iter("testcase")] == ["scenario-0"]
+    assert "<h1>PASS</h1>" in (report / "report.html").read_text(encoding="utf-8")
+
+
+def test_end_to_end_a_bookie_that_cannot_start(pytester: pytest.Pytester) -> None:
+    """The real runner and a command that exits at once: every chosen scenario errors with
+    its stderr, and the bookie was tried once."""
+    result = pytester.runpytest(
+        *LOAD, "--bkref-adapter", "sh -c 'echo no such disk >&2; exit 3'",
+        "--bkref-scenarios", "0-2",
+    )  # fmt: skip
+    result.assert_outcomes(errors=3)
+    out = result.stdout.str()
+    assert out.count("no such disk") >= 3
+    assert "bkref conform: CANNOT RUN. The bookie could not be run" in out

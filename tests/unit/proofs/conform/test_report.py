@@ -214,6 +214,30 @@ def test_the_page_of_a_bookie_that_cannot_start() -> None:
     assert "No scenario was carried out." in root.by_id("scenarios").text()
 
 
+def test_a_run_with_a_scenario_in_error(tmp_path: Path) -> None:
+    """A scenario that could not be carried out and no failure: exit 2, CANNOT RUN, the
+    error told with the bookie's stderr; the checks passed by the other scenario."""
+    run = runs.error_run()
+    assert run.exit_code == 2
+    root, _ = parse(report.render_html(run))
+    assert root.by_id("verdict").find_all("h1")[0].text() == "CANNOT RUN"
+    assert "1 of 2 scenarios could not be carried out" in root.by_id("verdict").text()
+    assert "waiting on lock" in root.by_id("scenario-4").find_all("pre", "stderr")[0].text()
+    statuses = {
+        tr.find_all("td")[1].text()
+        for tr in root.by_id("checks").find_all("tbody")[0].find_all("tr")
+    }
+    assert statuses == {"PASS"}
+    suite = _junit(run, tmp_path)
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("2", "0", "1")
+    cases = {c.get("name"): c for c in suite.findall("testcase")}
+    assert {n for n in cases} == {"scenario-0", "scenario-4"}
+    assert {c.get("classname") for c in cases.values()} == {"bkref.conform.standard"}
+    error = cases["scenario-4"].find("error")
+    assert error is not None and "waiting on lock" in (error.text or "")
+    assert report.terminal_summary(run).startswith("bkref conform: CANNOT RUN. 1 of 2 scenarios")
+
+
 def test_a_run_that_stopped_part_way_says_so_everywhere(tmp_path: Path) -> None:
     run = runs.stopped_run()
     assert run.exit_code == 2
@@ -257,6 +281,8 @@ def test_junit_of_a_failing_run(tmp_path: Path) -> None:
     assert failure.get("type") == "property"
     assert failure.get("message") == f"durability: {runs.DURABILITY_FAILURE.message}"
     text = failure.text or ""
+    first = f"scenario 3: durability (property): {runs.DURABILITY_FAILURE.message}"
+    assert text.splitlines()[0] == first  # what a CI system shows when it shows one line
     for line in runs.TOLD:
         assert line in text.splitlines()
     assert f"reproduce: {runs.DURABILITY_FAILURE.reproduce}" in text
@@ -306,6 +332,14 @@ def test_terminal_summary_gives_the_final_verdict() -> None:
     assert lines[-1] == "  report: /tmp/r/report.html (JUnit XML: /tmp/r/junit.xml)"
     assert report.terminal_summary(runs.pass_run()).startswith(
         "bkref conform: PASS. All 3 scenarios passed every check."
+    )
+    one = attrs.evolve(runs.pass_run(), scenarios=(runs.passing(0),))
+    assert report.terminal_summary(one).startswith(
+        "bkref conform: PASS. The scenario passed every check."
+    )
+    nothing = attrs.evolve(runs.pass_run(), scenarios=())
+    assert report.terminal_summary(nothing).startswith(
+        "bkref conform: PASS. No scenario was selected, so nothing was checked."
     )
     cannot = report.terminal_summary(runs.cannot_run())
     assert cannot.startswith("bkref conform: CANNOT RUN.")
