@@ -12,7 +12,7 @@ is a method call under the operations' lock, and tests read ``disk`` directly. T
 itself always runs in another process (the kernel serves it through /dev/fuse), which is
 what makes this usable for a bookie in any language.
 
-A thread has two costs, both documented in docs/conformance.md. libfuse installs its own
+A thread has costs, documented in docs/conformance.md. libfuse installs its own
 handlers for SIGHUP and SIGTERM while mounted when they are at their defaults (the handler
 ends the FUSE loop; SIGINT keeps Python's handler), and restores them at unmount. And the
 calling process must not itself block on the mount while holding the GIL in a way the loop
@@ -20,7 +20,13 @@ needs: ordinary os calls release it.
 
 Unmounting is made reliable because a mount left behind breaks the next run and every
 process that walks the directory: ``fusermount3 -u``, then a lazy ``-uz`` if the mount is
-busy, then, if the loop still runs, an abort through /sys/fs/fuse/connections.
+busy (after asking the loop to end at its next request), then, if the loop still runs, an
+abort of the connection (``umount -f``, /sys/fs/fuse/connections).
+
+The process running the loop must never mmap a file of the mount: a page fault taken while
+holding the GIL waits for a FUSE read that the loop, waiting for the GIL, never answers (the
+process then hangs in the kernel until the connection is aborted). Ordinary os calls release
+the GIL and are safe; a bookie in another process may mmap privately.
 """
 
 from __future__ import annotations
@@ -234,6 +240,14 @@ class LazyDisk:
             thread.join(MOUNT_TIMEOUT_SECONDS / 3)
         self._fusermount(fusermount, "-uz")
         if thread is not None and thread.is_alive():
+            # The loop is stuck (a request it cannot answer): a forced unmount aborts the
+            # FUSE connection (root only), as does the connection's abort file.
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                subprocess.run(
+                    ["umount", "-f", self.mountpoint],
+                    capture_output=True,
+                    timeout=MOUNT_TIMEOUT_SECONDS,
+                )
             self._abort_connection()
             thread.join(MOUNT_TIMEOUT_SECONDS / 3)
             if thread.is_alive():

@@ -181,3 +181,22 @@ def test_fuse_unavailable_names_what_to_install(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(mount_module, "_fusermount", lambda: None)
     reason = mount_module._why_not_installed()
     assert reason is not None and "fusermount3" in reason and "apt-get install fuse3" in reason
+
+
+def test_fallocate_is_one_truncate_and_keep_size_nothing(lazy: LazyDisk) -> None:
+    """Without the fallocate op glibc's posix_fallocate writes a byte per 4 KiB block."""
+    path = os.path.join(lazy.mountpoint, "f")
+    fd = os.open(path, os.O_CREAT | os.O_RDWR)
+    try:
+        os.pwrite(fd, b"head", 0)
+        before = lazy.unsynced_operations()
+        os.posix_fallocate(fd, 0, 1 << 20)
+        pending = lazy.disk.pending_operations()
+        assert len(pending) == before + 1
+        assert (pending[-1].kind, pending[-1].length) == ("truncate", 1 << 20)
+        os.posix_fallocate(fd, 0, 100)  # inside the file: nothing to do
+        assert lazy.unsynced_operations() == before + 1
+        assert os.stat(path).st_size == 1 << 20
+        assert os.pread(fd, 8, 0) == b"head" + bytes(4)
+    finally:
+        os.close(fd)
