@@ -18,9 +18,10 @@ disk directly (tests/unit/proofs/lazydisk/test_differential.py holds the two equ
   the kernel cuts a write(2) larger than ``MAX_WRITE`` bytes (less a page when the buffer is
   not page aligned) into several requests, which become several pending writes in order:
   a real disk may tear such a write at those points too;
-- ``truncate``/``ftruncate`` is one truncate, so is a ``fallocate`` that extends the file, ``fsync``/``fdatasync`` one fsync/fdatasync,
-  ``fsync`` of a directory one ``fsync_dir``, ``mkdir`` one mkdir (the kernel has checked the
-  parent exists), ``rename``, ``link`` and ``unlink`` one each.
+- ``truncate``/``ftruncate`` is one truncate, and so is a ``fallocate`` that extends the
+  file; ``fsync``/``fdatasync`` one fsync/fdatasync, ``fsync`` of a directory one
+  ``fsync_dir``, ``mkdir`` one mkdir (the kernel has checked the parent exists),
+  ``rename``, ``link`` and ``unlink`` one each.
 
 Every other request (getattr, lookup, readdir, read, statfs, flush, release, chmod, chown,
 utimens) changes nothing pending. Timestamps and modes are not modelled: getattr reports fixed

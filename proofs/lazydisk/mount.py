@@ -12,6 +12,10 @@ is a method call under the operations' lock, and tests read ``disk`` directly. T
 itself always runs in another process (the kernel serves it through /dev/fuse), which is
 what makes this usable for a bookie in any language.
 
+libfuse's loop runs single-threaded unless ``threads=True``: every request takes one lock
+around the SimDisk anyway, and measured, the single thread serves fsync'd small writes
+about twice as fast as the multi-threaded loop (docs/benchmarks.md, "Lazy disk").
+
 A thread has costs, documented in docs/conformance.md. libfuse installs its own
 handlers for SIGHUP and SIGTERM while mounted when they are at their defaults (the handler
 ends the FUSE loop; SIGINT keeps Python's handler), and restores them at unmount. And the

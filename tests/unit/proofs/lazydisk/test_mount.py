@@ -9,6 +9,8 @@ import errno
 import fcntl
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -200,3 +202,35 @@ def test_fallocate_is_one_truncate_and_keep_size_nothing(lazy: LazyDisk) -> None
         assert os.pread(fd, 8, 0) == b"head" + bytes(4)
     finally:
         os.close(fd)
+
+
+def test_posix_record_locks_are_kept_by_the_kernel_between_processes(lazy: LazyDisk) -> None:
+    path = os.path.join(lazy.mountpoint, "lock")
+    Path(path).write_bytes(b"")
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time\n"
+            "fd = os.open(sys.argv[1], os.O_RDWR)\n"
+            "fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+            "print('held', flush=True)\n"
+            "sys.stdin.read()\n",
+            path,
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        fd = os.open(path, os.O_RDWR)
+        try:
+            with pytest.raises(OSError) as refused:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            assert refused.value.errno in (errno.EAGAIN, errno.EACCES)
+        finally:
+            os.close(fd)
+    finally:
+        holder.kill()
+        holder.wait(10)
