@@ -107,20 +107,29 @@ def fuse_unavailable() -> str | None:
     return None
 
 
-def _is_mount(path: str) -> bool:
+def is_mounted(path: str) -> bool:
+    """Whether something is mounted at ``path``, by the kernel's mount table: a FUSE mount
+    whose server died answers ENOTCONN to stat, which ``os.path.ismount`` takes for no."""
+    escaped = os.path.abspath(path)
+    for char, code in (("\\", "\\134"), (" ", "\\040"), ("\t", "\\011"), ("\n", "\\012")):
+        escaped = escaped.replace(char, code)
     try:
-        return os.path.ismount(path)
+        with open("/proc/self/mounts", encoding="utf-8", errors="replace") as mounts:
+            return any(line.split(" ")[1:2] == [escaped] for line in mounts)
     except OSError:
-        # ENOTCONN: a FUSE mount whose server has gone away is still a mount.
-        return True
+        return os.path.ismount(path)
 
 
 class LazyDisk:
     """A FUSE mount at ``mountpoint`` backed by a SimDisk (module docstring)."""
 
     def __init__(self, mountpoint: str, *, threads: bool = False, debug: bool = False) -> None:
-        from proofs.lazydisk.fusefs import LazyDiskOperations
-
+        try:
+            from proofs.lazydisk.fusefs import LazyDiskOperations
+        except (ImportError, OSError) as error:
+            raise LazyDiskError(
+                f"{mountpoint}: the FUSE binding cannot load ({error}): {INSTALL_ADVICE}"
+            ) from error
         self.mountpoint = os.path.abspath(mountpoint)
         self._threads = threads
         self._debug = debug
@@ -128,7 +137,7 @@ class LazyDisk:
         self._thread: threading.Thread | None = None
         self._loop_error: BaseException | None = None
         self._connection: int | None = None
-        #: Remounts done by power_loss (for tests: each one drops every kernel cache).
+        #: Mounts done: the first, then one per power loss (each drops every kernel cache).
         self.mounts = 0
 
     # --- what tests and the runner read ------------------------------------------------------
@@ -176,7 +185,7 @@ class LazyDisk:
             raise LazyDiskError(
                 f"{self.mountpoint}: the mount point is not a directory: create it first"
             )
-        if _is_mount(self.mountpoint):
+        if is_mounted(self.mountpoint):
             raise LazyDiskError(
                 f"{self.mountpoint}: something is already mounted there: unmount it "
                 f"(fusermount3 -u {self.mountpoint}) or choose another directory"
@@ -234,7 +243,7 @@ class LazyDisk:
             return
         fusermount = _fusermount() or "fusermount3"
         self._fusermount(fusermount, "-u")
-        if thread is not None and _is_mount(self.mountpoint):
+        if thread is not None and is_mounted(self.mountpoint):
             # Busy (a process still has a file open there): ask the loop to end at its next
             # request and make one; libfuse then detaches the mount as it exits.
             self._ops.exit_requested = True
@@ -259,14 +268,14 @@ class LazyDisk:
                     f"{self.mountpoint}: the FUSE loop did not end after the unmount; a "
                     f"process may still use the mount (see fuser -m {self.mountpoint})"
                 )
-        if _is_mount(self.mountpoint) and self._mounted_by_us():
+        if is_mounted(self.mountpoint) and self._mounted_by_us():
             raise LazyDiskError(
                 f"{self.mountpoint}: still mounted after fusermount3 -u and -uz: unmount it "
                 "by hand (umount -l as root)"
             )
 
     def _fusermount(self, fusermount: str, flag: str) -> None:
-        if not _is_mount(self.mountpoint):
+        if not is_mounted(self.mountpoint):
             return
         with contextlib.suppress(OSError, subprocess.SubprocessError):
             subprocess.run(
@@ -276,7 +285,7 @@ class LazyDisk:
             )
 
     def _mounted_by_us(self) -> bool:
-        if not _is_mount(self.mountpoint):
+        if not is_mounted(self.mountpoint):
             return False
         with contextlib.suppress(OSError), open("/proc/self/mounts") as mounts:
             for line in mounts:

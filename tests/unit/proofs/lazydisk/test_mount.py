@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import proofs.lazydisk.mount as mount_module
-from proofs.lazydisk.mount import LazyDisk, LazyDiskError, fuse_unavailable
+from proofs.lazydisk.mount import LazyDisk, LazyDiskError, fuse_unavailable, is_mounted
 from spec.crash import KeepAll, LoseUnsynced
 from tests.unit.proofs.lazydisk.conftest import force_unmount, skip_without_fuse
 
@@ -142,7 +142,7 @@ def test_power_loss_remounts_and_keep_all_keeps_everything(lazy: LazyDisk) -> No
         handle.write(b"kept")
     mounts = lazy.mounts
     lazy.power_loss(KeepAll())
-    assert lazy.mounts == mounts + 1 and os.path.ismount(lazy.mountpoint)
+    assert lazy.mounts == mounts + 1 and is_mounted(lazy.mountpoint)
     with open(path, "rb") as handle:
         assert handle.read() == b"kept"
     assert lazy.unsynced_operations() == 0
@@ -157,13 +157,13 @@ def test_unmount_is_idempotent_and_ends_a_busy_mount(tmp_path: Path) -> None:
     fd = -1
     try:
         with lazy:
-            assert os.path.ismount(mountpoint)
+            assert is_mounted(str(mountpoint))
             with pytest.raises(LazyDiskError, match="already mounted"):
                 lazy.mount()
             fd = os.open(mountpoint / "held", os.O_CREAT | os.O_RDWR)
-        assert not os.path.ismount(mountpoint)
+        assert not is_mounted(str(mountpoint))
         lazy.unmount()
-        assert not os.path.ismount(mountpoint)
+        assert not is_mounted(str(mountpoint))
     finally:
         if fd >= 0:
             with contextlib.suppress(OSError):  # ENOTCONN: the loop ended under it
