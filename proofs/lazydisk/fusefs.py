@@ -18,9 +18,10 @@ disk directly (tests/unit/proofs/lazydisk/test_differential.py holds the two equ
   the kernel cuts a write(2) larger than ``MAX_WRITE`` bytes (less a page when the buffer is
   not page aligned) into several requests, which become several pending writes in order:
   a real disk may tear such a write at those points too;
-- ``truncate``/``ftruncate`` is one truncate, ``fsync``/``fdatasync`` one fsync/fdatasync,
-  ``fsync`` of a directory one ``fsync_dir``, ``mkdir`` one mkdir (the kernel has checked the
-  parent exists), ``rename``, ``link`` and ``unlink`` one each.
+- ``truncate``/``ftruncate`` is one truncate, and so is a ``fallocate`` that extends the
+  file; ``fsync``/``fdatasync`` one fsync/fdatasync, ``fsync`` of a directory one
+  ``fsync_dir``, ``mkdir`` one mkdir (the kernel has checked the parent exists),
+  ``rename``, ``link`` and ``unlink`` one each.
 
 Every other request (getattr, lookup, readdir, read, statfs, flush, release, chmod, chown,
 utimens) changes nothing pending. Timestamps and modes are not modelled: getattr reports fixed
@@ -30,8 +31,11 @@ bookie's directory lock (impl/bookie/directories.py) needs.
 
 Refused: ``rmdir`` (EPERM: the simulated disk has no rmdir, and no bookie we drive removes a
 directory; adding it would need a pending operation kind the crash explorer knows), symlinks
-and special files (ENOSYS from libfuse), fallocate (EOPNOTSUPP from the kernel), renameat2
-flags (EINVAL).
+and special files (ENOSYS from libfuse), fallocate modes other than 0 and KEEP_SIZE
+(EOPNOTSUPP), renameat2 flags (EINVAL), shared mmap (ENODEV from the kernel: files are
+direct_io; private mmap works). ``fstat`` of a file unlinked while open fails with ESTALE
+(libfuse's path-based API has no path for it and the kernel sends no handle with fstat);
+reads, writes, fsync and close of it work.
 
 Kernel caches: every file is opened ``direct_io`` (reads and writes go to this process, not
 the page cache) and attribute, entry and negative timeouts are 0, because libfuse's high-level
@@ -77,6 +81,8 @@ log = logging.getLogger(__name__)
 MAX_WRITE: Final = 1 << 20
 #: What statfs reports: the simulated disk's own total (1 TiB), in 4 KiB blocks.
 BLOCK_BYTES: Final = 4096
+#: fallocate's FALLOC_FL_KEEP_SIZE (linux/falloc.h).
+FALLOC_KEEP_SIZE: Final = 1
 #: Inode numbers: SimDisk's root is inode 0, which some programs take for "no inode".
 INODE_BASE: Final = 1
 
@@ -378,6 +384,25 @@ class LazyDiskOperations(mfusepy.Operations):  # type: ignore[misc]
                 handle.fsync()
 
         self._call("fsync", action)
+        return 0
+
+    def fallocate(self, path: str | None, mode: int, offset: int, size: int, fh: int) -> int:
+        """Mode 0 past the end of the file is one truncate up to ``offset + size`` (the disk
+        models no holes: new bytes read as zeros either way), else nothing; KEEP_SIZE only
+        reserves space, which the disk does not model: nothing. Other modes (punching holes,
+        zeroing ranges) are refused with EOPNOTSUPP. Without this, glibc's posix_fallocate
+        falls back to writing a byte per 4 KiB block: thousands of pending writes."""
+
+        def action() -> None:
+            handle = self._handle(fh)
+            if mode == FALLOC_KEEP_SIZE:
+                return
+            if mode != 0:
+                raise mfusepy.FuseOSError(errno.EOPNOTSUPP)
+            if offset + size > handle.size():
+                handle.truncate(offset + size)
+
+        self._call("fallocate", action)
         return 0
 
     def flush(self, path: str | None, fh: int) -> int:

@@ -12,7 +12,11 @@ is a method call under the operations' lock, and tests read ``disk`` directly. T
 itself always runs in another process (the kernel serves it through /dev/fuse), which is
 what makes this usable for a bookie in any language.
 
-A thread has two costs, both documented in docs/conformance.md. libfuse installs its own
+libfuse's loop runs single-threaded unless ``threads=True``: every request takes one lock
+around the SimDisk anyway, and measured, the single thread serves fsync'd small writes
+about twice as fast as the multi-threaded loop (docs/benchmarks.md, "Lazy disk").
+
+A thread has costs, documented in docs/conformance.md. libfuse installs its own
 handlers for SIGHUP and SIGTERM while mounted when they are at their defaults (the handler
 ends the FUSE loop; SIGINT keeps Python's handler), and restores them at unmount. And the
 calling process must not itself block on the mount while holding the GIL in a way the loop
@@ -20,7 +24,13 @@ needs: ordinary os calls release it.
 
 Unmounting is made reliable because a mount left behind breaks the next run and every
 process that walks the directory: ``fusermount3 -u``, then a lazy ``-uz`` if the mount is
-busy, then, if the loop still runs, an abort through /sys/fs/fuse/connections.
+busy (after asking the loop to end at its next request), then, if the loop still runs, an
+abort of the connection (``umount -f``, /sys/fs/fuse/connections).
+
+The process running the loop must never mmap a file of the mount: a page fault taken while
+holding the GIL waits for a FUSE read that the loop, waiting for the GIL, never answers (the
+process then hangs in the kernel until the connection is aborted). Ordinary os calls release
+the GIL and are safe; a bookie in another process may mmap privately.
 """
 
 from __future__ import annotations
@@ -97,20 +107,29 @@ def fuse_unavailable() -> str | None:
     return None
 
 
-def _is_mount(path: str) -> bool:
+def is_mounted(path: str) -> bool:
+    """Whether something is mounted at ``path``, by the kernel's mount table: a FUSE mount
+    whose server died answers ENOTCONN to stat, which ``os.path.ismount`` takes for no."""
+    escaped = os.path.abspath(path)
+    for char, code in (("\\", "\\134"), (" ", "\\040"), ("\t", "\\011"), ("\n", "\\012")):
+        escaped = escaped.replace(char, code)
     try:
-        return os.path.ismount(path)
+        with open("/proc/self/mounts", encoding="utf-8", errors="replace") as mounts:
+            return any(line.split(" ")[1:2] == [escaped] for line in mounts)
     except OSError:
-        # ENOTCONN: a FUSE mount whose server has gone away is still a mount.
-        return True
+        return os.path.ismount(path)
 
 
 class LazyDisk:
     """A FUSE mount at ``mountpoint`` backed by a SimDisk (module docstring)."""
 
     def __init__(self, mountpoint: str, *, threads: bool = False, debug: bool = False) -> None:
-        from proofs.lazydisk.fusefs import LazyDiskOperations
-
+        try:
+            from proofs.lazydisk.fusefs import LazyDiskOperations
+        except (ImportError, OSError) as error:
+            raise LazyDiskError(
+                f"{mountpoint}: the FUSE binding cannot load ({error}): {INSTALL_ADVICE}"
+            ) from error
         self.mountpoint = os.path.abspath(mountpoint)
         self._threads = threads
         self._debug = debug
@@ -118,7 +137,7 @@ class LazyDisk:
         self._thread: threading.Thread | None = None
         self._loop_error: BaseException | None = None
         self._connection: int | None = None
-        #: Remounts done by power_loss (for tests: each one drops every kernel cache).
+        #: Mounts done: the first, then one per power loss (each drops every kernel cache).
         self.mounts = 0
 
     # --- what tests and the runner read ------------------------------------------------------
@@ -166,7 +185,7 @@ class LazyDisk:
             raise LazyDiskError(
                 f"{self.mountpoint}: the mount point is not a directory: create it first"
             )
-        if _is_mount(self.mountpoint):
+        if is_mounted(self.mountpoint):
             raise LazyDiskError(
                 f"{self.mountpoint}: something is already mounted there: unmount it "
                 f"(fusermount3 -u {self.mountpoint}) or choose another directory"
@@ -224,7 +243,7 @@ class LazyDisk:
             return
         fusermount = _fusermount() or "fusermount3"
         self._fusermount(fusermount, "-u")
-        if thread is not None and _is_mount(self.mountpoint):
+        if thread is not None and is_mounted(self.mountpoint):
             # Busy (a process still has a file open there): ask the loop to end at its next
             # request and make one; libfuse then detaches the mount as it exits.
             self._ops.exit_requested = True
@@ -234,6 +253,14 @@ class LazyDisk:
             thread.join(MOUNT_TIMEOUT_SECONDS / 3)
         self._fusermount(fusermount, "-uz")
         if thread is not None and thread.is_alive():
+            # The loop is stuck (a request it cannot answer): a forced unmount aborts the
+            # FUSE connection (root only), as does the connection's abort file.
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                subprocess.run(
+                    ["umount", "-f", self.mountpoint],
+                    capture_output=True,
+                    timeout=MOUNT_TIMEOUT_SECONDS,
+                )
             self._abort_connection()
             thread.join(MOUNT_TIMEOUT_SECONDS / 3)
             if thread.is_alive():
@@ -241,14 +268,14 @@ class LazyDisk:
                     f"{self.mountpoint}: the FUSE loop did not end after the unmount; a "
                     f"process may still use the mount (see fuser -m {self.mountpoint})"
                 )
-        if _is_mount(self.mountpoint) and self._mounted_by_us():
+        if is_mounted(self.mountpoint) and self._mounted_by_us():
             raise LazyDiskError(
                 f"{self.mountpoint}: still mounted after fusermount3 -u and -uz: unmount it "
                 "by hand (umount -l as root)"
             )
 
     def _fusermount(self, fusermount: str, flag: str) -> None:
-        if not _is_mount(self.mountpoint):
+        if not is_mounted(self.mountpoint):
             return
         with contextlib.suppress(OSError, subprocess.SubprocessError):
             subprocess.run(
@@ -258,7 +285,7 @@ class LazyDisk:
             )
 
     def _mounted_by_us(self) -> bool:
-        if not _is_mount(self.mountpoint):
+        if not is_mounted(self.mountpoint):
             return False
         with contextlib.suppress(OSError), open("/proc/self/mounts") as mounts:
             for line in mounts:

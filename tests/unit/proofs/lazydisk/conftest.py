@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from proofs.lazydisk.mount import LazyDisk, fuse_unavailable
+from proofs.lazydisk.mount import LazyDisk, fuse_unavailable, is_mounted
 
 
 def skip_without_fuse() -> None:
@@ -21,7 +20,7 @@ def skip_without_fuse() -> None:
 def force_unmount(path: str) -> None:
     """The last resort of a fixture: never leave a mount behind, even if LazyDisk broke."""
     for flag in ("-u", "-uz"):
-        if os.path.ismount(path):
+        if is_mounted(path):
             subprocess.run(["fusermount3", flag, path], capture_output=True, timeout=15)
 
 
@@ -40,4 +39,4 @@ def lazy(tmp_path: Path) -> Iterator[LazyDisk]:
             disk.unmount()
         finally:
             force_unmount(str(mountpoint))
-        assert not os.path.ismount(mountpoint), f"{mountpoint} is still mounted"
+        assert not is_mounted(str(mountpoint)), f"{mountpoint} is still mounted"

@@ -46,10 +46,12 @@ Op = tuple[Any, ...]
 NAMES = ("a", "b", "d/c", "d/e")
 SLOTS = 3
 OPEN_MODES = ("plain", "create", "create_excl", "trunc", "create_trunc", "append")
-#: Errors the kernel's VFS decides before the file system is asked, in its own order, where
-#: the simulated disk (asked directly) names another reason for the same refusal. Only
-#: these pairs may differ; every other failure must carry the same errno.
-VFS_ORDER = frozenset({(errno.ENOTEMPTY, errno.EISDIR), (errno.EINVAL, errno.EISDIR)})
+#: Refusals the kernel's VFS makes before the file system is asked, where the simulated disk
+#: (asked directly) names another reason for the same refusal: O_CREAT|O_EXCL of a directory
+#: (EEXIST, the disk says EISDIR) and a rename of a file over its own ancestor directory
+#: (ENOTEMPTY, the disk says EISDIR). Only these (mount, disk) pairs may differ; both sides
+#: refuse and change nothing, and every other failure must carry the same errno.
+VFS_ORDER = frozenset({(errno.EEXIST, errno.EISDIR), (errno.ENOTEMPTY, errno.EISDIR)})
 
 
 def _open_flags(mode: str) -> int:

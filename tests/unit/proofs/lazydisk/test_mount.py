@@ -9,12 +9,14 @@ import errno
 import fcntl
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 import proofs.lazydisk.mount as mount_module
-from proofs.lazydisk.mount import LazyDisk, LazyDiskError, fuse_unavailable
+from proofs.lazydisk.mount import LazyDisk, LazyDiskError, fuse_unavailable, is_mounted
 from spec.crash import KeepAll, LoseUnsynced
 from tests.unit.proofs.lazydisk.conftest import force_unmount, skip_without_fuse
 
@@ -140,7 +142,7 @@ def test_power_loss_remounts_and_keep_all_keeps_everything(lazy: LazyDisk) -> No
         handle.write(b"kept")
     mounts = lazy.mounts
     lazy.power_loss(KeepAll())
-    assert lazy.mounts == mounts + 1 and os.path.ismount(lazy.mountpoint)
+    assert lazy.mounts == mounts + 1 and is_mounted(lazy.mountpoint)
     with open(path, "rb") as handle:
         assert handle.read() == b"kept"
     assert lazy.unsynced_operations() == 0
@@ -155,13 +157,13 @@ def test_unmount_is_idempotent_and_ends_a_busy_mount(tmp_path: Path) -> None:
     fd = -1
     try:
         with lazy:
-            assert os.path.ismount(mountpoint)
+            assert is_mounted(str(mountpoint))
             with pytest.raises(LazyDiskError, match="already mounted"):
                 lazy.mount()
             fd = os.open(mountpoint / "held", os.O_CREAT | os.O_RDWR)
-        assert not os.path.ismount(mountpoint)
+        assert not is_mounted(str(mountpoint))
         lazy.unmount()
-        assert not os.path.ismount(mountpoint)
+        assert not is_mounted(str(mountpoint))
     finally:
         if fd >= 0:
             with contextlib.suppress(OSError):  # ENOTCONN: the loop ended under it
@@ -181,3 +183,54 @@ def test_fuse_unavailable_names_what_to_install(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(mount_module, "_fusermount", lambda: None)
     reason = mount_module._why_not_installed()
     assert reason is not None and "fusermount3" in reason and "apt-get install fuse3" in reason
+
+
+def test_fallocate_is_one_truncate_and_keep_size_nothing(lazy: LazyDisk) -> None:
+    """Without the fallocate op glibc's posix_fallocate writes a byte per 4 KiB block."""
+    path = os.path.join(lazy.mountpoint, "f")
+    fd = os.open(path, os.O_CREAT | os.O_RDWR)
+    try:
+        os.pwrite(fd, b"head", 0)
+        before = lazy.unsynced_operations()
+        os.posix_fallocate(fd, 0, 1 << 20)
+        pending = lazy.disk.pending_operations()
+        assert len(pending) == before + 1
+        assert (pending[-1].kind, pending[-1].length) == ("truncate", 1 << 20)
+        os.posix_fallocate(fd, 0, 100)  # inside the file: nothing to do
+        assert lazy.unsynced_operations() == before + 1
+        assert os.stat(path).st_size == 1 << 20
+        assert os.pread(fd, 8, 0) == b"head" + bytes(4)
+    finally:
+        os.close(fd)
+
+
+def test_posix_record_locks_are_kept_by_the_kernel_between_processes(lazy: LazyDisk) -> None:
+    path = os.path.join(lazy.mountpoint, "lock")
+    Path(path).write_bytes(b"")
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time\n"
+            "fd = os.open(sys.argv[1], os.O_RDWR)\n"
+            "fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+            "print('held', flush=True)\n"
+            "sys.stdin.read()\n",
+            path,
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        fd = os.open(path, os.O_RDWR)
+        try:
+            with pytest.raises(OSError) as refused:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            assert refused.value.errno in (errno.EAGAIN, errno.EACCES)
+        finally:
+            os.close(fd)
+    finally:
+        holder.kill()
+        holder.wait(10)
