@@ -25,12 +25,12 @@ def fake(mode: str) -> str:
     return shlex.join([sys.executable, FAKE, mode]) + " {data_dir} -- " + bkref_adapter_command()
 
 
-def conform(*args: str) -> subprocess.CompletedProcess[str]:
+def conform(*args: str, timeout_s: float = CLI_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "proofs.cli.main", "conform", *args],
         capture_output=True,
         text=True,
-        timeout=CLI_TIMEOUT_S,
+        timeout=timeout_s,
         check=False,
     )
 
@@ -46,13 +46,23 @@ def test_bkref_adapter_passes_two_scenarios(tmp_path: Path) -> None:
     assert run.capabilities is not None and "structural" in run.capabilities.levels
 
 
-@pytest.mark.slow
 def test_bkref_adapter_passes_the_quick_profile(tmp_path: Path) -> None:
-    """The whole quick profile through the command line: about 15-25 s alone, over 100 s on a
-    machine shared by several test runs, so it is kept out of the default run (-m slow)."""
+    """The whole quick profile through the command line, as CI runs it against bkref (about
+    15-25 s alone; slower on a machine shared by several test runs)."""
     done = conform("--adapter", bkref_adapter_command(), "--seed", "4", "--work-dir", str(tmp_path))
     assert done.returncode == EXIT_PASS, done.stderr[-3000:]
     assert "12 scenarios" in done.stderr
+
+
+@pytest.mark.slow
+def test_bkref_adapter_passes_the_standard_profile(tmp_path: Path) -> None:
+    """50 scenarios of 80 requests and 3 crashes each: about 70 s alone (-m slow)."""
+    done = conform(
+        "--adapter", bkref_adapter_command(), "--profile", "standard", "--seed", "1",
+        "--work-dir", str(tmp_path), timeout_s=1200,
+    )  # fmt: skip
+    assert done.returncode == EXIT_PASS, done.stderr[-3000:]
+    assert "50 scenarios" in done.stderr
 
 
 def test_a_bookie_that_cannot_start_is_exit_2_with_its_stderr(tmp_path: Path) -> None:
