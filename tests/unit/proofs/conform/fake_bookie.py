@@ -13,6 +13,8 @@ Modes:
   ``unsupported``;
 - ``hide-gc``: the ready line does not list ``gc``, but ``gc`` still works (a v2 bookie
   must answer what it does not list with ``unsupported``);
+- ``format-elsewhere``: the ready line's ``format`` names empty directories under
+  DATA_DIR/elsewhere instead of the adapter's own (its files are not where it says);
 - ``cannot-start``: writes a reason on stderr and exits 3 before any ready line.
 """
 
@@ -58,6 +60,12 @@ def main() -> int:
                     document["ops"] = sorted([*document.get("ops", []), "gc"])
                 if mode == "hide-gc":
                     document["ops"] = [op for op in document.get("ops", []) if op != "gc"]
+                if mode == "format-elsewhere":
+                    elsewhere = os.path.join(os.path.abspath(data_dir), "elsewhere")
+                    dirs = [os.path.join(elsewhere, name) for name in ("journal", "ledgers")]
+                    for path in dirs:
+                        os.makedirs(path, exist_ok=True)
+                    document["format"] = {"journal_dirs": dirs[:1], "ledger_dirs": dirs[1:]}
                 emit(document)
                 continue
             with lock:

@@ -163,6 +163,17 @@ def test_a_capability_lie_is_caught(tmp_path: Path) -> None:
     assert "'gc'" in failure.message and "unsupported" in failure.message
 
 
+def test_files_not_where_the_ready_line_says_fail_the_format_level(tmp_path: Path) -> None:
+    runner = Conformance(fake("format-elsewhere"), seed=3, work_dir=str(tmp_path), shrink=False)
+    assert "format" in runner.capabilities().levels
+    run = runner.run([0])
+    failure = run.scenarios[0].failure
+    assert run.exit_code == EXIT_DIVERGENCE, run.scenarios
+    assert failure is not None and failure.kind == "format", failure
+    assert failure.check == "durability"
+    assert "bkref's readers do not find it" in failure.message
+
+
 def test_an_unclaimed_op_must_be_refused(tmp_path: Path) -> None:
     runner = Conformance(fake("hide-gc"), seed=1, work_dir=str(tmp_path), shrink=False)
     run = runner.run([0])
