@@ -371,6 +371,10 @@ class BookieModel:
         self.recreated: set[int] = set()
         self.logs = EntryLogManagerModel(config.log_size_limit_bytes)
         self.logs.track_tentative = self.async_acks
+        # A bookie on its own threads creates the next log ahead of need when it pleases
+        # (BookKeeper's EntryLoggerAllocator): no preallocate step is ever recorded, so the
+        # next id may always be a preallocated log's (and a compaction takes the one after).
+        self.logs.preallocates_unseen = self.logs.preallocated = self.async_acks
         self.marks = LastMarkModel()
         self.pending: dict[int, _Pending] = {}
         #: Of the pending steps: those in the group a group commit's write phase took (its
@@ -1854,6 +1858,10 @@ class BookieModel:
                     index, f"entry log {view.log_id} is preallocated but holds entries"
                 )
             reserved = view.log_id == self.logs.next_id and view.log_id not in self.logs.logs
+            if self.unplaced and self.logs.next_id is not None:
+                # Compactions whose ids this state shows (_place_compacted) took ids from the
+                # next one up, and the bookie may have preallocated between two of them.
+                reserved = reserved or view.log_id > self.logs.next_id
             reused = view.log_id in self.logs.removed and view.log_id not in self.logs.logs
             if (view.log_id <= used and not reserved and not reused) or (
                 view.log_id in self.logs.taken

@@ -323,6 +323,10 @@ class EntryLogManagerModel:
         #: A preallocate step ran since the last new log: a log may be waiting with the
         #: next id (the next rotation takes it, so its id is the one predicted anyway).
         self.preallocated = False
+        #: The bookie preallocates on its own threads, unseen (the caller sets it under
+        #: asynchronous acks): a log may always be waiting with the next id, so
+        #: ``preallocated`` never goes back to False.
+        self.preallocates_unseen = False
         #: The id the next log would have had when a preallocated log may have been dropped
         #: (forget_next_id): ids from it below the next log seen were used by dropped logs.
         self.dropped_from: int | None = None
@@ -408,7 +412,7 @@ class EntryLogManagerModel:
             self.tentative.add(log_id)
         self.current = log_id
         self.rotate_requested = False
-        self.preallocated = False
+        self.preallocated = self.preallocates_unseen
         self.created[log_id] = False
         self.max_seen_id = max(self.max_seen_id, log.log_id)
         self._update_least_unflushed()
@@ -662,7 +666,7 @@ class EntryLogManagerModel:
         self.current = None
         self.relaxed = False
         self.rotate_requested = False
-        self.preallocated = False
+        self.preallocated = self.preallocates_unseen
         self.dropped_from = None
         self.least_followed = False
         self.may_vanish = set()

@@ -322,6 +322,11 @@ class _Session:
             self._ended_unasked()
         if action.op in SYNC_OPS:
             self._wait(lambda: request_id not in self.in_flight, f"the answer to {action.op}")
+        if isinstance(action, GcAction) and self._inspects and self.caps.state == "full":
+            # The new logs of a compaction are placed by the next state, before any new log
+            # (models/bookie/bookie.py ``_place_compacted``): a rotation between the two,
+            # with the bookie preallocating on its own, leaves which took which id open.
+            self.send(InspectAction())
 
     def _pump_ready(self) -> None:
         assert self.process is not None

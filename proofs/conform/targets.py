@@ -6,11 +6,10 @@ Why a function and not a constant: the command runs the Python that runs the run
 (``sys.executable``), so the bookie under test is the bkref of this checkout, in this
 virtual environment. The settings are the refinement checks' small ones (impl/limits.py
 TEST_SETTINGS: 1400-byte entry logs so a few adds rotate them, no group-commit wait), so a
-short scenario reaches rotations, flushes and compactions. Preallocation is off: a bookie
-that creates its next entry log ahead of need on its own thread makes the ids of compaction
-logs and of new logs ambiguous (which took the next id depends on whether the preallocation
-ran first), and the model cannot yet judge that layout from states alone (docs/model.md,
-"Profiles"); the in-process refinement check drives preallocation as a step of its own.
+short scenario reaches rotations, flushes and compactions. Preallocation stays on (as in
+BookKeeper): the model lets an unseen preallocation hold the next id at any time under
+asynchronous acks, and the runner inspects right after each gc, so the ids the compactions
+took are seen before a rotation can take another.
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ def bkref_adapter_command(*, python: str | None = None) -> str:
         "journalDirectories": "{data_dir}/journal",
         "ledgerDirectories": "{data_dir}/ledgers",
         **TEST_SETTINGS,
-        "entryLogFilePreallocationEnabled": "false",
     }
     for key, value in settings.items():
         words += ["--set", f"{key}={value}"]
