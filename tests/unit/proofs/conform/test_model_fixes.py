@@ -10,11 +10,18 @@ judged (each test fails on the model before its fix).
   id was forgotten under its placeholder id (models/entrylog/manager.py
   ``_update_least_unflushed``); the next state raised a KeyError in the model. The trace is
   the one bkref conform recorded of bkref's own adapter.
+- A bookie preallocating its next entry log on its own thread (no step says so): a forced
+  GC's compaction log takes the id after the preallocated one, and a preallocation may run
+  between two compactions of one cycle (models/entrylog/manager.py ``preallocates_unseen``,
+  models/bookie/bookie.py ``_real_logs``). Both traces bkref conform recorded of bkref's
+  adapter; the model refused each with "preallocated with an id already used".
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import pytest
 
 from proofs.harness.replay import Replay, StepReport, Verdict, replay_trace
 from spec.crash import KillProcess
@@ -94,3 +101,15 @@ def test_a_log_flushed_before_its_id_was_seen_is_judged() -> None:
     verdict = replay_trace(trace)
     assert verdict.ok, verdict.failure
     assert verdict.summary().crashes == 2
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["compaction-above-an-unseen-preallocated-log", "preallocated-between-two-compactions"],
+)
+def test_compactions_beside_an_unseen_preallocation_are_judged(name: str) -> None:
+    path = TRACES / f"{name}.jsonl"
+    trace = read_trace_bytes(path.read_bytes(), str(path))
+    verdict = replay_trace(trace)
+    assert verdict.ok, verdict.failure
+    assert any(step.op.name == "gc" and step.result.ok for step in trace.steps)
