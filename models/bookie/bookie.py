@@ -1848,7 +1848,10 @@ class BookieModel:
         preallocated log holds no entry yet and has an id never used before (BookKeeper's
         EntryLoggerAllocator creates the next log ahead of time)."""
         logs = tuple(view for view in observed.entry_logs if view.state != "preallocated")
-        used = max((view.log_id for view in logs), default=-1)
+        # The new logs of compactions this state places (_place_compacted) took their ids
+        # in this step, after any preallocation in it: they say nothing of the ids before.
+        before = (view for view in logs if not self.unplaced or view.log_id in self.logs.logs)
+        used = max((view.log_id for view in before), default=-1)
         used = max(used, self.logs.max_seen_id)
         for view in observed.entry_logs:
             if view.state != "preallocated":
@@ -1858,10 +1861,6 @@ class BookieModel:
                     index, f"entry log {view.log_id} is preallocated but holds entries"
                 )
             reserved = view.log_id == self.logs.next_id and view.log_id not in self.logs.logs
-            if self.unplaced and self.logs.next_id is not None:
-                # Compactions whose ids this state shows (_place_compacted) took ids from the
-                # next one up, and the bookie may have preallocated between two of them.
-                reserved = reserved or view.log_id > self.logs.next_id
             reused = view.log_id in self.logs.removed and view.log_id not in self.logs.logs
             if (view.log_id <= used and not reserved and not reused) or (
                 view.log_id in self.logs.taken

@@ -171,7 +171,16 @@ class CompactionOutcome:
                 "is still there"
             )
         if present:
-            if self.new_id is not None and self.new_id in seen and self.new_id in unlisted:
+            view = seen.get(self.new_id) if self.new_id is not None else None
+            if (
+                view is not None
+                and self.new_id in unlisted
+                and view.state == "flushed"
+                and self._holds(view)
+            ):
+                # A flushed log holding what the compaction copied. Any other log with that
+                # id is the new run's own: an id an undone compaction took is durable
+                # nowhere, and a restart may use it again (the replay's new active log).
                 return (
                     f"entry log {self.new_id}, the unfinished compaction of {self.source}, "
                     "appeared beside its source: an undone compaction leaves no log"

@@ -429,8 +429,11 @@ class _Session:
             # The layout before the crash (which entry logs exist, what they hold): the
             # model predicts what recovery may do from it. Only for the full state: an
             # inspect may make everything before it durable (the JavaScript bookie's does),
-            # which would hide what a power loss is there to find.
+            # which would hide what a power loss is there to find. The runner's own look:
+            # the crash still meets the operation before it (the coverage cell's).
+            before = self.last_op
             self.send(InspectAction())
+            self.last_op = before
         plan: CrashPlan = action.plan if isinstance(action, PowerLossAction) else KillProcess()
         name = PLAN_NAMES[type(plan)]
         if self.in_flight:

@@ -111,3 +111,17 @@ def test_a_compaction_outcome_after_a_crash() -> None:
     assert both.problem({5: LogView(5, "flushed", moved)}, set()) is None
     short = {9: LogView(9, "flushed", ((2, 50),))}
     assert "must be flushed with exactly" in (both.problem(short, {9}) or "")
+
+
+def test_an_undone_compaction_s_id_may_be_the_new_run_s_log() -> None:
+    # An id an undone compaction took is durable nowhere: the restart may give it to the
+    # log its journal replay writes (found by the refinement test: 22.log.compacting lost
+    # in a power cut, 22 the replay's active log). Only a flushed log holding exactly what
+    # the compaction copied is the compaction's, left beside its source.
+    moved = ((3, 22),)
+    undone = CompactionOutcome(11, 22, moved, "no")
+    source = LogView(11, "flushed", ((1, 168), (3, 22)))
+    for reused in (LogView(22, "active", ((3, 140),)), LogView(22, "flushed", ((3, 140),))):
+        assert undone.problem({11: source, 22: reused}, {22}) is None
+    left = LogView(22, "flushed", moved)
+    assert "appeared beside its source" in (undone.problem({11: source, 22: left}, {22}) or "")
