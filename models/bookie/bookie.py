@@ -371,6 +371,8 @@ class BookieModel:
         self.recreated: set[int] = set()
         self.logs = EntryLogManagerModel(config.log_size_limit_bytes)
         self.logs.track_tentative = self.async_acks
+        #: The ids of the preallocated logs states have shown and the model accepted.
+        self.preallocated_ids: set[int] = set()
         # A bookie on its own threads creates the next log ahead of need when it pleases
         # (BookKeeper's EntryLoggerAllocator): no preallocate step is ever recorded, so the
         # next id may always be a preallocated log's (and a compaction takes the one after).
@@ -1862,7 +1864,10 @@ class BookieModel:
                 )
             reserved = view.log_id == self.logs.next_id and view.log_id not in self.logs.logs
             reused = view.log_id in self.logs.removed and view.log_id not in self.logs.logs
-            if (view.log_id <= used and not reserved and not reused) or (
+            # A preallocated log accepted by an earlier state is the same log, still waiting
+            # (later compactions may have taken higher ids meanwhile).
+            waiting = view.log_id in self.preallocated_ids and view.log_id not in self.logs.logs
+            if (view.log_id <= used and not reserved and not reused and not waiting) or (
                 view.log_id in self.logs.taken
             ):
                 raise Divergence(
@@ -1870,6 +1875,7 @@ class BookieModel:
                     f"entry log {view.log_id} is preallocated with an id already used "
                     f"(ids go up to {used} and are never reused)",
                 )
+            self.preallocated_ids.add(view.log_id)
         return logs
 
     def _compare_deleted(self, index: int, observed: AbstractState) -> list[str]:

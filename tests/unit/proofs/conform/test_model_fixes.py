@@ -105,7 +105,13 @@ def test_a_log_flushed_before_its_id_was_seen_is_judged() -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["compaction-above-an-unseen-preallocated-log", "preallocated-between-two-compactions"],
+    [
+        "compaction-above-an-unseen-preallocated-log",
+        "preallocated-between-two-compactions",
+        # The refinement test's (in process): a preallocation after a restart, a GC whose
+        # compactions take the ids above it, and the preallocated log still waiting after.
+        "preallocated-waiting-after-compactions",
+    ],
 )
 def test_compactions_beside_an_unseen_preallocation_are_judged(name: str) -> None:
     path = TRACES / f"{name}.jsonl"
