@@ -2109,7 +2109,13 @@ class BookieModel:
         # Above every id seen before the run's first new log (a compaction may have taken a
         # higher id since: a preallocated log still holds the lower one).
         before = logs.max_before_provisional
-        reused = [log_id for log_id in new if log_id <= before and log_id not in logs.removed]
+        reused = [
+            log_id
+            for log_id in new
+            if log_id <= before
+            and log_id not in logs.removed
+            and log_id not in self.preallocated_ids
+        ]  # a preallocated log a state showed waiting is taken by the next rotation
         reused += [log_id for log_id in new if log_id in logs.taken]
         if len(new) != len(logs.provisional) or reused:
             raise Divergence(

@@ -111,6 +111,8 @@ def test_a_log_flushed_before_its_id_was_seen_is_judged() -> None:
         # The refinement test's (in process): a preallocation after a restart, a GC whose
         # compactions take the ids above it, and the preallocated log still waiting after.
         "preallocated-waiting-after-compactions",
+        # ... and the next rotation taking that waiting log (an id below the compactions').
+        "preallocated-taken-by-the-next-rotation",
     ],
 )
 def test_compactions_beside_an_unseen_preallocation_are_judged(name: str) -> None:
