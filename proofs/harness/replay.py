@@ -136,7 +136,7 @@ class Replay:
             raise ReplayError(f"the trace's configuration: {exc}") from None
         except AssertionError as exc:
             raise ReplayError(
-                f"the model cannot run the trace's configuration ({exc or 'an assertion'}); "
+                f"the model cannot run the trace's configuration ({_first_line(exc)}); "
                 "logSizeLimit must be more than the 1024-byte entry log header"
             ) from None
         self.judge = Judge(model, PropertyMonitor(header.profile))
@@ -175,8 +175,16 @@ def _usage(step: Step, message: str) -> str:
     )
 
 
+def _first_line(exc: BaseException) -> str:
+    """The first line of an exception's message: under pytest's assertion rewriting (bkref's
+    pytest plugin has every bkref module rewritten) an assertion's message grows the failed
+    expression on further lines, and an error message here is one line."""
+    lines = str(exc).splitlines()
+    return lines[0] if lines else "an assertion"
+
+
 def _model_broke(step: Step, exc: Exception) -> str:
-    detail = str(exc) or "no message"
+    detail = str(exc).splitlines()[0] if str(exc) else "no message"
     return (
         f"step {step.index} ({step.op.name}): the model cannot follow this history "
         f"({type(exc).__name__}: {detail}); it is outside what the model covers (an entry "

@@ -4,6 +4,7 @@ entries settled before, power losses with each kind of plan)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -21,6 +22,7 @@ from proofs.conform.scenario import (
     Settle,
     generate,
 )
+from tests.paths import ROOT
 
 V1 = Capabilities(version=1, ops=frozenset(), state="none", answers="either")
 FULL = Capabilities(
@@ -47,7 +49,8 @@ def test_same_scenario_in_another_process() -> None:
         text=True,
         check=True,
         timeout=60,
-        env={"PYTHONHASHSEED": "123", **__import__("os").environ},
+        env={**os.environ, "PYTHONHASHSEED": "123", "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
     ).stdout.strip()
     assert out == repr(generate(5, 3, profile="quick", capabilities=FULL, lazy_disk=True))
 
