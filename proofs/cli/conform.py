@@ -20,13 +20,8 @@ from collections.abc import Sequence
 
 from proofs.cli.check_trace import whole_number
 from proofs.conform.process import DEFAULT_START_TIMEOUT_S
-from proofs.conform.results import (
-    CHECKS,
-    EXIT_CANNOT_RUN,
-    EXIT_DIVERGENCE,
-    EXIT_PASS,
-    RunResult,
-)
+from proofs.conform.report import terminal_summary, write_reports
+from proofs.conform.results import EXIT_CANNOT_RUN, EXIT_DIVERGENCE, EXIT_PASS
 from proofs.conform.runner import (
     DEFAULT_SHRINK_RUNS,
     Conformance,
@@ -137,70 +132,9 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_CANNOT_RUN
     result = conformance.run(indices)
     if args.report:
-        _write_reports(result, args.report)
-    try:
-        from proofs.conform.report import terminal_summary
-    except ImportError:
-        for line in summary_lines(result):
-            say(line)
-    else:
-        print(terminal_summary(result, args.report), file=sys.stderr, flush=True)
+        try:
+            write_reports(result, args.report)
+        except OSError as exc:
+            say(f"--report: cannot write to {args.report}: {exc.strerror or exc}")
+    print(terminal_summary(result, args.report), file=sys.stderr, flush=True)
     return result.exit_code
-
-
-def _write_reports(result: RunResult, directory: str) -> None:
-    try:
-        from proofs.conform.report import write_reports
-    except ImportError:
-        say("--report: the reports are not built in this bkref (proofs/conform/report.py)")
-        return
-    try:
-        write_reports(result, directory)
-    except OSError as exc:
-        say(f"--report: cannot write to {directory}: {exc.strerror or exc}")
-
-
-def summary_lines(result: RunResult) -> list[str]:
-    """The final verdict: counts, per-check pass/fail, each failure and how to replay it."""
-    if result.error is not None:
-        return ["CANNOT RUN the bookie:", *("  " + line for line in result.error.splitlines())]
-    scenarios = result.scenarios
-    passed = sum(s.verdict == "pass" for s in scenarios)
-    failed = sum(s.verdict == "fail" for s in scenarios)
-    errors = sum(s.verdict == "error" for s in scenarios)
-    crashes = sum(s.crashes for s in scenarios)
-    losses = sum(s.power_losses for s in scenarios)
-    acked = sum(s.adds_acknowledged for s in scenarios)
-    reads = sum(s.reads_checked for s in scenarios)
-    caps = result.capabilities
-    levels = ", ".join(caps.levels) if caps is not None else "none"
-    lines = [
-        f"{len(scenarios)} scenarios: {passed} passed, {failed} failed, {errors} errors; "
-        f"{crashes} crashes injected ({losses} power losses); {acked} acknowledged adds and "
-        f"{reads} reads checked; levels {levels}; {result.seconds:.1f} s",
-    ]
-    checks = []
-    for check in CHECKS:
-        bad = len(result.failed(check))
-        checks.append(f"{check} {'FAIL (' + str(bad) + ')' if bad else 'pass'}")
-    lines.append("checks: " + ", ".join(checks))
-    for scenario in scenarios:
-        failure = scenario.failure
-        if failure is None:
-            continue
-        lines.append(f"scenario {scenario.index} {scenario.verdict.upper()}: {failure.message}")
-        if failure.trace_path:
-            lines.append(
-                f"  trace ({failure.steps_before_shrink} steps shrunk to "
-                f"{failure.steps_after_shrink}): {failure.trace_path}"
-            )
-            lines.append(f"  replay: bkref check-trace {failure.trace_path}")
-            lines.append(f"  story:  bkref explain {failure.trace_path}")
-        if failure.reproduce:
-            lines.append(f"  again:  {failure.reproduce}")
-        if failure.stderr_tail.strip() and scenario.verdict == "error":
-            lines.append("  the bookie's standard error ended with:")
-            lines += ["    " + line for line in failure.stderr_tail.splitlines()[-10:]]
-    verdict = {EXIT_PASS: "PASS", EXIT_DIVERGENCE: "FAIL", EXIT_CANNOT_RUN: "ERROR"}
-    lines.append(f"verdict: {verdict[result.exit_code]} (seed {result.seed})")
-    return lines

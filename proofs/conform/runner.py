@@ -123,10 +123,8 @@ class LazyDiskUnavailable(BkrefError):
 
 def lazy_disk_unavailable() -> str | None:
     """Why the lazy disk cannot be used here, or None."""
-    try:
-        from proofs.lazydisk.mount import fuse_unavailable
-    except ImportError as exc:
-        return f"the lazy disk is not built in this bkref (proofs.lazydisk: {exc})"
+    from proofs.lazydisk.mount import fuse_unavailable  # not at import: FUSE costs a start
+
     why: str | None = fuse_unavailable()
     return why
 
