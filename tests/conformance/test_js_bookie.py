@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import queue
 import random
 import re
 import shutil
@@ -23,8 +22,6 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from types import TracebackType
-from typing import IO
 
 import pytest
 
@@ -36,6 +33,7 @@ from tests.conformance.jsbookie import (
     js_bookie_command,
     node_unavailable,
 )
+from tests.line_child import LineChild
 from tests.paths import ROOT
 
 NODE_MISSING = node_unavailable()
@@ -67,9 +65,8 @@ def op(rid: int, name: str, **fields: object) -> str:
     return json.dumps({"id": rid, "op": name, **fields})
 
 
-class Bookie:
-    """bookie.js as a child on a data directory: lines in, stdout lines read by a thread into
-    a queue so every read has a timeout; killed on exit if still running."""
+class Bookie(LineChild):
+    """bookie.js as a child on a data directory (tests/line_child.py)."""
 
     def __init__(
         self,
@@ -79,54 +76,15 @@ class Bookie:
         env: dict[str, str] | None = None,
     ) -> None:
         self.data_dir = data_dir
-        number = len(list(data_dir.parent.glob("bookie-stderr-*.txt")))
-        self.stderr_path = data_dir.parent / f"bookie-stderr-{number}.txt"
-        self._stderr: IO[bytes] = self.stderr_path.open("wb")
-        self.child = subprocess.Popen(
-            argv or js_bookie_argv(str(data_dir), *bugs),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            env=env,
-        )
-        self._lines: queue.Queue[bytes | None] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.child.stdout is not None
-        while line := self.child.stdout.readline():
-            self._lines.put(line)
-        self._lines.put(None)
-
-    def __enter__(self) -> Bookie:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self.child.poll() is None:
-            self.child.kill()
-        self.child.wait(TIMEOUT_S)
-        self._stderr.close()
+        super().__init__(
+            argv or js_bookie_argv(str(data_dir), *bugs), data_dir.parent, "bookie-stderr",
+            TIMEOUT_S, env=env,
+        )  # fmt: skip
 
     def send(self, *lines: str | bytes) -> None:
-        assert self.child.stdin is not None
-        self.child.stdin.write(
+        self.write(
             b"".join(line if isinstance(line, bytes) else line.encode() + b"\n" for line in lines)
         )
-        self.child.stdin.flush()
-
-    def raw(self) -> bytes:
-        try:
-            line = self._lines.get(timeout=TIMEOUT_S)
-        except queue.Empty:
-            pytest.fail(f"no line within {TIMEOUT_S} s; stderr:\n{self.stderr()}")
-        if line is None:
-            pytest.fail(f"the output ended; stderr:\n{self.stderr()}")
-        return line
 
     def receive(self) -> dict[str, object]:
         line = self.raw()
@@ -163,19 +121,9 @@ class Bookie:
             found[key] = response
         return found
 
-    def close(self) -> int:
-        assert self.child.stdin is not None
-        self.child.stdin.close()
-        return self.child.wait(TIMEOUT_S)
-
     def kill9(self) -> None:
         os.kill(self.child.pid, signal.SIGKILL)
         assert self.child.wait(TIMEOUT_S) == -signal.SIGKILL
-
-    def stderr(self) -> str:
-        if not self._stderr.closed:
-            self._stderr.flush()
-        return self.stderr_path.read_text(errors="replace")
 
 
 @pytest.fixture

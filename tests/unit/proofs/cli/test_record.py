@@ -13,16 +13,12 @@ from __future__ import annotations
 import base64
 import json
 import os
-import queue
 import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
-from types import TracebackType
-from typing import IO
 
 import pytest
 
@@ -54,6 +50,7 @@ from spec.operations import (
 )
 from spec.profile import ADAPTER_PROFILE, Profile
 from spec.trace import Step, Trace, TraceHeader, encode_header, read_trace, read_trace_bytes
+from tests.line_child import LineChild
 from tests.paths import ROOT
 from tests.unit.proofs.cli import record_fake_child as fake
 
@@ -74,61 +71,24 @@ def read(rid: int, ledger: int, entry: int) -> dict[str, object]:
     return {"id": rid, "op": "read", "ledger": ledger, "entry": entry}
 
 
-class Recording:
-    """``bkref record --trace TRACE -- CMD`` as a child: lines in, stdout lines read by a
-    thread into a queue so that every read has a timeout; killed on exit if still running."""
+class Recording(LineChild):
+    """``bkref record --trace TRACE -- CMD`` as a child (tests/line_child.py)."""
 
     def __init__(self, trace: Path, command: list[str], *options: str) -> None:
         argv = [sys.executable, "-m", "proofs.cli.main", "record", "--trace", str(trace)]
-        number = len(list(trace.parent.glob("record-stderr-*.txt")))
-        self.stderr_path = trace.parent / f"record-stderr-{number}.txt"
-        self._stderr: IO[bytes] = self.stderr_path.open("wb")
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        self.child = subprocess.Popen(
-            [*argv, *options, "--", *command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self._stderr, cwd=ROOT, env=env,
+        super().__init__(
+            [*argv, *options, "--", *command], trace.parent, "record-stderr", READ_TIMEOUT_S,
+            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
         )  # fmt: skip
-        self._lines: queue.Queue[bytes | None] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.child.stdout is not None
-        while line := self.child.stdout.readline():
-            self._lines.put(line)
-        self._lines.put(None)
-
-    def __enter__(self) -> Recording:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self.child.poll() is None:
-            self.child.kill()
-        self.child.wait(READ_TIMEOUT_S)
-        self._stderr.close()
 
     def send(self, *requests: dict[str, object] | str | bytes) -> None:
-        assert self.child.stdin is not None
-        for request in requests:
-            if isinstance(request, bytes):
-                self.child.stdin.write(request)
-            else:
-                line = request if isinstance(request, str) else json.dumps(request)
-                self.child.stdin.write(line.encode() + b"\n")
-        self.child.stdin.flush()
-
-    def raw(self, timeout_s: float = READ_TIMEOUT_S) -> bytes:
-        try:
-            line = self._lines.get(timeout=timeout_s)
-        except queue.Empty:
-            pytest.fail(f"no line within {timeout_s} s; stderr:\n{self.stderr()}")
-        if line is None:
-            pytest.fail(f"the output ended; stderr:\n{self.stderr()}")
-        return line
+        lines = (
+            request
+            if isinstance(request, bytes)
+            else (request if isinstance(request, str) else json.dumps(request)).encode() + b"\n"
+            for request in requests
+        )
+        self.write(b"".join(lines))
 
     def receive(self) -> dict[str, object]:
         response = json.loads(self.raw())
@@ -147,15 +107,6 @@ class Recording:
         while (line := self._lines.get(timeout=READ_TIMEOUT_S)) is not None:
             lines.append(line)
         return lines
-
-    def close(self) -> int:
-        assert self.child.stdin is not None
-        self.child.stdin.close()
-        return self.child.wait(READ_TIMEOUT_S)
-
-    def stderr(self) -> str:
-        self._stderr.flush()
-        return self.stderr_path.read_text(errors="replace")
 
     def bookie_pid(self) -> int:
         """The recorded child's pid, from the recorder's start line on stderr."""
