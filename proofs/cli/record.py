@@ -117,14 +117,10 @@ SIGNAL_EXIT_BASE = 128
 
 PREFIX = "bkref record: "
 
-#: Adapter ops the recorder relays without recording them (none today: every adapter op of
-#: spec/operations.py is a step).
-UNRECORDED_OPS: frozenset[str] = frozenset()
-#: The adapter ops that are steps, and the declaration each becomes (spec/operations.py).
+#: The adapter ops that are steps, and the declaration each becomes (spec/operations.py):
+#: every op of spec/operations.py with an adapter_op.
 STEP_OPS: dict[str, OperationSpec] = {
-    spec.adapter_op: spec
-    for spec in REGISTRY.values()
-    if spec.adapter_op is not None and spec.adapter_op not in UNRECORDED_OPS
+    spec.adapter_op: spec for spec in REGISTRY.values() if spec.adapter_op is not None
 }
 #: Not a step: its state goes to the latest step.
 INSPECT_OP = "inspect"
