@@ -27,6 +27,7 @@ import proofs.harness.refinement
 import spec.properties
 import spec.trace
 import tests.refinement.machine
+from proofs.harness.workload import PRODUCERS
 from spec.crash import LoseUnsynced
 from spec.operations import (
     REGISTRY,
@@ -42,7 +43,7 @@ from spec.operations import (
     table_problem,
 )
 from tests.paths import ROOT
-from tests.refinement.machine import PRODUCERS, machine_for
+from tests.refinement.machine import machine_for
 
 #: Every table of a consumer, by the consumer's name in its require_complete call.
 CONSUMERS: Mapping[str, Mapping[type[Any], object]] = {
@@ -62,7 +63,7 @@ CONSUMERS: Mapping[str, Mapping[type[Any], object]] = {
         proofs.cli.check_trace.ACK_TARGETS
     ),
     "explain's tellings (proofs/cli/explain.py TELLINGS)": proofs.cli.explain.TELLINGS,
-    "the Hypothesis refinement machine (tests/refinement/machine.py PRODUCERS)": PRODUCERS,
+    "the refinement workload (proofs/harness/workload.py PRODUCERS)": PRODUCERS,
 }
 
 
