@@ -160,9 +160,17 @@ class CompactionOutcome:
             return f"{what} may be finished or undone by recovery, not half of each"
         return f"{what} had not reached phase 2: recovery must undo it (log {self.source} stays)"
 
-    def problem(self, seen: dict[int, LogView], unlisted: set[int]) -> str | None:
+    def problem(
+        self,
+        seen: dict[int, LogView],
+        unlisted: set[int],
+        may_vanish: frozenset[int] = frozenset(),
+    ) -> str | None:
         """Why the layout ``seen`` after the restart breaks this outcome, or None.
-        ``unlisted``: the observed logs the crash constraints do not list (new ones)."""
+        ``unlisted``: the observed logs the crash constraints do not list (new ones);
+        ``may_vanish``: the listed logs a GC step may have deleted for a reason of its own
+        (no live ledger left in them): an undone compaction's source among them may be gone,
+        deleted as a dead log by the cycle that rolled the compaction back."""
         present = self.source in seen
         if present and self.finish == "yes":
             return (
@@ -187,6 +195,8 @@ class CompactionOutcome:
                 )
             return None
         if self.finish == "no":
+            if self.source in may_vanish:
+                return None  # undone, then deleted as a dead log
             return f"entry log {self.source} vanished; its compaction was undone"
         if not self.moved:
             return None  # nothing live: the source is just deleted
