@@ -913,6 +913,8 @@ class BookieModel:
             return self._idle(index, op, self._phase_report(index, op, result, self._idle_errors()))
         if self.logs.relaxed and cycle is not None:
             report = self._phase_report(index, op, result, self._gc_errors())
+            if report is not None and report.source_log in cycle.candidates:
+                cycle.candidates.remove(report.source_log)  # copied, or deleted: not next
             if report is not None and report.new_log is not None:
                 self.logs.taken.add(report.new_log)
                 self.logs.may_vanish.add(report.new_log)
@@ -1105,6 +1107,8 @@ class BookieModel:
         if cycle is None or cycle.current is not None or not cycle.candidates:
             return
         source = cycle.candidates[0]
+        if source not in self.logs.logs:
+            return  # followed, not predicted (a fault): the layout shows what is left
         if not self.logs.live_bytes(source, self._live()):
             self.gc_vanish.add(source)  # nothing live: the copy deletes the source
 

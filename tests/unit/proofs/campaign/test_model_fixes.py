@@ -1,0 +1,72 @@
+"""Histories that seeded campaign scenarios (proofs/campaign/scenario.py, 400 steps each) found
+the model could not judge, kept so that they stay judged. Each trace is the shrunk run of
+bkref's own Bookie, and each fails on the model before its fix (the first two with a
+divergence, the third with a KeyError in the model, which ``bkref check-trace`` reports as a
+history the model cannot follow). None was an engine bug: the Hypothesis refinement test's
+shorter examples had not reached them.
+
+- A compaction copied (phase 1 only), then every ledger of its source deleted, then a GC
+  cycle cut by a crash: the cycle rolls the compaction back and deletes the source as a dead
+  log, so the source may be gone though its compaction was undone
+  (models/entrylog/manager.py CompactionOutcome.problem ``may_vanish``).
+- A read fault of the index that fired in a whole ``gc``: when it met phase 3 (its index
+  flush reads the index) the bookie fails, as after any failed phase 3, so the deletes after
+  it may answer io_error (models/bookie/bookie.py ``_fired``).
+- A compaction copied while the model followed the layout (a fault), finished, then the next
+  copy cut by a crash: the followed copy never took its source off the cycle's candidates, so
+  the crash outcome looked up a log already gone (models/bookie/bookie.py ``_compact_copy``
+  and ``_interrupted_compact_copy``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from models.entrylog.manager import CompactionOutcome
+from proofs.harness.replay import Verdict, replay_trace
+from spec.operations import Crash, Gc, Restart
+from spec.state import LogView
+from spec.trace import Trace, read_trace_bytes
+
+TRACES = Path(__file__).resolve().parents[2] / "data" / "traces"
+
+
+def _verdict(name: str) -> tuple[Trace, Verdict]:
+    path = TRACES / f"{name}.jsonl"
+    trace = read_trace_bytes(path.read_bytes(), str(path))
+    return trace, replay_trace(trace)
+
+
+def test_an_undone_compaction_s_source_may_be_deleted_as_a_dead_log() -> None:
+    trace, verdict = _verdict("undone-compaction-source-deleted-as-dead")
+    assert verdict.ok, verdict.failure
+    ops = [step.op for step in trace.steps]
+    assert any(isinstance(op, Crash) for op in ops) and isinstance(ops[-1], Restart)
+
+
+def test_the_outcome_allows_the_vanishing_only_for_a_log_that_may_vanish() -> None:
+    undone = CompactionOutcome(10, 24, ((4, 179),), "no")
+    assert undone.problem({}, set(), frozenset({10})) is None
+    assert "vanished" in (undone.problem({}, set(), frozenset({11})) or "")
+    assert "vanished" in (undone.problem({}, set()) or "")
+    kept = LogView(10, "flushed", ((4, 179),))
+    assert undone.problem({10: kept}, set(), frozenset({10})) is None
+
+
+def test_a_gc_failed_by_an_index_read_may_have_failed_the_bookie() -> None:
+    trace, verdict = _verdict("gc-failed-by-an-index-read-in-phase-3")
+    assert verdict.ok, verdict.failure
+    steps = trace.steps
+    failed_gc = [s for s in steps if isinstance(s.op, Gc) and s.result.error == "io_error"]
+    assert failed_gc and any(f.op == "read" and f.file == "index" for f in failed_gc[0].faults)
+    assert steps[-1].result.error == "io_error"  # the delete after it
+
+
+@pytest.mark.parametrize("name", ["crash-in-a-copy-after-a-followed-compaction"])
+def test_a_crash_in_a_copy_after_a_followed_compaction_is_judged(name: str) -> None:
+    trace, verdict = _verdict(name)
+    assert verdict.ok, verdict.failure
+    last = trace.steps[-1]
+    assert last.op.name == "compact_copy" and last.result.crashed
