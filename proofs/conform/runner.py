@@ -549,7 +549,10 @@ class Conformance:
         shrink_runs: int = DEFAULT_SHRINK_RUNS,
         start_timeout: float = DEFAULT_START_TIMEOUT_S,
         response_timeout: float = DEFAULT_RESPONSE_TIMEOUT_S,
+        size: tuple[int, int] | None = None,
     ) -> None:
+        """``size``: (requests, crashes) of every scenario instead of the profile's
+        (proofs/conform/scenario.py generate)."""
         if profile not in PROFILES:
             raise ValueError(f"unknown profile {profile!r}; one of {', '.join(PROFILES)}")
         self.adapter = adapter
@@ -563,6 +566,7 @@ class Conformance:
         self.shrink_runs = shrink_runs
         self.start_timeout = start_timeout
         self.response_timeout = response_timeout
+        self.size = size
         self._caps: Capabilities | None = None
         self._runs = 0
 
@@ -602,6 +606,7 @@ class Conformance:
             profile=self.profile,
             capabilities=self.capabilities(),
             lazy_disk=self.lazy_disk,
+            size=self.size,
         )
 
     def header_config(self, data_dir: str) -> tuple[tuple[str, str], ...]:
@@ -639,6 +644,12 @@ class Conformance:
             )
             result = attrs.evolve(result, failure=failure)
         return attrs.evolve(result, seconds=time.monotonic() - started)
+
+    def run_once(self, index: int) -> tuple[ScenarioResult, Trace | None]:
+        """Run scenario ``index`` once, not shrunk: its result and its whole trace (None when
+        the bookie left none: it did not start). ``bkref replay --adapter`` prints it."""
+        result, _, trace = self._attempt(self.scenario(index))
+        return result, trace
 
     def _attempt(self, scenario: Scenario) -> tuple[ScenarioResult, Execution, Trace | None]:
         """Carry out and judge ``scenario`` once."""

@@ -286,13 +286,27 @@ class _Workload:
 
 
 def generate(
-    seed: int, index: int, *, profile: str, capabilities: Capabilities, lazy_disk: bool
+    seed: int,
+    index: int,
+    *,
+    profile: str,
+    capabilities: Capabilities,
+    lazy_disk: bool,
+    size: tuple[int, int] | None = None,
 ) -> Scenario:
     """Scenario ``index`` of ``seed``: deterministic from these arguments alone (of the
-    capabilities only the claimed ops and whether inspect gives a state count)."""
-    if profile not in PROFILES:
+    capabilities only the claimed ops and whether inspect gives a state count). ``size``:
+    (requests, crashes) instead of the profile's (the campaign's ``--steps``); the profile's
+    name is then ``<requests>x<crashes>``, in the seed string too."""
+    if size is not None:
+        requests, crashes = size
+        if requests < 1 or crashes < 0:
+            raise ValueError(f"a scenario needs a request and no negative crashes: {size}")
+        profile = f"{requests}x{crashes}"
+    elif profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; one of {', '.join(PROFILES)}")
-    _, requests, crashes = PROFILES[profile]
+    else:
+        _, requests, crashes = PROFILES[profile]
     rng = rng_for(seed, index, profile=profile, capabilities=capabilities, lazy_disk=lazy_disk)
     work = _Workload(rng)
     ops = capabilities.ops

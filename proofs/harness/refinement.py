@@ -770,6 +770,8 @@ class Refinement:
             self.disk_check = DiskCheck(sut.disk_view())
         self.shadow_crash_every = shadow_crash_every if in_process else 0
         self._since_shadow = 0
+        #: Shadow crashes run so far: crash states recovered and judged beside the real ones.
+        self.shadow_crashes = 0
         #: Of the durable entries, probe only the newest this many of each ledger (None: all).
         self.probe_per_ledger: int | None = None
         self._check_first_state()
@@ -877,6 +879,7 @@ class Refinement:
         if not self.model.up or self.model.interrupted is not None:
             return
         self._since_shadow = 0
+        self.shadow_crashes += 1
         twin = copy.copy(self)
         twin.sut = sut.shadow()
         twin.judge = _deep_copy(self.judge)

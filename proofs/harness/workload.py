@@ -190,25 +190,36 @@ class Fixed:
 Draw = Just | Ints | Sampled | Bools | Binary | OneOf | Mapped | Builds | FrozenSets | Lists | Fixed
 
 
+@attrs.frozen
+class Steer:
+    """What a seeded drawer favours (the campaign's second pass aims at what its first pass
+    missed): crash plans of these kinds (:func:`plan_kind`), crash points inside a step
+    rather than none (``inside``), and these injected faults (``op:file``, as
+    ``fsync:journal``). Each is kept to three draws in four; the fourth draws as usual."""
+
+    plans: frozenset[str] = frozenset()
+    inside: bool = False
+    faults: frozenset[str] = frozenset()
+
+
 class RandomDrawer:
     """Draws values from :data:`Draw` descriptions with a seeded ``random.Random`` (the
-    campaign's drawer). ``plans``: when not empty, the crash-plan kinds (:func:`plan_kind`)
-    to favour: a :data:`CRASH_PLANS` draw then keeps to them three times in four (the
-    campaign's second pass steers toward plans its first pass missed)."""
+    campaign's drawer), favouring what ``steer`` says. Unsteered, it calls the random source
+    exactly as often as the descriptions need, so a focus never changes the draws of a
+    scenario without one."""
 
-    #: How often a steered crash-plan draw keeps to the favoured kinds.
+    #: How often a steered draw keeps to what is favoured.
     STEERED_SHARE = 0.75
 
-    def __init__(self, rng: random.Random, plans: frozenset[str] = frozenset()) -> None:
+    def __init__(self, rng: random.Random, steer: Steer = Steer()) -> None:
         self.rng = rng
-        self.plans = plans
+        self.steer = steer
 
     def draw(self, what: Draw) -> Any:
         rng = self.rng
-        if what is CRASH_PLANS and self.plans and rng.random() < self.STEERED_SHARE:
-            favoured = tuple(o for o in CRASH_PLANS.options if _option_kind(o) in self.plans)
-            if favoured:
-                return self.draw(rng.choice(favoured))
+        steered = self._steered(what)
+        if steered is not None and rng.random() < self.STEERED_SHARE:
+            return self.draw(steered)
         if isinstance(what, Just):
             return what.value
         if isinstance(what, Ints):
@@ -230,6 +241,18 @@ class RandomDrawer:
         if isinstance(what, Lists):
             return [self.draw(what.element) for _ in range(rng.randint(0, what.max_size))]
         return {name: self.draw(field) for name, field in what.fields}
+
+    def _steered(self, what: Draw) -> Draw | None:
+        """The favoured part of ``what``, when the steer favours some of it."""
+        steer = self.steer
+        options: tuple[Draw, ...] = ()
+        if what is CRASH_PLANS and steer.plans:
+            options = tuple(o for o in CRASH_PLANS.options if _option_kind(o) in steer.plans)
+        elif steer.inside and isinstance(what, OneOf) and what in CRASH_POINT_DRAWS:
+            options = tuple(o for o in what.options if isinstance(o, Ints))
+        elif steer.faults and (what is FAULTS or what is COMPACTION_FAULTS):
+            options = tuple(Just(fault) for fault in faults_named(steer.faults))
+        return OneOf(options) if options else None
 
 
 # --- what the rules draw ------------------------------------------------------------------
@@ -328,6 +351,26 @@ WALL_CLOCKS = Sampled((DEFAULT_WALL_MS, DEFAULT_WALL_MS, 0xFFFFFFFFFFF - 2))
 ENTRY_GAPS = Sampled((1, 1, 1, 1, 3, 17))
 #: A crash inside a restart, or none.
 RESTART_CRASHES = OneOf((Just(None), Ints(0, 30)))
+#: The draws of a crash point (a count of file-system operations, or none).
+CRASH_POINT_DRAWS = (CRASH_POINTS, FORCE_CRASH_POINTS, RESTART_CRASHES)
+#: The injected faults by the name a steer gives them (``op:file``), and the files each aims.
+FAULT_KINDS: Mapping[str, tuple[type[Any], tuple[str, ...]]] = {
+    "fsync": (FailFsync, FAULT_AIMS),
+    "write": (FailWrite, DATA_AIMS),
+    "read": (FailRead, READ_AIMS),
+}
+
+
+def faults_named(names: frozenset[str]) -> list[Operation]:
+    """The faults ``names`` (``op:file``) name that can be injected, in name order."""
+    found: list[Operation] = []
+    for name in sorted(names):
+        op, _, file = name.partition(":")
+        kind = FAULT_KINDS.get(op)
+        if kind is not None and file in kind[1]:
+            found.append(kind[0](file))
+    return found
+
 
 #: The longest healthy stretch (adds between faults) of the fast profile; the deep one draws
 #: longer ones (tests/refinement/test_refinement.py): Hypothesis bounds how many rules an
@@ -1342,11 +1385,13 @@ PRODUCERS: Mapping[type[Operation], tuple[str, ...]] = require_complete(
             "compaction_with_requests_between_its_phases",
             "fault_in_a_compaction",
             "crash_inside_recovery_of_a_compaction",
+            "crash_inside_a_compaction_phase",
         ),
         CompactIndex: (
             "compact_index",
             "compaction_with_requests_between_its_phases",
             "fault_in_a_compaction",
+            "crash_inside_a_compaction_phase",
         ),
         Crash: (
             "crash",

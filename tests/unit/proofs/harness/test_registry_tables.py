@@ -253,6 +253,10 @@ RULE_ARGS: Mapping[str, dict[str, object]] = {
 #: Further arguments for the rules that run different operations by their arguments: each
 #: call's operations count too.
 MORE_RULE_ARGS: Mapping[str, list[dict[str, object]]] = {
+    # Dying in the index phase: the copy and the flush before it run whole.
+    "crash_inside_a_compaction_phase": [
+        {**RULE_ARGS["crash_inside_a_compaction_phase"], "phase": "index", "at": 1}
+    ],
     "full_disk_in_background_work": [
         {"step": step, "ledger": 1, "data": b"x", "plan": PLAN, "crash": False}
         for step in ("checkpoint_flush", "preallocate")
