@@ -52,6 +52,21 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "check any bookie through seeded scenarios, kill -9 and power loss, judged by the model",
     ),
     (
+        "campaign",
+        "proofs.cli.campaign",
+        "run a verification campaign on Spark: seeded scenarios with crashes, judged by the model",
+    ),
+    (
+        "replay",
+        "proofs.cli.replay",
+        "re-run one campaign scenario locally (no Spark) and print its trace",
+    ),
+    (
+        "check-traces",
+        "proofs.cli.check_traces",
+        "judge a directory of recorded traces in parallel on Spark, one verdict row per trace",
+    ),
+    (
         "import",
         "proofs.cli.bk_import",
         "copy a BookKeeper bookie into new bkref directories (keys, fences) and open it once",
