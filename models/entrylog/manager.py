@@ -690,8 +690,9 @@ class EntryLogManagerModel:
         self.least_followed = False
         self.may_vanish = set()
         # An id a compaction took and rolled back is durable nowhere (no file keeps it, and
-        # lastId need not be fsynced): a new run may use it again. The compaction logs that
-        # exist are logs now.
+        # lastId need not be fsynced): a new run may use it again, as it may the id of a log a
+        # GC removed. The compaction logs that exist are logs now.
+        self.removed |= self.taken - set(self.logs)
         self.taken = set()
 
     def check_invariants(self) -> None:
