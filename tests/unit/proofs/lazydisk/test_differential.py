@@ -25,8 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from models.fs.simdisk import SimDisk, SimHandle
-from proofs.lazydisk.fusefs import MAX_WRITE, errno_of
-from proofs.lazydisk.mount import LazyDisk
+from proofs.lazydisk.mount import LazyDisk, fuse_unavailable
 from spec.crash import (
     SECTOR_BYTES,
     CrashPlan,
@@ -40,6 +39,11 @@ from spec.crash import (
 )
 from spec.errors import FsError
 from tests.unit.proofs.lazydisk.conftest import force_unmount, skip_without_fuse
+
+try:
+    from proofs.lazydisk.fusefs import MAX_WRITE, errno_of
+except OSError:  # mfusepy cannot load without libfuse: skipped, saying what to install
+    pytest.skip(str(fuse_unavailable()), allow_module_level=True)
 
 Op = tuple[Any, ...]
 
