@@ -592,6 +592,9 @@ class BookieModel:
     def _preallocate(self, index: int, op: Preallocate, result: Result) -> list[str]:
         failed = self._background_failed(index, op, result, {"io_error", "no_space"})
         if failed is not None:
+            # It may have taken the next id before its file found no room (BookKeeper's
+            # allocateNewLog does the same): the next log's id is learnt when it is seen.
+            self.logs.forget_next_id()
             return failed
         self.logs.preallocated = True
         return [
@@ -965,7 +968,7 @@ class BookieModel:
                 f"compact_copy of entry log {source} answered new log {new_id}; the shared "
                 f"id counter gives {want}",
             )
-        reused = new_id in self.logs.removed  # a GC removed its log: lastId is a hint
+        reused = self.logs.reusable(new_id)  # a GC removed its log, or none held it
         if not ids and (
             new_id in self.logs.logs or (new_id <= self.logs.max_seen_id and not reused)
         ):
@@ -1871,7 +1874,7 @@ class BookieModel:
                     index, f"entry log {view.log_id} is preallocated but holds entries"
                 )
             reserved = view.log_id == self.logs.next_id and view.log_id not in self.logs.logs
-            reused = view.log_id in self.logs.removed and view.log_id not in self.logs.logs
+            reused = self.logs.reusable(view.log_id)
             # A preallocated log accepted by an earlier state is the same log, still waiting
             # (later compactions may have taken higher ids meanwhile).
             waiting = view.log_id in self.preallocated_ids and view.log_id not in self.logs.logs
@@ -2121,7 +2124,7 @@ class BookieModel:
             log_id
             for log_id in new
             if log_id <= before
-            and log_id not in logs.removed
+            and not logs.reusable(log_id)
             and log_id not in self.preallocated_ids
         ]  # a preallocated log a state showed waiting is taken by the next rotation
         reused += [log_id for log_id in new if log_id in logs.taken]
@@ -2130,7 +2133,8 @@ class BookieModel:
                 index,
                 f"the entry logs created since the restart have ids {new}; the model created "
                 f"{len(logs.provisional)}, with ids above {before} (ids are never reused, but "
-                "for those of logs a GC removed: lastId is a hint, docs/model.md)",
+                "for those of logs a GC removed and those no log held: lastId is a hint, "
+                "docs/model.md)",
             )
         logs.resolve_provisional(new)
 
@@ -2155,7 +2159,8 @@ class BookieModel:
                 continue
             if (
                 log_id <= self.logs.max_seen_id
-                and log_id not in self.logs.taken | self.logs.removed
+                and log_id not in self.logs.taken
+                and not self.logs.reusable(log_id)
             ):
                 raise Divergence(index, f"entry log {log_id} appeared; its id was used before")
             self._check_known_ledgers(index, view)

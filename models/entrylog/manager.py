@@ -369,6 +369,14 @@ class EntryLogManagerModel:
         #: id a later run may use it again. Nothing can name the old log by then: the index
         #: never names a removed log for a live ledger (the harness's disk check).
         self.removed: set[int] = set()
+        #: Every id that was ever a log's, in any run (the provisional placeholders aside).
+        #: An id no log ever held (a compaction that took it rolled back, a preallocated log
+        #: dropped with it) is durable nowhere, so a later run may use it, as it may a removed
+        #: log's; one a log held and that nothing removed is never used again.
+        self.held: set[int] = set()
+        #: The leastUnflushedLogId the state after the last restart showed: the first id of
+        #: this run (0 when no state showed it).
+        self.run_first_id = 0
         #: Logs whose contents the model took from the bookie after a restart that it never
         #: wrote (a ledger it did not write there, or more bytes than it wrote): the scan of
         #: a damaged tail (a failed fsync's garbage). A compaction of one copies what its
@@ -426,7 +434,7 @@ class EntryLogManagerModel:
             self.next_id += 1
             self._skip_taken()
         log = LogModel(log_id, "active")
-        self.logs[log_id] = log
+        self._put(log_id, log)
         if self.track_tentative:
             self.tentative.add(log_id)
         self.current = log_id
@@ -490,6 +498,18 @@ class EntryLogManagerModel:
             ids.add(after)
         return ids
 
+    def _put(self, log_id: int, log: LogModel) -> None:
+        self.logs[log_id] = log
+        self.held.add(log_id)
+
+    def reusable(self, log_id: int) -> bool:
+        """Whether a new log may take ``log_id``, an id at or below one used before: not below
+        the id this run started from (a run's ids only go up), no log holds it now, and either
+        a GC removed the log that held it or no log ever did."""
+        if log_id < self.run_first_id or log_id in self.logs:
+            return False
+        return log_id in self.removed or log_id not in self.held
+
     def take_compaction_id(self, log_id: int) -> None:
         """A compaction log took ``log_id`` from the shared counter."""
         self.taken.add(log_id)
@@ -508,7 +528,7 @@ class EntryLogManagerModel:
         """A compaction's new log, flushed, holding exactly ``moved``, its map durable."""
         pairs = tuple(sorted(moved.items()))
         log = LogModel(new_id, "flushed", dict(moved), dict(moved), (True, pairs), True)
-        self.logs[new_id] = log
+        self._put(new_id, log)
         self.max_seen_id = max(self.max_seen_id, new_id)
 
     def _update_least_unflushed(self) -> None:
@@ -543,9 +563,10 @@ class EntryLogManagerModel:
         assert len(observed_ids) == len(self.provisional), (observed_ids, self.provisional)
         assert observed_ids == sorted(set(observed_ids)), observed_ids
         moved = [(self.logs.pop(old), self.created.pop(old), old) for old in self.provisional]
+        self.held -= set(self.provisional)  # placeholders, not ids a log held
         for (log, done, old), new in zip(moved, observed_ids, strict=True):
             log.log_id = new
-            self.logs[new] = log
+            self._put(new, log)
             self.created[new] = done
             if self.current == old:
                 self.current = new
@@ -655,11 +676,13 @@ class EntryLogManagerModel:
             else:
                 log.ledgers_map = None if maps is None else maps.get(view.log_id)
                 log.map_durable = after_restart and view.state == "flushed"
-            self.logs[view.log_id] = log
+            self._put(view.log_id, log)
             self.max_seen_id = max(self.max_seen_id, view.log_id)
         self.current = current
         self.least_unflushed = least
         self.least_seen = least
+        if after_restart:
+            self.run_first_id = least
         # leastUnflushedLogId starts a run one past the last id used (BookKeeper's lastId):
         # every id below it was used, even by a log that did not survive.
         self.max_seen_id = max(self.max_seen_id, least - 1)
@@ -690,9 +713,8 @@ class EntryLogManagerModel:
         self.least_followed = False
         self.may_vanish = set()
         # An id a compaction took and rolled back is durable nowhere (no file keeps it, and
-        # lastId need not be fsynced): a new run may use it again, as it may the id of a log a
-        # GC removed. The compaction logs that exist are logs now.
-        self.removed |= self.taken - set(self.logs)
+        # lastId need not be fsynced): a new run may use it again (no log held it: see
+        # ``reusable``). The compaction logs that exist are logs now.
         self.taken = set()
 
     def check_invariants(self) -> None:

@@ -173,6 +173,7 @@ def session(master: str, log_dir: str, *, app_name: str = "bkref") -> Iterator[S
     if is_local(master):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable
+    launch_env = _worker_path(master)
     from pyspark.java_gateway import launch_gateway
 
     global _JVM_LOG
@@ -180,9 +181,10 @@ def session(master: str, log_dir: str, *, app_name: str = "bkref") -> Iterator[S
         try:
             gateway = None
             if SparkContext._gateway is None:  # a JVM per process: PySpark keeps the first
-                gateway = launch_gateway(  # type: ignore[no-untyped-call]
-                    conf, popen_kwargs={"stdout": log, "stderr": log}
-                )
+                with _environment(launch_env):
+                    gateway = launch_gateway(  # type: ignore[no-untyped-call]
+                        conf, popen_kwargs={"stdout": log, "stderr": log}
+                    )
                 _JVM_LOG = log_path
             else:
                 log.write(f"(Spark's JVM is this process's first; its log: {_JVM_LOG})\n".encode())
@@ -198,6 +200,32 @@ def session(master: str, log_dir: str, *, app_name: str = "bkref") -> Iterator[S
     finally:
         with contextlib.suppress(Exception):
             spark.stop()
+
+
+def _worker_path(master: str) -> dict[str, str]:
+    """The environment a local master's JVM is started with: PYTHONPATH holding the driver's
+    import path, so the Python workers it starts import what the driver imports (a
+    ``--variant`` from a directory on the driver's path, a test's modules). A cluster's
+    executors are other machines: what they import is their own installation's."""
+    if not is_local(master):
+        return {}
+    entries = [p for p in sys.path if p and os.path.isdir(p)]
+    entries += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return {"PYTHONPATH": os.pathsep.join(dict.fromkeys(entries))}
+
+
+@contextlib.contextmanager
+def _environment(changes: Mapping[str, str]) -> Iterator[None]:
+    saved = {key: os.environ.get(key) for key in changes}
+    os.environ.update(changes)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def _conf(master: str, log4j: str) -> dict[str, str]:
@@ -335,12 +363,16 @@ def run_job(
 
 
 def _job_error(exc: BaseException) -> str:
-    """The Python error a failed task raised, when the Java exception carries one."""
+    """The Python error a failed task raised (the last line of the worker's traceback,
+    ``module.Error: message``) when the Java exception carries one, else its first line."""
     text = str(exc)
-    found = re.findall(r"^(\w*(?:Error|Exception)\b.*)$", text, re.MULTILINE)
-    python = [line for line in found if not line.startswith(("org.", "java.", "py4j"))]
-    if python:
-        return str(python[-1])
+    if "Traceback (most recent call last):" in text:
+        tail = text.rsplit("Traceback (most recent call last):", 1)[1]
+        raised = [
+            line for line in tail.splitlines() if re.match(r"^[\w.]+(Error|Exception)\b", line)
+        ]
+        if raised:
+            return raised[-1]
     return _first_line(exc)
 
 

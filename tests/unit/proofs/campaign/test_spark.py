@@ -255,3 +255,24 @@ def test_a_campaign_on_a_standalone_cluster(tmp_path: Path, reader: Any) -> None
     assert json.loads((out / "summary.json").read_text())["settings"]["master"] == cluster.url
     # The executors ran the scenarios, not the driver: their workers are other processes.
     assert "Registering app" in cluster.master_log.read_text()
+
+
+@pytest.mark.slow
+def test_a_default_shaped_campaign_meets_every_probe_and_cell(tmp_path: Path) -> None:
+    summary = _campaign(tmp_path / "big", scenarios=1000, steps=400, seed=11, second_pass=200)
+    assert summary.verdict == "pass", summary.all.failures[:1]
+    assert summary.missed_probes == () and summary.missed_cells == ()
+    assert summary.exit_code == 0
+
+
+def test_a_failed_task_is_told_by_its_python_error() -> None:
+    text = (
+        "An exception was thrown from the Python worker:\nTraceback (most recent call last):\n"
+        '  File "x.py", line 1, in run\n    f()\n'
+        "proofs.campaign.errors.CampaignError: --variant 'm:X': cannot import m\n"
+        "\tat org.apache.spark.api.python.BasePythonRunner(...)\n"
+    )
+    assert spark._job_error(RuntimeError(text)) == (
+        "proofs.campaign.errors.CampaignError: --variant 'm:X': cannot import m"
+    )
+    assert spark._job_error(RuntimeError("plain\nmore")) == "plain"
