@@ -153,8 +153,13 @@ def say(line: str) -> None:
 
 
 def out_dir(args: argparse.Namespace, seed: int) -> str:
-    """The output directory: ``--out`` (refused unless new or empty), else a new directory
+    """The output directory, absolute (a cluster's executors write the dataset from their
+    own working directories): ``--out`` (refused unless new or empty), else a new directory
     under DEFAULT_ROOT (and ``latest`` pointed at it). Raises CampaignError."""
+    return os.path.abspath(_out_dir(args, seed))
+
+
+def _out_dir(args: argparse.Namespace, seed: int) -> str:
     if args.out:
         path: str = args.out
         if os.path.exists(path) and (not os.path.isdir(path) or os.listdir(path)):

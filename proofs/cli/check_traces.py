@@ -72,7 +72,7 @@ def _out_dir(args: argparse.Namespace) -> str:
             suffix += 1
             path = os.path.join(DEFAULT_ROOT, f"{stamp}-{suffix}")
     os.makedirs(path, exist_ok=True)
-    return path
+    return os.path.abspath(path)  # a cluster's executors write from their own directories
 
 
 def run(args: argparse.Namespace) -> int:
@@ -80,7 +80,9 @@ def run(args: argparse.Namespace) -> int:
     if not os.path.isdir(directory):
         say(f"{directory} is not a directory")
         return EXIT_ERROR
-    files = find_traces(directory, args.glob)
+    files = [
+        (os.path.abspath(path), name) for path, name in find_traces(directory, args.glob)
+    ]
     if not files:
         say(f"no file under {directory} matches {args.glob}: nothing to check")
         return EXIT_ERROR

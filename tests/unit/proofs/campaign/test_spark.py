@@ -35,6 +35,16 @@ VARIANT = "tests.quality.refinement_variants:AckBeforeJournalFsyncBookie"
 #: Fields a row carries that differ between two runs of one scenario (when, where, how long).
 CIRCUMSTANCES = {"started_at", "seconds", "shrink_seconds", "worker"}
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+#: The environment a user's shell has: bkref on PATH.
+SHELL_ENV = {**ENV, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+
+
+def _as_a_user_would(command: str, *more: str) -> subprocess.CompletedProcess[str]:
+    """Run a printed command line through the shell, as a user pasting it would."""
+    line = " ".join([command, *more])
+    return subprocess.run(
+        ["bash", "-c", line], capture_output=True, text=True, env=SHELL_ENV, timeout=600
+    )
 
 
 def _campaign(out: Path, **options: Any) -> CampaignSummary:
@@ -110,11 +120,8 @@ def test_a_campaign_finds_a_known_bad_variant_and_its_row_replays(
     assert trace_file.read_text() == row["trace"]
     # The replay command, run as a user would, fails the same way, and with --shrink prints
     # the very trace the campaign stored.
-    words = row["replay"].split()
     bkref = str(Path(sys.executable).with_name("bkref"))
-    again = subprocess.run(
-        [bkref, *words[1:], "--shrink"], capture_output=True, text=True, env=ENV, timeout=600
-    )
+    again = _as_a_user_would(row["replay"], "--shrink")
     assert again.returncode == 1, again.stderr
     assert row["message"] in again.stderr
     assert again.stdout == row["trace"]
@@ -276,3 +283,36 @@ def test_a_failed_task_is_told_by_its_python_error() -> None:
         "proofs.campaign.errors.CampaignError: --variant 'm:X': cannot import m"
     )
     assert spark._job_error(RuntimeError("plain\nmore")) == "plain"
+
+
+def _node() -> str | None:
+    from tests.conformance.jsbookie import node_path
+
+    return node_path()
+
+
+@pytest.mark.skipif(_node() is None, reason="no Node.js for the JavaScript bookie")
+def test_an_adapter_campaign_checks_a_bookie_written_elsewhere(tmp_path: Path, reader: Any) -> None:
+    from tests.conformance.jsbookie import js_bookie_command
+
+    command = js_bookie_command()
+    good = _campaign(tmp_path / "js", scenarios=4, steps=50, second_pass=1, adapter=command)
+    assert good.verdict == "pass", good.all.failures[:1]
+    assert not good.settings.probes_apply and good.exit_code == 0
+    rows = _rows(reader, tmp_path / "js" / "scenarios")
+    assert {row["bookie"] for row in rows} == {command}
+    assert sum(row["crashes"] for row in rows) >= 4 and all(row["coverage"] for row in rows)
+    assert all(row["probes"] == {} for row in rows)
+    bad = _campaign(
+        tmp_path / "stale",
+        scenarios=6,
+        steps=60,
+        second_pass=0,
+        adapter=js_bookie_command("stale-cache"),
+    )
+    assert bad.verdict == "fail"
+    record = bad.all.failures[0]
+    assert "--adapter" in record["replay"] and record["trace"]
+    again = _as_a_user_would(record["replay"])
+    assert again.returncode == 1, again.stderr
+    assert read_trace_bytes(again.stdout.encode()).steps

@@ -1,0 +1,94 @@
+"""The campaign's seeded scenarios find the known-bad variants of the bookie: each variant of
+tests/quality/refinement_variants.py that is a Bookie subclass (what ``bkref campaign
+--variant`` can check; the monkeypatch variants are the refinement test's alone) must fail a
+scenario of seed 1, 400 steps, within its budget of scenarios.
+
+The scenarios are drawn from (seed, index) alone, so the index that catches each variant is
+the same on every run at the same commit; the budgets are about twice the catching index
+measured when they were set (docs/benchmarks.md, "The campaign against known-bad variants"),
+so an unrelated change of the workload's draws does not fail this test, and a change that
+makes a variant twice as hard to find does. Three variants need many scenarios (their bug
+shows only after a rare sequence: an add's flush failing, a record the index never had
+reaching a compaction, a log unlinked and then listed); they run under ``slow``.
+
+Each catch must also be the variant's: the same scenario against bkref's own Bookie passes.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from proofs.campaign.scenario import ScenarioRow, ScenarioSpec, run_scenario
+
+MODULE = "tests.quality.refinement_variants"
+
+#: Variant -> the most scenarios it may take.
+BUDGETS = {
+    "AckAppendsDuringTheFsyncBookie": 10,
+    "AckBeforeJournalFsyncBookie": 4,
+    "AckPartOfAGroupBeforeFsyncBookie": 4,
+    "CheckpointAfterFailureBookie": 8,
+    "CheckpointCapturingItsMarkLateBookie": 8,
+    "CompactingTheCurrentLogBookie": 4,
+    "DeletedLedgerCountedLiveBookie": 4,
+    "FailingForGoodOnABackgroundNoSpaceBookie": 4,
+    "FailingOnAReadErrorBookie": 10,
+    "FenceAckedAtNextForceBookie": 4,
+    "FenceAckedAtOnceBookie": 4,
+    "IndexBeforeCompactionLogSyncedBookie": 6,
+    "LastMarkBeforeLogsBookie": 4,
+    "RefusingAddsWhenOneLedgerDirIsFullBookie": 4,
+    "ReplayNotAdvancingMarkBookie": 4,
+    "ServingOnAfterAFailedBackgroundFsyncBookie": 8,
+    "SourceRemovedBeforeIndexFlushBookie": 20,
+    "StaleCheckpointOverwritesLastMarkBookie": 4,
+}
+#: The hard ones, under ``slow``.
+SLOW_BUDGETS = {
+    "IndexingRecordsTheIndexNeverHadBookie": 160,
+    "RemembersALogItUnlinkedBookie": 160,
+    "CarryOnAfterAddFlushFailureBookie": 600,
+}
+
+
+def _first_failing(variant: str, budget: int) -> tuple[int, ScenarioRow] | None:
+    for index in range(budget):
+        spec = ScenarioSpec(seed=1, index=index, steps=400, variant=f"{MODULE}:{variant}")
+        row = run_scenario(spec, shrink_runs=0)
+        if row.verdict != "pass":
+            return index, row
+    return None
+
+
+def _check(variant: str, budget: int) -> None:
+    found = _first_failing(variant, budget)
+    assert found is not None, f"{variant} passed {budget} scenarios"
+    index, row = found
+    assert row.verdict == "fail", row.message  # the bookie is wrong, not the checker
+    alone = run_scenario(ScenarioSpec(seed=1, index=index, steps=400), shrink_runs=0)
+    assert alone.verdict == "pass", f"bkref's own bookie fails scenario {index}: {alone.message}"
+
+
+@pytest.mark.parametrize("variant", sorted(BUDGETS))
+def test_the_campaign_catches_every_refinement_variant(variant: str) -> None:
+    _check(variant, BUDGETS[variant])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", sorted(SLOW_BUDGETS))
+def test_the_campaign_catches_the_hard_refinement_variants(variant: str) -> None:
+    _check(variant, SLOW_BUDGETS[variant])
+
+
+def test_the_budgets_name_every_bookie_subclass_variant() -> None:
+    import inspect
+
+    from impl.bookie.bookie import Bookie
+    from tests.quality import refinement_variants
+
+    subclasses = {
+        name
+        for name, cls in inspect.getmembers(refinement_variants, inspect.isclass)
+        if issubclass(cls, Bookie) and cls is not Bookie and not name.startswith("_")
+    }
+    assert subclasses == set(BUDGETS) | set(SLOW_BUDGETS)
