@@ -80,9 +80,7 @@ def run(args: argparse.Namespace) -> int:
     if not os.path.isdir(directory):
         say(f"{directory} is not a directory")
         return EXIT_ERROR
-    files = [
-        (os.path.abspath(path), name) for path, name in find_traces(directory, args.glob)
-    ]
+    files = [(os.path.abspath(path), name) for path, name in find_traces(directory, args.glob)]
     if not files:
         say(f"no file under {directory} matches {args.glob}: nothing to check")
         return EXIT_ERROR

@@ -137,7 +137,8 @@ def rates(count: int, steps: int, seed: int) -> None:
         probes.update(row.probes)
         cells.update(row.coverage)
         rules += row.rules
-    print(f"{count} scenarios, {rules} rules, {failed} not passed, {time.perf_counter() - began:.0f} s")
+    seconds = time.perf_counter() - began
+    print(f"{count} scenarios, {rules} rules, {failed} not passed, {seconds:.0f} s")
     print("| probe | per 1,000 rules | minimum set |")
     print("| --- | --- | --- |")
     for name, probe in PROBES.items():
