@@ -51,6 +51,7 @@ from impl.bookie.bookie import Bookie
 from proofs.campaign.coverage import cells_of
 from proofs.campaign.errors import CampaignError
 from proofs.harness.refinement import RefinementFailure
+from proofs.harness.shrink import delta_debug
 from proofs.harness.workload import (
     FAULT_KINDS,
     KNOBS,
@@ -414,34 +415,24 @@ def signature(problem: Problem) -> tuple[str, str, str, str]:
 def shrink(
     first: Execution, opener: Callable[..., Bookie], stretch_max: int, runs: int
 ) -> tuple[Execution, int]:
-    """Delta debugging over ``first``'s rules: drop chunks, halving their size down to single
-    rules, keeping a candidate that fails the same way. Returns the smallest failing
-    execution and the re-runs spent."""
+    """Delta debugging over ``first``'s rules (proofs/harness/shrink.py), keeping a
+    candidate that fails the same way. Returns the smallest failing execution and the
+    re-runs spent."""
     assert first.problem is not None, "only a failure is shrunk"
     wanted = signature(first.problem)
-    best = first
-    calls = list(first.calls)
-    spent = 0
-    chunk = max(1, len(calls) // 2)
-    while spent < runs and calls:
-        changed = False
-        start = 0
-        while start < len(calls) and spent < runs:
-            candidate = calls[:start] + calls[start + chunk :]
-            spent += 1
-            tried = execute(
-                opener, stretch_max, dict(best.knobs), best.wall_ms, recorded_calls(candidate)
-            )
-            if tried.problem is not None and signature(tried.problem) == wanted:
-                calls = list(tried.calls)
-                best = tried
-                changed = True
-            else:
-                start += chunk
-        if chunk == 1 and not changed:
-            break
-        chunk = max(1, chunk // 2)
-    return best, spent
+    best = [first]
+
+    def fails(candidate: list[Call]) -> list[Call] | None:
+        tried = execute(
+            opener, stretch_max, dict(first.knobs), first.wall_ms, recorded_calls(candidate)
+        )
+        if tried.problem is None or signature(tried.problem) != wanted:
+            return None
+        best[0] = tried
+        return list(tried.calls)
+
+    _, spent = delta_debug(first.calls, fails, runs)
+    return best[0], spent
 
 
 # --- the row ------------------------------------------------------------------------------

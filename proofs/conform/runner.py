@@ -76,6 +76,7 @@ from proofs.conform.scenario import (
     generate,
 )
 from proofs.harness.replay import Replay, ReplayError, replay_trace, summarize
+from proofs.harness.shrink import delta_debug
 from spec.crash import (
     CrashPlan,
     KeepAll,
@@ -850,39 +851,26 @@ class Conformance:
     def _shrink(
         self, scenario: Scenario, failure: Failure, execution: Execution, trace: Trace | None
     ) -> tuple[Scenario, Failure, Execution, Trace | None]:
-        """Delta debugging over the actions: drop chunks, halving their size down to single
-        actions, keeping a candidate that fails with the same kind and check."""
-        budget = self.shrink_runs
-        actions = list(scenario.actions)
-        chunk = max(1, len(actions) // 2)
-        self.progress(f"scenario {scenario.index}: shrinking {len(actions)} actions")
-        while budget > 0 and actions:
-            changed = False
-            start = 0
-            while start < len(actions) and budget > 0:
-                candidate = actions[:start] + actions[start + chunk :]
-                budget -= 1
-                result, run, run_trace = self._attempt(scenario.with_actions(tuple(candidate)))
-                got = result.failure
-                if result.verdict == "fail" and got is not None and _same(got, failure):
-                    actions = candidate
-                    scenario, failure, execution, trace = (
-                        scenario.with_actions(tuple(actions)),
-                        got,
-                        run,
-                        run_trace,
-                    )
-                    changed = True
-                else:
-                    start += chunk
-            if chunk == 1 and not changed:
-                break
-            chunk = max(1, chunk // 2)
+        """Delta debugging over the actions (proofs/harness/shrink.py), keeping a candidate
+        that fails with the same kind and check."""
+        self.progress(f"scenario {scenario.index}: shrinking {len(scenario.actions)} actions")
+        best = (scenario, failure, execution, trace)
+
+        def fails(candidate: list[Action]) -> list[Action] | None:
+            nonlocal best
+            shrunk = scenario.with_actions(tuple(candidate))
+            result, run, run_trace = self._attempt(shrunk)
+            got = result.failure
+            if result.verdict != "fail" or got is None or not _same(got, failure):
+                return None
+            best = (shrunk, got, run, run_trace)
+            return candidate
+
+        actions, spent = delta_debug(scenario.actions, fails, self.shrink_runs)
         self.progress(
-            f"scenario {scenario.index}: shrunk to {len(actions)} actions "
-            f"({self.shrink_runs - budget} re-runs)"
+            f"scenario {scenario.index}: shrunk to {len(actions)} actions ({spent} re-runs)"
         )
-        return scenario, failure, execution, trace
+        return best
 
     def _write_trace(self, index: int, lines: Sequence[str]) -> str:
         directory = os.path.join(self.report_dir or self._ensure_work_dir(), "traces")
