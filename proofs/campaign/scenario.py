@@ -76,7 +76,6 @@ DRAWS_VERSION = 1
 #: included). A few times an example of the refinement test's fast profile, whose 50 rules
 #: make about 300 steps: deeper histories, where losses that need a long past show.
 DEFAULT_STEPS = 400
-#: Every rule runs at least one step, so a scenario draws at most its steps in rules.
 #: How much more likely a favoured rule is drawn than another.
 FOCUS_WEIGHT = 16
 #: Re-runs a failure's shrinking may spend.
@@ -283,35 +282,46 @@ def execute(
     wall_ms: int,
     next_call: NextCall,
 ) -> Execution:
-    """Run rules on a new workload until ``next_call`` gives None or something fails."""
+    """Run rules on a new workload until ``next_call`` gives None or something fails. The
+    steps are the run's, or, when the harness refused a step, the trace it failed with (a
+    shadow crash's failure carries the crash, the restart and the reads of the copy it
+    crashed), so that the failure replays from the steps alone."""
     probes: collections.Counter[str] = collections.Counter()
     calls: list[Call] = []
     problem: Problem | None = None
     table = rules(stretch_max)
-    work = Workload(opener, stretch_max=stretch_max, seen=lambda text: probes.update((text,)))
+    work: Workload | None = None
+    failed_trace: Trace | None = None
     try:
+        work = Workload(opener, stretch_max=stretch_max, seen=lambda t: probes.update((t,)))
         work.configure(dict(knobs), wall_ms)
         while (call := next_call(work, table)) is not None:
             calls.append(call)
             getattr(work, call.rule)(**dict(call.args))
             _check_between_rules(work)
     except RefinementFailure as failure:
+        failed_trace = failure.trace
         steps = failure.trace.steps
         problem = Problem("fail", "refinement", failure.message, len(steps) - 1 if steps else None)
     except BookieChanged as exc:
         problem = Problem("fail", "between_rules", str(exc))
     except Exception as exc:
         problem = _exception_problem(exc)
-    harness = work.harness
+    if failed_trace is not None:
+        header, steps = failed_trace.header, failed_trace.steps
+    elif work is not None:
+        header, steps = work.harness.header, tuple(work.harness.steps)
+    else:  # the bookie could not even be opened
+        header, steps = TraceHeader(config=tuple(sorted(knobs.items())), source="-"), ()
     return Execution(
         knobs=tuple(sorted(knobs.items())),
         wall_ms=wall_ms,
         calls=tuple(calls),
-        header=harness.header,
-        steps=tuple(harness.steps),
+        header=header,
+        steps=tuple(steps),
         problem=problem,
         probes=dict(probes),
-        shadow_crashes=harness.shadow_crashes,
+        shadow_crashes=0 if work is None else work.harness.shadow_crashes,
     )
 
 
@@ -352,13 +362,17 @@ def drawn_calls(spec: ScenarioSpec, drawer: RandomDrawer) -> NextCall:
     """The next-call function of a seeded scenario: rules until the trace holds
     ``spec.steps`` steps, each one of those whose precondition holds (a favoured one
     FOCUS_WEIGHT times as likely), its arguments drawn by ``drawer``."""
+    drawn = [0]
 
     def next_call(work: Workload, table: Sequence[Rule]) -> Call | None:
-        if len(work.harness.steps) >= spec.steps:
+        # At most as many rules as steps: a rule that runs nothing (an add at a boundary
+        # with no room left) cannot keep a scenario going for ever.
+        if len(work.harness.steps) >= spec.steps or drawn[0] >= spec.steps:
             return None
         enabled = [rule for rule in table if work.enabled(rule)]
         if not enabled:
             return None  # the bookie is down for good (a restart recovery refused)
+        drawn[0] += 1
         weights = [FOCUS_WEIGHT if r.name in spec.focus.rules else 1 for r in enabled]
         rule = drawer.rng.choices(enabled, weights)[0]
         return Call(rule.name, tuple((name, drawer.draw(how)) for name, how in rule.args))

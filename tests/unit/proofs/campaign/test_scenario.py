@@ -207,3 +207,15 @@ def test_the_row_record_is_json_ready() -> None:
     record = run_scenario(ScenarioSpec(seed=3, index=1, steps=40)).to_record()
     assert json.loads(json.dumps(record)) == record
     assert sum(isinstance(step.op, Add) for step in run_drawn(ScenarioSpec(3, 1, 40)).steps)
+
+
+def test_a_failure_seen_by_a_shadow_crash_replays_from_its_row_s_trace() -> None:
+    # The shadow crash crashes a copy of the disk: its crash, restart and reads are not the
+    # run's own steps, but the row's trace must hold them, or it would replay as a pass.
+    variant = "tests.quality.refinement_variants:LastMarkBeforeLogsBookie"
+    row = run_scenario(ScenarioSpec(seed=1, index=0, steps=400, variant=variant))
+    assert row.verdict == "fail" and row.message is not None
+    assert row.message.startswith("shadow crash after step")
+    assert row.trace is not None
+    verdict = replay_trace(read_trace(row.trace.splitlines()))
+    assert verdict.failure is not None and verdict.failure.step == row.failing_step
