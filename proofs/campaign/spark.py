@@ -233,7 +233,6 @@ def _conf(master: str, log4j: str) -> dict[str, str]:
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j}",
-        "spark.executor.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j}",
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
         "spark.executorEnv.PYTHONHASHSEED": "0",
