@@ -46,7 +46,7 @@ ROW_FIELDS: tuple[Field, ...] = (
     _f("adds_acked", "int", "acknowledged adds, each held to durability from then on"),
     _f("reads", "int", "reads judged"),
     _f("verdict", "string", "pass, fail (the bookie is wrong) or error (the checker broke)"),
-    _f("failure_kind", "string", "refinement, between_rules, exception, ...", null=True),
+    _f("failure_kind", "string", "refinement, between_rules, exception, record, ...", null=True),
     _f("message", "string", "why it failed, as its shrunk trace fails", null=True),
     _f("failing_step", "int", "the failing step of the shrunk trace", null=True),
     _f("trace", "string", "the shrunk failing trace, JSON lines (spec/trace.md)", null=True),

@@ -51,6 +51,7 @@ from impl.bookie.bookie import Bookie
 from proofs.campaign.coverage import cells_of
 from proofs.campaign.errors import CampaignError
 from proofs.harness.refinement import RefinementFailure
+from proofs.harness.replay import ReplayError, replay_trace
 from proofs.harness.shrink import delta_debug
 from proofs.harness.workload import (
     FAULT_KINDS,
@@ -202,6 +203,9 @@ class Problem:
     message: str
     #: The failing step of the trace, when a step was judged and refused.
     step: int | None = None
+    #: The model or a property refused the step: the trace alone fails ``bkref check-trace``
+    #: the same way (proofs.harness.refinement.RefinementFailure ``replayable``).
+    replayable: bool = False
 
 
 @attrs.frozen
@@ -302,17 +306,13 @@ def execute(
     except RefinementFailure as failure:
         failed_trace = failure.trace
         steps = failure.trace.steps
-        problem = Problem("fail", "refinement", failure.message, len(steps) - 1 if steps else None)
+        step = len(steps) - 1 if steps else None
+        problem = Problem("fail", "refinement", failure.message, step, failure.replayable)
     except BookieChanged as exc:
         problem = Problem("fail", "between_rules", str(exc))
     except Exception as exc:
         problem = _exception_problem(exc)
-    if failed_trace is not None:
-        header, steps = failed_trace.header, failed_trace.steps
-    elif work is not None:
-        header, steps = work.harness.header, tuple(work.harness.steps)
-    else:  # the bookie could not even be opened
-        header, steps = TraceHeader(config=tuple(sorted(knobs.items())), source="-"), ()
+    header, steps = _steps_of(failed_trace, work, knobs)
     return Execution(
         knobs=tuple(sorted(knobs.items())),
         wall_ms=wall_ms,
@@ -323,6 +323,18 @@ def execute(
         probes=dict(probes),
         shadow_crashes=0 if work is None else work.harness.shadow_crashes,
     )
+
+
+def _steps_of(
+    failed_trace: Trace | None, work: Workload | None, knobs: Mapping[str, str]
+) -> tuple[TraceHeader, tuple[Step, ...]]:
+    """The steps a run leaves: the trace the harness failed with, else the run's own."""
+    if failed_trace is not None:
+        return failed_trace.header, failed_trace.steps
+    if work is not None:
+        return work.harness.header, tuple(work.harness.steps)
+    # The bookie could not even be opened.
+    return TraceHeader(config=tuple(sorted(knobs.items())), source="-"), ()
 
 
 def _check_between_rules(work: Workload) -> None:
@@ -471,7 +483,29 @@ def run_scenario(
         began = time.perf_counter()
         shown, _ = shrink(first, chosen, spec.stretch_max, shrink_runs)
         shrink_seconds = time.perf_counter() - began
-    return row_of(spec, first, shown, started_at, seconds, shrink_seconds)
+    row = row_of(spec, first, shown, started_at, seconds, shrink_seconds)
+    unreplayed = record_problem(shown)
+    if unreplayed is None:
+        return row
+    return attrs.evolve(row, verdict="error", failure_kind="record", message=unreplayed)
+
+
+def record_problem(shown: Execution) -> str | None:
+    """Why the failure a row records does not replay from its trace, or None. A failure the
+    model or a property saw must fail ``bkref check-trace`` at the same step: a row whose
+    trace replays otherwise is the campaign's own fault (an error row), not a finding
+    anyone could reproduce."""
+    problem = shown.problem
+    if problem is None or not problem.replayable:
+        return None
+    try:
+        failure = replay_trace(shown.trace).failure
+    except ReplayError as exc:
+        return f"the row's trace cannot be replayed ({exc}); the run failed: {problem.message}"
+    if failure is not None and failure.step == problem.step:
+        return None
+    replayed = "passes" if failure is None else f"fails otherwise: {failure.describe()}"
+    return f"the row's trace {replayed}; the run failed: {problem.message}"
 
 
 def row_of(

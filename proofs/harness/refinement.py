@@ -202,10 +202,14 @@ class RefinementFailure(AssertionError):
     #: Trace lines shown in the message (the saved file has them all).
     SHOWN_LINES = 30
 
-    def __init__(self, message: str, trace: Trace) -> None:
+    def __init__(self, message: str, trace: Trace, *, replayable: bool = False) -> None:
+        """``replayable``: the model or a property refused a step, so the trace alone fails
+        ``bkref check-trace`` the same way (not so for the disk check, which reads the files,
+        or an assertion of the implementation)."""
         super().__init__(message)
         self.message = message
         self.trace = trace
+        self.replayable = replayable
         self._saved: str | None = None
 
     def save(self) -> str:
@@ -836,13 +840,14 @@ class Refinement:
                 f"step {index} ({op.name}): {divergence.message}"
                 + (f" ({reason})" if reason else ""),
                 self.trace(),
+                replayable=True,
             ) from divergence
         self.notes.append(list(judgement.notes))
         if judgement.violations:
             text = "; ".join(
                 f"property {v.prop} at step {v.step}: {v.message}" for v in judgement.violations
             )
-            raise RefinementFailure(text, self.trace())
+            raise RefinementFailure(text, self.trace(), replayable=True)
         if light:
             return step
         try:
@@ -898,7 +903,9 @@ class Refinement:
             twin.run(Restart())
         except RefinementFailure as failure:
             raise RefinementFailure(
-                f"shadow crash after step {after}: {failure.message}", failure.trace
+                f"shadow crash after step {after}: {failure.message}",
+                failure.trace,
+                replayable=failure.replayable,
             ) from failure
 
     def _own_assertion(self, index: int, op: Operation, exc: AssertionError) -> RefinementFailure:

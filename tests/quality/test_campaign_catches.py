@@ -16,6 +16,8 @@ Each catch must also be the variant's: the same scenario against bkref's own Boo
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from proofs.campaign.scenario import ScenarioRow, ScenarioSpec, run_scenario
@@ -92,3 +94,23 @@ def test_the_budgets_name_every_bookie_subclass_variant() -> None:
         if issubclass(cls, Bookie) and cls is not Bookie and not name.startswith("_")
     }
     assert subclasses == set(BUDGETS) | set(SLOW_BUDGETS)
+
+
+def test_the_campaign_catches_a_row_whose_trace_leaves_out_the_shadow_crash(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The campaign's own bug, found while it was built: a failure the harness saw in a
+    shadow crash (a crash of a copy of the disk) was stored with the run's steps only, so the
+    row's trace replayed as a pass. The variant brings that back; the campaign's check of its
+    own record (proofs/campaign/scenario.py ``record_problem``) must turn the row into an
+    error that says so."""
+    from proofs.campaign import scenario
+
+    def run_steps_only(failed: object, work: Any, knobs: object) -> tuple[Any, tuple[Any, ...]]:
+        return work.harness.header, tuple(work.harness.steps)
+
+    monkeypatch.setattr(scenario, "_steps_of", run_steps_only)
+    spec = ScenarioSpec(seed=1, index=0, steps=400, variant=f"{MODULE}:LastMarkBeforeLogsBookie")
+    row = run_scenario(spec)
+    assert row.verdict == "error" and row.failure_kind == "record"
+    assert row.message is not None and "the row's trace passes" in row.message
