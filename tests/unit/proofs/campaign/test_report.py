@@ -11,8 +11,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import shutil
-import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -33,6 +31,7 @@ from proofs.campaign.summary import (
 )
 from proofs.conform.runner import tell
 from spec.trace import read_trace
+from tests.browser import dump_dom, needs_chromium, screenshot
 from tests.unit.proofs.conform.test_report import Element, parse
 
 BAD_VARIANT = "tests.quality.refinement_variants:AckBeforeJournalFsyncBookie"
@@ -609,17 +608,11 @@ def test_ticks_and_their_labels() -> None:
 
 # --- a real browser -----------------------------------------------------------------------
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
-
-@pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="no headless Chromium here (chromium not on PATH; Debian: apt-get install chromium)",
-)
+@needs_chromium
 def test_the_page_renders_in_a_browser(tmp_path: Path) -> None:
     """Chromium, offline, loads the page of a failing campaign whose coverage has a hole and
     shows the verdict, both plots, the unreached cell and the failure's told steps."""
-    assert CHROMIUM is not None
     summary = failing()
     first = attrs.evolve(
         summary.passes[0], aggregates=summary.passes[0].aggregates.plus(_pass_one())
@@ -627,16 +620,7 @@ def test_the_page_renders_in_a_browser(tmp_path: Path) -> None:
     summary = attrs.evolve(summary, passes=(first, *passing().passes[1:]), bucket_seconds=5.0)
     page = tmp_path / "report.html"
     report.write_html(summary, str(page))
-    flags = [
-        "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--no-first-run", "--disable-component-update", "--disable-sync",
-        f"--user-data-dir={tmp_path / 'profile'}",
-    ]  # fmt: skip
-    dumped = subprocess.run(
-        [CHROMIUM, *flags, "--dump-dom", page.as_uri()],
-        capture_output=True, text=True, timeout=120, check=True,
-    )  # fmt: skip
-    root, tags = parse(dumped.stdout)
+    root, tags = parse(dump_dom(page, tmp_path / "profile"))
     assert _heading(root) == "FAIL"
     assert len(root.by_id("throughput").find_all("svg", "plot")) == 2
     assert matrix(root)[NEVER] == ("never", {"unreached"})
@@ -644,9 +628,6 @@ def test_the_page_renders_in_a_browser(tmp_path: Path) -> None:
     assert [d.text() for d in told.find_all("div", "tl")] == _told(_bad_record())
     assert "script" not in tags
     shot = tmp_path / "shot.png"
-    subprocess.run(
-        [CHROMIUM, *flags, "--window-size=1280,3000", f"--screenshot={shot}", page.as_uri()],
-        capture_output=True, timeout=120, check=True,
-    )  # fmt: skip
-    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    png = screenshot(page, tmp_path / "profile", shot, "1280x3000")
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
     assert os.path.getsize(shot) > 20_000  # a page drawn, not a blank one

@@ -7,17 +7,15 @@ page is also rendered once in headless Chromium when it is installed."""
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
 
 import attrs
-import pytest
 
 from proofs.conform import report
 from proofs.conform.results import CHECKS, RunResult
+from tests.browser import dump_dom, needs_chromium, screenshot
 from tests.unit.proofs.conform import runs
 
 _VOID = {"meta", "br", "wbr", "link", "img", "hr", "input"}
@@ -354,37 +352,18 @@ def test_write_reports_writes_both_files(tmp_path: Path) -> None:
     assert parse(Path(paths[1]).read_text(encoding="utf-8"))[0].by_id("verdict")
 
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-@pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="no headless Chromium here (chromium not on PATH; Debian: apt-get install chromium)",
-)
+@needs_chromium
 def test_the_page_renders_in_a_browser(tmp_path: Path) -> None:
     """Chromium, offline and with scripts of no consequence (there are none), loads the page
     and shows the verdict, the failure's told steps and the stderr as text."""
-    assert CHROMIUM is not None
     page = tmp_path / "report.html"
     report.write_html(runs.fail_run(), str(page))
-    flags = [
-        "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--no-first-run", "--disable-component-update", "--disable-sync",
-        f"--user-data-dir={tmp_path / 'profile'}",
-    ]  # fmt: skip
-    dumped = subprocess.run(
-        [CHROMIUM, *flags, "--dump-dom", page.as_uri()],
-        capture_output=True, text=True, timeout=120, check=True,
-    )  # fmt: skip
-    root, tags = parse(dumped.stdout)
+    root, tags = parse(dump_dom(page, tmp_path / "profile"))
     assert root.by_id("verdict").find_all("h1")[0].text() == "FAIL"
     told = root.by_id("scenario-3").find_all("ol", "told")[0]
     assert [d.text() for d in told.find_all("div", "tl")] == list(runs.TOLD)
     assert "script" not in tags
     shot = tmp_path / "shot.png"
-    subprocess.run(
-        [CHROMIUM, *flags, "--window-size=1100,1600", f"--screenshot={shot}", page.as_uri()],
-        capture_output=True, timeout=120, check=True,
-    )  # fmt: skip
-    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    png = screenshot(page, tmp_path / "profile", shot, "1100x1600")
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
     assert os.path.getsize(shot) > 20_000  # a page drawn, not a blank one
