@@ -304,15 +304,18 @@ def test_an_adapter_campaign_checks_a_bookie_written_elsewhere(tmp_path: Path, r
     assert sum(row["crashes"] for row in rows) >= 4 and all(row["coverage"] for row in rows)
     assert all(row["probes"] == {} for row in rows)
     bad = _campaign(
-        tmp_path / "stale",
+        tmp_path / "fences",
         scenarios=6,
         steps=60,
         second_pass=0,
-        adapter=js_bookie_command("stale-cache"),
+        adapter=js_bookie_command("forget-fences"),
     )
     assert bad.verdict == "fail"
     record = bad.all.failures[0]
     assert "--adapter" in record["replay"] and record["trace"]
-    again = _as_a_user_would(record["replay"])
-    assert again.returncode == 1, again.stderr
-    assert read_trace_bytes(again.stdout.encode()).steps
+    # A bookie in another process is replayed with the same requests and crashes, but not
+    # its timing (what a SIGKILL caught in flight): a failure that hangs on timing may not
+    # come back every time (docs/campaign.md, "Replaying a row"), so up to three tries.
+    tries = [_as_a_user_would(record["replay"]) for _ in range(3)]
+    assert 1 in [run.returncode for run in tries], [run.stderr for run in tries]
+    assert all(read_trace_bytes(run.stdout.encode()).steps for run in tries)
