@@ -279,11 +279,3 @@ def targets(missed_probes: Iterable[str], cells: Iterable[str]) -> tuple[Target,
         rules = frozenset(CRASH_RULES.get(op, ()))
         found.append(Target(cell, rules, frozenset({plan}), inside=True))
     return tuple(found)
-
-
-def total(rows_counts: Iterable[Mapping[str, int]]) -> dict[str, int]:
-    """The sum of several count maps."""
-    out: collections.Counter[str] = collections.Counter()
-    for counts in rows_counts:
-        out.update(counts)
-    return dict(out)

@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from proofs.campaign.coverage import PROBES, ProbeStatus, collapsed, expected_cells, minimum
+from proofs.campaign.coverage import PROBES, ProbeStatus, minimum, missed_cells
 
 #: Exit statuses of ``bkref campaign``.
 EXIT_PASS = 0
@@ -251,8 +251,7 @@ class CampaignSummary:
         """Expected cells never reached (in-process campaigns only)."""
         if not self.settings.probes_apply:
             return ()
-        reached = collapsed(self.all.cells)
-        return tuple(cell for cell in expected_cells() if not reached.get(cell))
+        return missed_cells(self.all.cells)
 
     @property
     def foreign_commits(self) -> tuple[str, ...]:

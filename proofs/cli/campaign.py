@@ -13,17 +13,15 @@ engine), so ``bkref campaign --help`` and a usage error start no JVM.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import random
 import sys
-import time
 from collections.abc import Callable
 
 import attrs
 
 from proofs.campaign.campaign import Campaign, Request, default_second_pass
 from proofs.campaign.errors import CampaignError
+from proofs.campaign.output import new_output_dir
 from proofs.campaign.scenario import DEFAULT_SHRINK_RUNS, DEFAULT_STEPS
 from proofs.campaign.summary import EXIT_COVERAGE, EXIT_ERROR, EXIT_FAIL, EXIT_PASS
 from proofs.cli.check_trace import whole_number
@@ -152,39 +150,6 @@ def say(line: str) -> None:
     print(PREFIX + line, file=sys.stderr, flush=True)
 
 
-def out_dir(args: argparse.Namespace, seed: int) -> str:
-    """The output directory, absolute (a cluster's executors write the dataset from their
-    own working directories): ``--out`` (refused unless new or empty), else a new directory
-    under DEFAULT_ROOT (and ``latest`` pointed at it). Raises CampaignError."""
-    return os.path.abspath(_out_dir(args, seed))
-
-
-def _out_dir(args: argparse.Namespace, seed: int) -> str:
-    if args.out:
-        path: str = args.out
-        if os.path.exists(path) and (not os.path.isdir(path) or os.listdir(path)):
-            raise CampaignError(
-                f"--out {path} exists and is not an empty directory: a campaign writes a new "
-                "one, never into another's rows"
-            )
-        os.makedirs(path, exist_ok=True)
-        return path
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime())
-    path = os.path.join(DEFAULT_ROOT, f"{stamp}-seed{seed}")
-    suffix = 1
-    while os.path.exists(path):
-        suffix += 1
-        path = os.path.join(DEFAULT_ROOT, f"{stamp}-seed{seed}-{suffix}")
-    os.makedirs(path)
-    latest = os.path.join(DEFAULT_ROOT, "latest")
-    with contextlib.suppress(OSError):
-        if os.path.islink(latest):
-            os.unlink(latest)
-        if not os.path.exists(latest):
-            os.symlink(os.path.basename(path), latest)
-    return path
-
-
 def run(args: argparse.Namespace) -> int:
     from proofs.campaign import report
 
@@ -209,7 +174,9 @@ def run(args: argparse.Namespace) -> int:
         from proofs.campaign.campaign import check_request
 
         check_request(request)
-        request = attrs.evolve(request, out_dir=out_dir(args, seed))
+        request = attrs.evolve(
+            request, out_dir=new_output_dir(args.out, DEFAULT_ROOT, f"-seed{seed}")
+        )
         say(f"seed {seed} (repeat with --seed {seed}); output in {request.out_dir}")
         campaign = Campaign(request, say=say, progress=sys.stderr)
         summary = campaign.run()

@@ -15,9 +15,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 from proofs.campaign.errors import CampaignError
+from proofs.campaign.output import new_output_dir
 from proofs.campaign.progress import ProgressLine
 from proofs.campaign.rows import TRACE_FIELDS
 from proofs.campaign.traces import DEFAULT_GLOB, find_traces, judge_file
@@ -59,22 +59,6 @@ def say(line: str) -> None:
     print(PREFIX + line, file=sys.stderr, flush=True)
 
 
-def _out_dir(args: argparse.Namespace) -> str:
-    if args.out:
-        path: str = args.out
-        if os.path.exists(path) and (not os.path.isdir(path) or os.listdir(path)):
-            raise CampaignError(f"--out {path} exists and is not an empty directory")
-    else:
-        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime())
-        path = os.path.join(DEFAULT_ROOT, stamp)
-        suffix = 1
-        while os.path.exists(path):
-            suffix += 1
-            path = os.path.join(DEFAULT_ROOT, f"{stamp}-{suffix}")
-    os.makedirs(path, exist_ok=True)
-    return os.path.abspath(path)  # a cluster's executors write from their own directories
-
-
 def run(args: argparse.Namespace) -> int:
     directory: str = args.directory
     if not os.path.isdir(directory):
@@ -87,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     from proofs.campaign import spark  # here: nothing before needs a JVM
 
     try:
-        out = _out_dir(args)
+        out = new_output_dir(args.out, DEFAULT_ROOT)
         dataset = os.path.join(out, "traces")
         say(f"{len(files):,} trace(s) under {directory}; output in {out}")
         with spark.session(args.master, out, app_name="bkref check-traces") as session:
