@@ -32,8 +32,9 @@
  * without a valid meta file, or unfenced with no record, never had an add acknowledged (the
  * first add is answered only once its meta and records are durable) and is removed; each
  * .dat is read record by record and cut (ftruncate + fdatasync) at the first record that is
- * not whole with a matching crc, so what recovery shows is on disk and stays. The directory
- * is fsynced after every removal, before the ready line.
+ * not whole with a matching crc. Then every ledger file kept and the deleted list are
+ * fdatasynced and both directories fsynced, before the ready line: a SIGKILL keeps unsynced
+ * writes in the page cache, recovery shows them, and what it shows must stay.
  *
  * Serving: one thread, poll() on stdin and stdout. Every complete line available is read and
  * carried out in order in memory (adds are written to their ledger file at once); when no
@@ -47,14 +48,15 @@
  * flight or 64 MiB of answers wait.
  *
  * Deliberate bugs, each off by default, switched on with --bug NAME:
- *   ack-before-fsync     a batch's add answers are written right after the adds' writes,
- *                        before the meta replacements, fdatasyncs and directory fsync of the
- *                        batch (which still follow). A SIGKILL keeps the page cache, so only
+ *   ack-before-fsync     a batch's add answers are written once its meta files are replaced
+ *                        (renamed), before the ledger files' fdatasyncs and the directory
+ *                        fsync (which still follow). A SIGKILL keeps the page cache, so only
  *                        a power loss loses acknowledged adds.
  *   delete-before-fsync  a delete appends its "deleted" record and unlinks the ledger's files
  *                        but answers ok without fdatasyncing the list or fsyncing the
  *                        directory: a power loss can bring the deleted ledger back.
- *   stale-cache          reads go through a cache of recently read entries, which a delete
+ *   stale-cache          reads go through a cache of recently added and read entries (a
+ *                        write-through cache, as BookKeeper's write cache), which a delete
  *                        does not purge: a deleted ledger's cached entries stay readable
  *                        (also through a ledger created again) until a restart.
  *   serve-torn-tail      recovery trusts the last record of a ledger file: when its header
@@ -1341,7 +1343,7 @@ static int list_append(uint32_t kind, uint64_t ledger) {
     return 0;
 }
 
-/* --- the read cache (stale-cache's home): recently read entries by (ledger, entry) --- */
+/* --- the entry cache (stale-cache's home): recently added and read entries --- */
 
 typedef struct cnode {
     uint64_t ledger, entry;
@@ -1662,8 +1664,20 @@ static void recover(void) {
         if (!ledger_get(id)) map_put(&g_deleted, id, &fresh);
     }
     map_free(&last_kind);
-    if (dirty && fsync_dir(g_ldir_fd)) die(1, "cannot fsync the ledger directory: %s",
-                                           strerror(errno));
+    (void)dirty;
+    /* What recovery shows must stay: a SIGKILL keeps unsynced writes in the page cache, and
+     * recovery may show them (adds that were in flight), so everything kept is made durable
+     * now, before the ready line: every ledger file, the deleted list, and both directories
+     * (names created or removed, meta renames not yet fsynced). */
+    for (size_t i = 0; i < g_ledgers.cap; i++) {
+        if (!g_ledgers.used[i]) continue;
+        ledger_t *l = (ledger_t *)(uintptr_t)g_ledgers.slots[i].a;
+        if (l->dat_fd >= 0 && do_fdatasync(l->dat_fd))
+            die(1, "cannot fdatasync %llu.dat: %s", (unsigned long long)l->id, strerror(errno));
+    }
+    if (do_fdatasync(g_list_fd)) die(1, "cannot fdatasync the deleted list: %s", strerror(errno));
+    if (fsync_dir(g_ldir_fd) || fsync_dir(g_root_fd))
+        die(1, "cannot fsync the data directories: %s", strerror(errno));
     logmsg("recovered %zu ledgers, %zu deleted", g_ledgers.n, g_deleted.n);
 }
 
@@ -1705,8 +1719,16 @@ static void answer_pending(const pending_t *op) {
 static void flush_batch(void) {
     if (!batch.n && !batch.ntouched && !batch.list_dirty) return;
     g_stats.batches++;
-    int early = (g_bugs & BUG_ACK_BEFORE_FSYNC) != 0;
-    if (early) { /* ack-before-fsync: the adds are answered before the syncs */
+    int ok = !g_failed;
+    for (size_t k = 0; ok && k < batch.ntouched; k++) { /* meta replacements first */
+        ledger_t *l = batch.touched[k];
+        if (l->meta_dirty) {
+            if (meta_write(l)) ok = 0;
+            batch.dir_dirty = 1;
+        }
+    }
+    if (ok && (g_bugs & BUG_ACK_BEFORE_FSYNC)) {
+        /* ack-before-fsync: the adds are answered before the fdatasyncs and directory fsync */
         for (size_t k = 0; k < batch.n; k++) {
             pending_t *op = &batch.ops[k];
             if (op->kind == OP_ADD && !op->code) {
@@ -1716,13 +1738,8 @@ static void flush_batch(void) {
         }
         out_flush(0);
     }
-    int ok = !g_failed;
     for (size_t k = 0; ok && k < batch.ntouched; k++) {
         ledger_t *l = batch.touched[k];
-        if (l->meta_dirty) {
-            if (meta_write(l)) ok = 0;
-            batch.dir_dirty = 1;
-        }
         if (l->dat_dirty && do_fdatasync(l->dat_fd)) ok = 0;
         if (l->dat_new) batch.dir_dirty = 1;
     }
@@ -1833,6 +1850,7 @@ static void op_add(const req_t *r) {
     if ((int64_t)r->entry > l->last_entry) l->last_entry = (int64_t)r->entry;
     l->dat_dirty = 1;
     cache_drop_if(0, r->ledger, 1, r->entry);
+    cache_put(r->ledger, r->entry, r->data, r->datalen);
     batch.bytes += REC_HDR + r->datalen;
     batch_push(r->id, r->ledger, OP_ADD);
 }
