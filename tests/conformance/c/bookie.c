@@ -2239,6 +2239,7 @@ static void serve(void) {
                 size_t n = in.len - in.start;
                 const unsigned char *s = in.p + in.start;
                 in.start = in.len;
+                in.scanned = 0;
                 handle_text(s, n);
                 continue;
             }

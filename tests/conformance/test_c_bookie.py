@@ -1,0 +1,728 @@
+"""tests/conformance/c/bookie.c, the C bookie, spoken to directly through a pipe.
+
+Why: when ``bkref conform`` fails the C bookie, these tell a bookie bug from a kit bug. They
+check it as a client sees it, without the kit's model: the ready line, the worked example
+and the malformed-request table of spec/adapter.md (and that it rejects exactly what bkref's
+own parser rejects, since ``bkref record`` judges lines with that parser), pipelining with
+real group commits, kill -9 and restart (acknowledged adds, fences, keys and deletes hold),
+recovery of torn tails and interrupted meta replacements, and each deliberate bug shown to
+be really there (through the pipe, or by the order of system calls under strace). Skipped,
+with the reason, when no C compiler is installed.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from impl.server.protocol import Rejection, RequestBounds, parse_request
+from tests.conformance.cbookie import BUGS, c_bookie_argv, c_bookie_command, c_unavailable
+from tests.conformance.test_js_bookie import MALFORMED, _drawn_line
+from tests.line_child import LineChild
+
+C_MISSING = c_unavailable()
+pytestmark = pytest.mark.skipif(C_MISSING is not None, reason=C_MISSING or "")
+
+TIMEOUT_S = 20.0
+KEY = "c0ffee"
+MAX_DATA = 5242364
+MAX_KEY = 1024
+MAX_LINE = 41955304
+U63 = 2**63 - 1
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def add(rid: int, ledger: int, entry: int, data: bytes = b"x", key: str = KEY) -> str:
+    return json.dumps(
+        {"id": rid, "op": "add", "ledger": ledger, "entry": entry, "key": key, "data": b64(data)}
+    )
+
+
+def read(rid: int, ledger: int, entry: int) -> str:
+    return json.dumps({"id": rid, "op": "read", "ledger": ledger, "entry": entry})
+
+
+def op(rid: int, name: str, **fields: object) -> str:
+    return json.dumps({"id": rid, "op": name, **fields})
+
+
+class Bookie(LineChild):
+    """bookie.c as a child on a data directory (tests/line_child.py)."""
+
+    def __init__(self, data_dir: Path, *bugs: str, argv: list[str] | None = None) -> None:
+        self.data_dir = data_dir
+        super().__init__(
+            argv or c_bookie_argv(str(data_dir), *bugs), data_dir.parent, "bookie-stderr",
+            TIMEOUT_S,
+        )  # fmt: skip
+
+    def send(self, *lines: str | bytes) -> None:
+        self.write(
+            b"".join(line if isinstance(line, bytes) else line.encode() + b"\n" for line in lines)
+        )
+
+    def receive(self) -> dict[str, object]:
+        line = self.raw()
+        assert line.endswith(b"\n") and line.count(b"\n") == 1
+        assert line.isascii(), line
+        response = json.loads(line)
+        assert isinstance(response, dict), response
+        return response
+
+    def ready(self) -> dict[str, object]:
+        line = self.receive()
+        assert line["event"] == "ready", line
+        return line
+
+    def responses(self, count: int) -> dict[object, dict[str, object]]:
+        found: dict[object, dict[str, object]] = {}
+        for _ in range(count):
+            response = self.receive()
+            key = response["id"]
+            if key is None:
+                key = ("null", len(found))
+            found[key] = response
+        return found
+
+    def ask(self, *lines: str | bytes) -> dict[object, dict[str, object]]:
+        """Send the lines; their responses by id (one per non-blank line)."""
+        self.send(*lines)
+        count = sum(
+            1 for line in lines if (line if isinstance(line, bytes) else line.encode()).strip()
+        )
+        return self.responses(count)
+
+    def one(self, line: str | bytes) -> dict[str, object]:
+        self.send(line)
+        return self.receive()
+
+    def kill9(self) -> None:
+        os.kill(self.child.pid, signal.SIGKILL)
+        assert self.child.wait(TIMEOUT_S) == -signal.SIGKILL
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture
+def bookie(data_dir: Path) -> Iterator[Bookie]:
+    with Bookie(data_dir) as running:
+        running.ready()
+        yield running
+
+
+def error(response: dict[str, object]) -> object:
+    return response.get("error")
+
+
+# --- the command, the arguments and the ready line ---------------------------------------------
+
+
+def test_the_command_has_the_data_dir_placeholder_and_the_bug_flags() -> None:
+    command = c_bookie_command("stale-cache", "forget-fences")
+    assert "{data_dir}" in command
+    assert command.endswith("--bug stale-cache --bug forget-fences")
+    with pytest.raises(ValueError, match="no bug"):
+        c_bookie_command("lose-everything")
+
+
+def test_the_ready_line_is_exact(data_dir: Path) -> None:
+    with Bookie(data_dir) as bookie:
+        assert bookie.raw() == (
+            b'{"id":null,"ok":true,"event":"ready","version":2,"max_data_bytes":5242364,'
+            b'"max_key_bytes":1024,"max_line_bytes":41955304,"bookie":"cbookie 0.1",'
+            b'"ops":["inspect"],"state":"protocol","answers":"bookkeeper"}\n'
+        )
+        assert bookie.close() == 0
+
+
+def test_the_data_dir_may_come_from_the_environment(tmp_path: Path) -> None:
+    binary = c_bookie_argv("x")[0]
+    env = {**os.environ, "BKREF_DATA_DIR": str(tmp_path / "env")}
+    done = subprocess.run(
+        [binary], input=add(1, 1, 0).encode() + b"\n", capture_output=True, env=env,
+        timeout=TIMEOUT_S,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[1]) == {"id": 1, "ok": True}
+    assert (tmp_path / "env" / "ledgers" / "1.dat").stat().st_size > 0
+
+
+def test_bad_arguments_exit_2_and_an_unusable_dir_exits_1_with_one_line(tmp_path: Path) -> None:
+    binary = c_bookie_argv("x")[0]
+    for argv in (
+        [binary, str(tmp_path), "--bug", "nope"],
+        [binary, str(tmp_path), "--verbose"],
+        [binary, str(tmp_path), "another"],
+        [binary, str(tmp_path), "--bug"],
+    ):
+        done = subprocess.run(argv, capture_output=True, timeout=TIMEOUT_S)
+        assert done.returncode == 2 and done.stdout == b"", done
+        assert done.stderr.count(b"\n") == 1, done.stderr
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    done = subprocess.run([binary, str(blocker / "data")], capture_output=True, timeout=TIMEOUT_S)
+    assert done.returncode == 1 and done.stdout == b"", done
+    assert done.stderr.count(b"\n") == 1, done.stderr
+
+
+def test_a_second_bookie_on_the_same_directory_is_refused(bookie: Bookie) -> None:
+    done = subprocess.run(
+        c_bookie_argv(str(bookie.data_dir)), capture_output=True, timeout=TIMEOUT_S
+    )
+    assert done.returncode == 1 and done.stdout == b"", done
+    assert b"lock" in done.stderr
+
+
+# --- the worked example and malformed requests (spec/adapter.md) -------------------------------
+
+
+def test_the_worked_example(data_dir: Path) -> None:
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        answers = bookie.ask(
+            '{"id":1,"op":"add","ledger":7,"entry":0,"key":"c0ffee","data":"aGVsbG8="}',
+            '{"id":2,"op":"add","ledger":7,"entry":1,"key":"c0ffee","data":"d29ybGQ="}',
+        )
+        assert answers == {1: {"id": 1, "ok": True}, 2: {"id": 2, "ok": True}}
+        assert bookie.one('{"id":3,"op":"read","ledger":7,"entry":1}') == {
+            "id": 3, "ok": True, "data": "d29ybGQ=",
+        }  # fmt: skip
+        wrong = bookie.one('{"id":4,"op":"add","ledger":7,"entry":2,"key":"0badc0de","data":""}')
+        assert (wrong["id"], wrong["error"]) == (4, "unauthorized")
+        assert bookie.one('{"id":5,"op":"fence","ledger":7,"key":"c0ffee"}') == {
+            "id": 5,
+            "ok": True,
+        }
+        fenced = bookie.one('{"id":6,"op":"add","ledger":7,"entry":2,"key":"c0ffee","data":""}')
+        assert (fenced["id"], fenced["error"]) == (6, "fenced")
+        missing = bookie.one('{"id":7,"op":"read","ledger":7,"entry":9}')
+        assert (missing["id"], missing["error"]) == (7, "no_entry")
+        negative = bookie.one('{"id":8,"op":"read","ledger":7,"entry":-1}')
+        assert (negative["id"], negative["error"]) == (8, "bad_request")
+        assert "-1" in str(negative["message"])
+        short = bookie.one('{"id":9,"op":"add","ledger":7}')
+        assert (short["id"], short["error"]) == (9, "bad_request")
+        assert "entry" in str(short["message"])
+        junk = bookie.one("this is not json")
+        assert (junk["id"], junk["error"]) == (None, "bad_request")
+        for rid, line in enumerate(
+            [
+                '{"id":%d,"op":"gc","force":true}',
+                '{"id":%d,"op":"checkpoint"}',
+                '{"id":%d,"op":"write_close","ledger":7,"key":"c0ffee"}',
+            ],
+            start=10,
+        ):  # not claimed (write_close: never): unsupported
+            answer = bookie.one(line % rid)
+            assert (answer["id"], answer["error"]) == (rid, "unsupported")
+        assert bookie.one('{"id":13,"op":"shutdown"}') == {"id": 13, "ok": True}
+        assert bookie.child.wait(TIMEOUT_S) == 0
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        assert bookie.one('{"id":1,"op":"read","ledger":7,"entry":0}')["data"] == "aGVsbG8="
+        assert error(bookie.one(add(2, 7, 2))) == "fenced"
+        assert bookie.close() == 0
+
+
+@pytest.mark.parametrize(("row", "line", "want"), MALFORMED, ids=[m[0] for m in MALFORMED])
+def test_malformed_requests_are_bad_request_and_the_bookie_keeps_serving(
+    bookie: Bookie, row: str, line: bytes, want: int | None
+) -> None:
+    """The table of spec/adapter.md "Malformed requests", as test_js_bookie.py spells it."""
+    response = bookie.one(line + b"\n")
+    assert response["ok"] is False and response["error"] == "bad_request", (row, response)
+    assert response["id"] == want, (row, response)
+    assert isinstance(response["message"], str) and response["message"], row
+    assert error(bookie.one(read(99, 1, 0))) == "no_ledger"  # nothing was done
+
+
+def test_it_rejects_exactly_what_bkrefs_parser_rejects(bookie: Bookie) -> None:
+    """``bkref record`` judges which requests are malformed with bkref's own parser; a bookie
+    that disagreed would be recorded wrongly. 3000 drawn lines, one at a time."""
+    rng = random.Random(25)
+    bounds = RequestBounds(data_max_bytes=MAX_DATA, key_max_bytes=MAX_KEY)
+    rejected = 0
+    checked = 0
+    while checked < 3000:
+        line = _drawn_line(rng)
+        if b"\n" in line or line.endswith(b"\r") or not line.strip(b" \t\r"):
+            continue
+        if b'"shutdown"' in line:
+            continue
+        checked += 1
+        want = parse_request(line, bounds)
+        got = bookie.one(line + b"\n")
+        if isinstance(want, Rejection):
+            rejected += 1
+            assert (got["id"], got.get("error")) == (want.id, want.code), (line, want, got)
+        else:
+            assert got.get("error") != "bad_request", (line, got)
+    assert 1000 < rejected < 2900
+    assert bookie.close() == 0
+
+
+def test_valid_edges_are_accepted(bookie: Bookie) -> None:
+    answers = bookie.ask(
+        b'{"id":-9223372036854775808,"op":"add","ledger":9223372036854775807,'
+        b'"entry":9223372036854775807,"key":"C0FFEE","data":""}\r\n',
+        b"  \t \r\n",  # blank: ignored
+        b'{"id":2,"op":"add","ledger":1,"entry":0,"key":"","data":"\\u0061GVsbG8\\u003d"}\n',
+        b'{ "id" : 3 , "op" : "add" , "ledger" : 1 , "entry" : -0 , "key" : "" , "data" : "" }\n',
+    )
+    assert answers == {
+        -(2**63): {"id": -(2**63), "ok": True},
+        2: {"id": 2, "ok": True},
+        3: {"id": 3, "ok": True},
+    }
+    assert bookie.one(add(4, U63, 0, key="c0ffee")) == {"id": 4, "ok": True}  # same key
+    assert bookie.one(read(5, U63, U63)) == {"id": 5, "ok": True, "data": ""}
+    assert bookie.one(read(6, 1, 0)) == {"id": 6, "ok": True, "data": ""}  # overwritten
+
+
+def test_responses_are_ascii_with_escapes(bookie: Bookie) -> None:
+    bookie.send('{"id":1,"op":"r\u00e9ad\U0001f600\u2028"}')
+    raw = bookie.raw()
+    assert raw.isascii() and raw.count(b"\n") == 1
+    assert "r\u00e9ad\U0001f600\u2028" in json.loads(raw)["message"]
+
+
+def test_the_largest_entry_and_a_line_longer_than_max_line_bytes(bookie: Bookie) -> None:
+    too_big = bookie.one(add(1, 1, 0, b"\0" * (MAX_DATA + 1)))
+    assert (too_big["id"], too_big["error"]) == (1, "bad_request")
+    assert bookie.one(add(2, 1, 0, b"\1" * MAX_DATA)) == {"id": 2, "ok": True}
+    assert bookie.one(read(3, 1, 0))["data"] == b64(b"\1" * MAX_DATA)
+    filler = b"x" * (MAX_LINE + 10)
+    with_id = b'{"id": 7, "op":"add","ledger":1,"entry":0,"key":"","data":"' + filler + b'"}\n'
+    assert (lambda r: (r["id"], r["error"]))(bookie.one(with_id)) == (7, "bad_request")
+    without = bookie.one(b'{"op":"add","id":8,"data":"' + filler + b'"}\n')
+    assert (without["id"], without["error"]) == (None, "bad_request")
+    # The bound is on the line without its newline: max_line_bytes itself is a request.
+    head, tail = b'{"id":10,', b'"op":"read","ledger":1,"entry":0}'
+    exact = head + b" " * (MAX_LINE - len(head) - len(tail)) + tail
+    assert bookie.one(exact + b"\n")["ok"] is True
+    over = bookie.one(exact[:-1] + b" }\n")
+    assert (over["id"], over["error"]) == (10, "bad_request")
+
+
+def test_an_id_in_flight_is_answered_with_id_null(bookie: Bookie) -> None:
+    answers = bookie.ask(add(5, 1, 0), read(5, 1, 0), '{"id":5,"op":"nope"}')
+    assert answers[5] == {"id": 5, "ok": True}
+    nulls = [a for k, a in answers.items() if k != 5]
+    assert len(nulls) == 2 and all(a["id"] is None and a["error"] == "bad_request" for a in nulls)
+    assert bookie.one(read(5, 1, 0))["data"] == b64(b"x")  # answered: the id is free again
+
+
+# --- pipelining, group commit, shutdown, end of input --------------------------------------------
+
+
+def _stats(stderr: str) -> tuple[int, int, int]:
+    found = re.search(r"(\d+) adds, .* in (\d+) batches; (\d+) file syncs", stderr)
+    assert found is not None, stderr
+    adds, batches, syncs = map(int, found.groups())
+    return adds, batches, syncs
+
+
+def test_pipelined_adds_share_group_commits(data_dir: Path) -> None:
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        count = 600
+        answers = bookie.ask(*(add(i, 1 + i % 4, i, bytes([i % 256]) * 100) for i in range(count)))
+        assert all(a == {"id": i, "ok": True} for i, a in answers.items()), answers
+        reads = bookie.ask(*(read(10000 + i, 1 + i % 4, i) for i in range(0, count, 7)))
+        for k, a in reads.items():
+            assert a["data"] == b64(bytes([(int(str(k)) - 10000) % 256]) * 100), a
+        assert bookie.close() == 0
+    adds, batches, syncs = _stats(bookie.stderr())
+    assert adds == count
+    assert batches < count // 10, "adds read in one turn share one round of syncs"
+    assert syncs < count // 2
+
+
+def test_end_of_input_answers_every_request_in_flight_and_exits_0(data_dir: Path) -> None:
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        bookie.send(*(add(i, 1, i) for i in range(50)), op(50, "fence", ledger=1, key=KEY))
+        bookie.send(b'{"id":51,"op":"read","ledger":1,"entry":3}')  # no newline: still a line
+        assert bookie.close() == 0
+        answers = bookie.responses(52)
+        assert all(a["ok"] for a in answers.values())
+        assert bookie._lines.get(timeout=TIMEOUT_S) is None  # nothing more
+
+
+def test_shutdown_answers_in_flight_then_itself_and_reads_no_further(data_dir: Path) -> None:
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        bookie.send(add(1, 1, 0), add(2, 1, 1), op(3, "shutdown"), add(4, 1, 2))
+        answers = [bookie.receive() for _ in range(3)]
+        assert answers[-1] == {"id": 3, "ok": True}
+        assert {a["id"] for a in answers[:2]} == {1, 2}
+        assert bookie.child.wait(TIMEOUT_S) == 0
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        assert bookie.one(read(1, 1, 1))["ok"] is True
+        assert error(bookie.one(read(2, 1, 2))) == "no_entry"  # after shutdown: not read
+
+
+def test_it_keeps_reading_while_the_client_does_not_read_its_answers(data_dir: Path) -> None:
+    """Flow control: 3000 reads of a 64 KiB entry (about 260 MB of answers) written before
+    any answer is read; the bookie neither deadlocks nor drops one."""
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        assert bookie.one(add(1, 1, 0, b"y" * 65536)) == {"id": 1, "ok": True}
+        bookie.send(*(read(i, 1, 0) for i in range(2, 3002)))
+        answers = bookie.responses(3000)
+        assert all(a["data"] == b64(b"y" * 65536) for a in answers.values())
+        assert bookie.close() == 0
+
+
+# --- crashes: what was acknowledged holds ------------------------------------------------------
+
+
+def test_an_acknowledged_add_reads_back_after_kill_9(data_dir: Path) -> None:
+    acked: dict[tuple[int, int], bytes] = {}
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        bookie.send(*(add(i, 1 + i % 3, i, f"entry {i}".encode() * (i % 7)) for i in range(300)))
+        for _ in range(150):
+            answer = bookie.receive()
+            assert answer.get("ok"), answer
+            i = int(str(answer["id"]))
+            acked[(1 + i % 3, i)] = f"entry {i}".encode() * (i % 7)
+        bookie.kill9()
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        ids = list(acked)
+        answers = bookie.ask(*(read(n, ledger, entry) for n, (ledger, entry) in enumerate(ids)))
+        for n, key in enumerate(ids):
+            assert answers[n]["data"] == b64(acked[key]), key
+        assert bookie.close() == 0
+
+
+def test_a_fence_refuses_a_later_add_also_in_flight_and_after_kill_9(data_dir: Path) -> None:
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        assert bookie.one(add(1, 5, 0)) == {"id": 1, "ok": True}
+        # The add is written while the fence is still in flight (one write, one batch).
+        answers = bookie.ask(op(2, "fence", ledger=5, key=KEY), add(3, 5, 1))
+        assert answers[2] == {"id": 2, "ok": True}
+        assert error(answers[3]) == "fenced"
+        # A fence creates a ledger it does not know, with its key.
+        assert bookie.one(op(4, "fence", ledger=6, key="aa")) == {"id": 4, "ok": True}
+        bookie.kill9()
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        assert error(bookie.one(add(1, 5, 1))) == "fenced"
+        assert error(bookie.one(add(2, 6, 0, key="aa"))) == "fenced"
+        assert error(bookie.one(op(3, "fence", ledger=6, key="bb"))) == "unauthorized"
+        state = bookie.one(op(4, "inspect"))["state"]
+        assert isinstance(state, dict)
+        assert state["ledgers"] == [
+            {"ledger_id": 5, "last_entry": 0, "fenced": True},
+            {"ledger_id": 6, "last_entry": None, "fenced": True},
+        ]
+        assert bookie.close() == 0
+
+
+def test_a_wrong_key_is_refused_also_after_kill_9(data_dir: Path) -> None:
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        assert bookie.one(add(1, 3, 0, key="c0ffee")) == {"id": 1, "ok": True}
+        assert error(bookie.one(add(2, 3, 1, key="c0ffef"))) == "unauthorized"
+        assert error(bookie.one(add(3, 3, 1, key=""))) == "unauthorized"
+        assert error(bookie.one(op(4, "fence", ledger=3, key="00"))) == "unauthorized"
+        assert bookie.one(read(5, 3, 0))["data"] == b64(b"x")
+        bookie.kill9()
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        assert error(bookie.one(add(1, 3, 1, key="0badc0de"))) == "unauthorized"
+        assert bookie.one(add(2, 3, 1, key="C0FFEE")) == {"id": 2, "ok": True}
+        assert bookie.one(op(3, "fence", ledger=3, key=KEY)) == {"id": 3, "ok": True}
+        assert bookie.close() == 0
+
+
+def test_a_delete_answers_no_ledger_after_kill_9(data_dir: Path) -> None:
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        assert bookie.one(add(1, 3, 0)) == {"id": 1, "ok": True}
+        assert bookie.one(read(2, 3, 0))["ok"] is True
+        # An add of the ledger still in flight when the delete is carried out goes with it.
+        answers = bookie.ask(add(3, 3, 1), op(4, "delete", ledger=3))
+        assert error(answers[3]) == "no_ledger"
+        assert answers[4] == {"id": 4, "ok": True}
+        assert error(bookie.one(read(5, 3, 0))) == "no_ledger"
+        assert bookie.one(op(6, "delete", ledger=12345)) == {"id": 6, "ok": True}
+        bookie.kill9()
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        assert error(bookie.one(read(1, 3, 0))) == "no_ledger"
+        state = bookie.one(op(2, "inspect"))["state"]
+        assert state == {
+            "entry_logs": [],
+            "least_unflushed_log_id": 0,
+            "last_mark": {"journal_id": 0, "offset": 0},
+            "journal_mark": {"journal_id": 0, "offset": 0},
+            "current_log_id": None,
+            "ledgers": [],
+            "fenced_ledgers": [],
+            "deleted_ledgers": [3, 12345],
+            "compaction_files": [],
+        }
+        # BookKeeper's answers: an add of a deleted ledger creates it again, empty, with its
+        # own key; that too holds across a crash.
+        assert bookie.one(add(3, 3, 7, b"again", key="bb")) == {"id": 3, "ok": True}
+        assert error(bookie.one(read(4, 3, 0))) == "no_entry"
+        bookie.kill9()
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        assert bookie.one(read(1, 3, 7))["data"] == b64(b"again")
+        assert error(bookie.one(read(2, 3, 0))) == "no_entry"
+        assert error(bookie.one(add(3, 3, 8, key=KEY))) == "unauthorized"
+        state = bookie.one(op(4, "inspect"))["state"]
+        assert isinstance(state, dict)
+        assert state["deleted_ledgers"] == [12345]
+        assert state["ledgers"] == [{"ledger_id": 3, "last_entry": 7, "fenced": False}]
+        assert bookie.close() == 0
+
+
+# --- recovery of what a crash can leave -------------------------------------------------------
+
+
+def _record(entry: int, data: bytes) -> bytes:
+    head = struct.pack("<IIQ", 0x31524243, len(data), entry)
+    return head + struct.pack("<I", zlib.crc32(head + data)) + data
+
+
+def test_a_torn_tail_is_cut_durably_at_start(data_dir: Path) -> None:
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        assert bookie.ask(add(1, 1, 0, b"kept"), add(2, 1, 1, b"kept too"))[2]["ok"]
+        bookie.kill9()
+    dat = data_dir / "ledgers" / "1.dat"
+    good = dat.read_bytes()
+    assert good == _record(0, b"kept") + _record(1, b"kept too")  # the documented format
+    whole = _record(2, b"torn" * 100)
+    for torn in (whole[:10], whole[:-50], whole[:-1] + b"\0", b"\0" * 4096):
+        dat.write_bytes(good + torn)
+        with Bookie(data_dir) as bookie:
+            bookie.ready()
+            assert bookie.one(read(1, 1, 1)) == {"id": 1, "ok": True, "data": b64(b"kept too")}
+            assert error(bookie.one(read(2, 1, 2))) == "no_entry"
+            assert bookie.one(add(3, 1, 3, b"after")) == {"id": 3, "ok": True}
+            bookie.kill9()
+        assert "cut a torn tail" in bookie.stderr()
+        assert dat.read_bytes() == good + _record(3, b"after")
+        with Bookie(data_dir) as bookie:
+            bookie.ready()
+            assert bookie.one(read(1, 1, 3))["data"] == b64(b"after")
+            assert bookie.close() == 0
+        dat.write_bytes(good)
+
+
+def test_recovery_removes_what_was_never_acknowledged(data_dir: Path) -> None:
+    """A .dat without a meta file (its first add's meta rename was lost), a meta file left
+    unfenced without a record (its first add's record was lost), a temp meta file (a
+    replacement interrupted before its rename): none of them was acknowledged."""
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        assert bookie.one(add(1, 1, 0)) == {"id": 1, "ok": True}
+        assert bookie.one(add(2, 2, 0)) == {"id": 2, "ok": True}
+        assert bookie.one(add(3, 4, 0)) == {"id": 3, "ok": True}
+        bookie.kill9()
+    ledgers = data_dir / "ledgers"
+    (ledgers / "1.meta").unlink()
+    (ledgers / "2.dat").write_bytes(b"")
+    (ledgers / "4.meta.tmp").write_bytes(b"half a meta")
+    (ledgers / "notes.txt").write_text("not the bookie's")
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        assert error(bookie.one(read(1, 1, 0))) == "no_ledger"
+        assert error(bookie.one(read(2, 2, 0))) == "no_ledger"
+        assert bookie.one(read(3, 4, 0))["ok"] is True
+        assert bookie.close() == 0
+    assert sorted(p.name for p in ledgers.iterdir()) == ["4.dat", "4.meta", "notes.txt"]
+
+
+# --- the bugs, shown directly -------------------------------------------------------------------
+
+
+def test_every_bug_is_shown_directly() -> None:
+    shown = {"stale-cache", "serve-torn-tail", "forget-fences", "ignore-key"}
+    shown |= {"admit-while-fencing", "lose-last-acked", "ack-before-fsync", "delete-before-fsync"}
+    assert shown == set(BUGS)
+
+
+@pytest.mark.parametrize("bug", [None, "stale-cache"])
+def test_stale_cache_serves_a_deleted_ledgers_entries(tmp_path: Path, bug: str | None) -> None:
+    with Bookie(tmp_path / "data", *((bug,) if bug else ())) as bookie:
+        bookie.ready()
+        assert bookie.one(add(1, 1, 0, b"old")) == {"id": 1, "ok": True}
+        assert bookie.one(op(2, "delete", ledger=1)) == {"id": 2, "ok": True}
+        got = bookie.one(read(3, 1, 0))
+        assert got.get("data") == (b64(b"old") if bug else None), got
+        # Created again (BookKeeper's answers): the old entry shows through the cache.
+        assert bookie.one(add(4, 1, 1, b"new")) == {"id": 4, "ok": True}
+        assert bookie.one(read(5, 1, 0)).get("error") == (None if bug else "no_entry")
+        bookie.kill9()
+    with Bookie(tmp_path / "data", *((bug,) if bug else ())) as bookie:
+        bookie.ready()
+        assert error(bookie.one(read(1, 1, 0))) == "no_entry"  # a restart empties the cache
+        assert bookie.close() == 0
+
+
+@pytest.mark.parametrize("bug", [None, "serve-torn-tail"])
+def test_serve_torn_tail_serves_the_bytes_of_a_torn_record(tmp_path: Path, bug: str | None) -> None:
+    data_dir = tmp_path / "data"
+    bugs = (bug,) if bug else ()
+    with Bookie(data_dir, *bugs) as bookie:
+        bookie.ready()
+        assert bookie.one(add(1, 1, 0, b"whole")) == {"id": 1, "ok": True}
+        bookie.kill9()
+    dat = data_dir / "ledgers" / "1.dat"
+    dat.write_bytes(dat.read_bytes() + _record(1, b"A" * 1000)[:600])  # a write torn at 600
+    with Bookie(data_dir, *bugs) as bookie:
+        bookie.ready()
+        got = bookie.one(read(1, 1, 1))
+        if bug:
+            assert got["data"] == b64(b"A" * (600 - 20)), got
+        else:
+            assert error(got) == "no_entry"
+        assert bookie.close() == 0
+
+
+@pytest.mark.parametrize("bug", [None, "forget-fences"])
+def test_forget_fences_undoes_a_fence_at_restart(tmp_path: Path, bug: str | None) -> None:
+    bugs = (bug,) if bug else ()
+    with Bookie(tmp_path / "data", *bugs) as bookie:
+        bookie.ready()
+        assert bookie.one(add(1, 5, 0))["ok"]
+        assert bookie.one(op(2, "fence", ledger=5, key=KEY)) == {"id": 2, "ok": True}
+        assert error(bookie.one(add(3, 5, 1))) == "fenced"  # within the run: fenced
+        bookie.kill9()
+    with Bookie(tmp_path / "data", *bugs) as bookie:
+        bookie.ready()
+        assert error(bookie.one(add(1, 5, 1))) == (None if bug else "fenced")
+        assert bookie.close() == 0
+
+
+@pytest.mark.parametrize("bug", [None, "ignore-key"])
+def test_ignore_key_accepts_an_add_with_a_wrong_key(tmp_path: Path, bug: str | None) -> None:
+    with Bookie(tmp_path / "data", *((bug,) if bug else ())) as bookie:
+        bookie.ready()
+        assert bookie.one(add(1, 5, 0))["ok"]
+        assert error(bookie.one(add(2, 5, 1, key="0bad"))) == (None if bug else "unauthorized")
+        assert error(bookie.one(op(3, "fence", ledger=5, key="0bad"))) == "unauthorized"
+        assert bookie.close() == 0
+
+
+@pytest.mark.parametrize("bug", [None, "admit-while-fencing"])
+def test_admit_while_fencing_acks_an_add_behind_a_fence_in_flight(
+    tmp_path: Path, bug: str | None
+) -> None:
+    with Bookie(tmp_path / "data", *((bug,) if bug else ())) as bookie:
+        bookie.ready()
+        assert bookie.one(add(1, 5, 0))["ok"]
+        answers = bookie.ask(op(2, "fence", ledger=5, key=KEY), add(3, 5, 1))
+        assert answers[2] == {"id": 2, "ok": True}
+        assert error(answers[3]) == (None if bug else "fenced")
+        assert error(bookie.one(add(4, 5, 2))) == "fenced"  # once the fence is durable
+        assert bookie.close() == 0
+
+
+@pytest.mark.parametrize("bug", [None, "lose-last-acked"])
+def test_lose_last_acked_loses_each_ledgers_last_add_at_restart(
+    tmp_path: Path, bug: str | None
+) -> None:
+    bugs = (bug,) if bug else ()
+    with Bookie(tmp_path / "data", *bugs) as bookie:
+        bookie.ready()
+        assert bookie.ask(add(1, 1, 0), add(2, 1, 1), add(3, 2, 0), add(4, 2, 1))[4]["ok"]
+        bookie.kill9()
+    with Bookie(tmp_path / "data", *bugs) as bookie:
+        bookie.ready()
+        answers = bookie.ask(read(1, 1, 0), read(2, 1, 1), read(3, 2, 1))
+        assert answers[1]["ok"] is True
+        assert error(answers[2]) == ("no_entry" if bug else None)
+        assert error(answers[3]) == ("no_entry" if bug else None)
+        assert bookie.close() == 0
+
+
+def _working_strace() -> str | None:
+    """strace, if it is installed and may trace here (containers often forbid ptrace)."""
+    strace = shutil.which("strace")
+    if strace is None:
+        return None
+    try:
+        done = subprocess.run([strace, "-o", os.devnull, "true"], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return strace if done.returncode == 0 else None
+
+
+STRACE = _working_strace()
+CALLS = "trace=pwrite64,fdatasync,fsync,unlinkat,renameat,write"
+
+
+def _traced(tmp_path: Path, bug: str | None, lines: list[str]) -> list[str]:
+    """The bookie's system calls (paths of descriptors shown) while it serves ``lines`` one
+    at a time; ends with a clean shutdown."""
+    data_dir = tmp_path / "data"
+    trace = tmp_path / "strace.txt"
+    argv = [str(STRACE), "-f", "-y", "-qq", "-e", CALLS, "-o", str(trace)]
+    argv += c_bookie_argv(str(data_dir), *((bug,) if bug else ()))
+    with Bookie(data_dir, argv=argv) as bookie:
+        bookie.ready()
+        for line in lines:
+            assert bookie.one(line)["ok"] is True
+        assert bookie.close() == 0
+    return trace.read_text().splitlines()
+
+
+def _ack_index(calls: list[str], rid: int) -> int:
+    """The index of the write of the answer to request ``rid``."""
+    pattern = re.compile(r'write\(1<[^>]*>, "\{\\"id\\":' + str(rid) + ",")
+    return next(i for i, c in enumerate(calls) if pattern.search(c))
+
+
+@pytest.mark.skipif(STRACE is None, reason="strace is not installed or may not trace here")
+@pytest.mark.parametrize("bug", [None, "ack-before-fsync"])
+def test_ack_before_fsync_answers_an_add_before_its_fdatasync(
+    tmp_path: Path, bug: str | None
+) -> None:
+    calls = _traced(tmp_path, bug, [add(i, 1, i) for i in range(1, 6)])
+    for rid in range(1, 6):
+        ack = _ack_index(calls, rid)
+        written = max(i for i in range(ack) if re.search(r"pwrite64\(\d+<[^>]*/1\.dat>", calls[i]))
+        synced = any(re.search(r"fdatasync\(\d+<[^>]*/1\.dat>", c) for c in calls[written:ack])
+        assert synced is (bug is None), (rid, calls[written : ack + 1])
+
+
+@pytest.mark.skipif(STRACE is None, reason="strace is not installed or may not trace here")
+@pytest.mark.parametrize("bug", [None, "delete-before-fsync"])
+def test_delete_before_fsync_answers_a_delete_before_it_is_durable(
+    tmp_path: Path, bug: str | None
+) -> None:
+    calls = _traced(tmp_path, bug, [add(1, 1, 0), op(2, "delete", ledger=1)])
+    ack = _ack_index(calls, 2)
+    unlinked = max(i for i in range(ack) if re.search(r'unlinkat\(.*"1\.dat"', calls[i]))
+    listed = max(i for i in range(ack) if re.search(r"pwrite64\(\d+<[^>]*/deleted>", calls[i]))
+    list_synced = any(re.search(r"fdatasync\(\d+<[^>]*/deleted>", c) for c in calls[listed:ack])
+    dir_synced = any(re.search(r"fsync\(\d+<[^>]*/ledgers>", c) for c in calls[unlinked:ack])
+    assert list_synced is dir_synced is (bug is None), calls[listed : ack + 1]
