@@ -1664,7 +1664,6 @@ static void recover(void) {
         if (!ledger_get(id)) map_put(&g_deleted, id, &fresh);
     }
     map_free(&last_kind);
-    (void)dirty;
     /* What recovery shows must stay: a SIGKILL keeps unsynced writes in the page cache, and
      * recovery may show them (adds that were in flight), so everything kept is made durable
      * now, before the ready line: every ledger file, the deleted list, and both directories
@@ -1957,15 +1956,13 @@ static void op_delete(const req_t *r) {
     if (l) {
         map_del(&g_ledgers, r->ledger);
         ledger_free(l);
-        int dirty = 0;
-        char name[64];
+        char name[64]; /* the meta first: a .dat without its meta is never served */
         snprintf(name, sizeof name, "%llu.meta", (unsigned long long)r->ledger);
         if (unlinkat(g_ldir_fd, name, 0) && errno != ENOENT) g_failed = 1;
         snprintf(name, sizeof name, "%llu.dat", (unsigned long long)r->ledger);
         if (unlinkat(g_ldir_fd, name, 0) && errno != ENOENT) g_failed = 1;
-        dirty = 1;
         /* delete-before-fsync: the unlinks are not made durable before the answer */
-        if (dirty && !bug && fsync_dir(g_ldir_fd)) g_failed = 1;
+        if (!bug && fsync_dir(g_ldir_fd)) g_failed = 1;
         if (g_failed) {
             respond_errorf(r->id, "io_error", "cannot remove ledger %llu's files: %s",
                            (unsigned long long)r->ledger, strerror(errno));
