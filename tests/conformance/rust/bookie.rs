@@ -363,7 +363,7 @@ impl J {
             J::Str(s) => {
                 let text = String::from_utf8_lossy(s);
                 let short: String = text.chars().take(40).collect();
-                format!("{:?} (a string)", short)
+                format!("\"{}\" (a string)", short)
             }
             J::Arr => "an array".to_string(),
             J::Obj => "an object".to_string(),
@@ -470,7 +470,7 @@ impl<'a> Parser<'a> {
             let value = self.value(depth + 1)?;
             if seen.contains(&key) {
                 return Err(format!(
-                    "the field {:?} appears more than once in one object; keep one",
+                    "the field \"{}\" appears more than once in one object; keep one",
                     String::from_utf8_lossy(&key)
                 ));
             }
@@ -741,7 +741,7 @@ fn build(fields: &Fields) -> Result<Req, String> {
         let key = &key[..];
         if key != b"id" && key != b"op" && !takes.iter().any(|t| t.as_bytes() == key) {
             return Err(format!(
-                "'{}' does not take {:?}; it takes {}",
+                "'{}' does not take \"{}\"; it takes {}",
                 name,
                 String::from_utf8_lossy(key),
                 if takes.is_empty() { "no field".to_string() } else { takes.join(", ") }
@@ -1280,6 +1280,7 @@ struct Stats {
     writes: u64,
     syncs: u64,
     early_acks: u64,
+    early_deletes: u64,
     snapshots: u64,
 }
 
@@ -1616,6 +1617,7 @@ impl Bookie {
                     self.wal_size += record.len() as u64;
                     self.stats.writes += 1;
                     self.stats.records += 1;
+                    self.stats.early_deletes += 1;
                     self.answer_ok(id, "");
                 }
                 Err(e) => {
@@ -1765,8 +1767,8 @@ impl Bookie {
         let s = &self.stats;
         eprintln!(
             "rsbookie: stopped: {} records in {} writes, {} fdatasyncs; {} acks before their \
-             fdatasync; {} snapshots",
-            s.records, s.writes, s.syncs, s.early_acks, s.snapshots
+             fdatasync; {} deletes answered before their fdatasync; {} snapshots",
+            s.records, s.writes, s.syncs, s.early_acks, s.early_deletes, s.snapshots
         );
         std::process::exit(status);
     }
