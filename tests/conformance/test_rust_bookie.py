@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from impl.server.protocol import Rejection, RequestBounds, parse_request
+from tests.conformance import rsbookie
 from tests.conformance.rsbookie import (
     BUGS,
     BuildError,
@@ -166,6 +167,18 @@ def test_the_command_has_the_data_dir_placeholder_and_the_bug_flags(binary: Path
     assert command.endswith("--bug stale-cache --bug forget-fences")
     with pytest.raises(ValueError, match="no bug"):
         rs_bookie_command("lose-everything")
+
+
+def test_a_compile_error_is_a_build_error_with_the_compilers_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = tmp_path / "bookie.rs"
+    broken.write_text("fn main() { let x: u8 = ; }\n")
+    monkeypatch.setattr(rsbookie, "RS_BOOKIE_SOURCE", broken)
+    before = set(rsbookie.cache_dir().iterdir())
+    with pytest.raises(BuildError, match=r"could not compile(.|\n)*error"):
+        rsbookie.rs_bookie_binary()
+    assert set(rsbookie.cache_dir().iterdir()) == before, "no binary and no build left behind"
 
 
 def test_the_ready_line_is_version_2_with_exactly_its_capabilities(data_dir: Path) -> None:
