@@ -21,20 +21,22 @@
 //!   and answered before the next request is taken.
 //! - DATA/snapshot-<g> holds the whole table (the same records, in one file with a header, a
 //!   trailer and a checksum over all of it). One is taken at `checkpoint` and when the WAL
-//!   grows past 256 KiB and past the last snapshot's size:
-//!     1. write snapshot-<g+1>.tmp, fsync it;
-//!     2. rename it to snapshot-<g+1>, fsync the directory (from here a restart uses g+1);
-//!     3. create wal-<g+1>, fsync it and the directory, and append to it from now on;
-//!     4. remove snapshot-<g> and wal-<g>, fsync the directory.
-//!   A crash before 2 is durable leaves generation g whole (its snapshot and WAL are only
-//!   removed in 4); after 2 the new snapshot holds everything wal-<g> held (nothing is
-//!   appended during the switch), and wal-<g+1> is empty or holds only later records, each
-//!   made durable after the file's name was. Recovery: the newest snapshot (it was fsynced
-//!   before its rename, so a crash cannot leave it damaged: a damaged one stops the start
-//!   rather than fall back past records its WAL may have held), then its generation's WAL
-//!   replayed up to the first record whose length or checksum does not hold; that torn tail
-//!   is cut and the WAL fsynced (so whatever recovery serves stays), leftovers of other
-//!   generations and `.tmp` files removed, the directory fsynced, then the ready line.
+//!   grows past 256 KiB and past the last snapshot's size, in four steps: (1) write
+//!   snapshot-<g+1>.tmp and fsync it; (2) rename it to snapshot-<g+1> and fsync the
+//!   directory (from here a restart uses g+1); (3) create wal-<g+1>, fsync it and the
+//!   directory, and append to it from now on; (4) remove snapshot-<g> and wal-<g> and fsync
+//!   the directory. A crash before (2) is durable leaves generation g whole (its snapshot and
+//!   WAL are only removed in (4)); after (2) the new snapshot holds everything wal-<g> held
+//!   (nothing is appended during the switch), and wal-<g+1> is empty or holds only later
+//!   records, each made durable after the file's name was.
+//! - Recovery: the newest snapshot (it was fsynced before its rename, so a crash cannot leave
+//!   it damaged: a damaged one stops the start rather than fall back past records its WAL may
+//!   have held), then its generation's WAL replayed up to the first record whose length or
+//!   checksum does not hold; that torn tail is cut and the WAL fsynced (so whatever recovery
+//!   serves stays), leftovers of other generations and `.tmp` files removed, the directory
+//!   fsynced, then the ready line.
+//!
+//! (Kept for rustc 1.63: no `div_ceil`, `is_multiple_of`, let-else or later std APIs.)
 //!
 //! Answers follow bkref (`answers: bkref`): refusals in the order no_ledger (deleted),
 //! unauthorized (another key), fenced; a fence refuses every add admitted after it, also
@@ -1127,6 +1129,7 @@ fn recover(dir: &Path, bugs: &Bugs) -> Result<Recovered, String> {
         .read(true)
         .write(true)
         .create(true)
+        .truncate(false)
         .open(dir.join("lock"))
         .map_err(|e| say("cannot open its lock file", e))?;
     if unsafe { flock(lock.as_raw_fd(), LOCK_EX | LOCK_NB) } != 0 {
@@ -1819,8 +1822,7 @@ fn read_lines(tx: SyncSender<Msg>) {
             };
             if skipping.is_none() {
                 if line.len() + piece.len() > MAX_LINE + 1 {
-                    let mut head = line.clone();
-                    head.truncate(64);
+                    let mut head = line[..line.len().min(64)].to_vec();
                     head.extend_from_slice(&piece[..piece.len().min(64)]);
                     skipping = Some(leading_id(&head));
                     line = Vec::new();
