@@ -1,0 +1,1077 @@
+"""tests/conformance/rust/bookie.rs: the Rust bookie, through a pipe.
+
+Why: rsbookie is a test of the conformance kit, so when the kit and rsbookie disagree it must
+be clear which one is wrong. These tests hold the bookie to spec/adapter.md directly, as a
+client sees it, without the kit's model: the ready line, the worked example, every row of
+"Malformed requests" (and bkref's own parser as an oracle for drawn lines), pipelining and
+group commit, kill -9 and restart, its recovery at every crash point of its snapshot switch,
+and each deliberate bug shown to be really there. Skipped, with the reason, without rustc.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from impl.server.protocol import Rejection, RequestBounds, parse_request
+from tests.conformance import rsbookie
+from tests.conformance.rsbookie import (
+    BUGS,
+    BuildError,
+    rs_bookie_argv,
+    rs_bookie_binary,
+    rs_bookie_command,
+    rs_unavailable,
+)
+from tests.line_child import LineChild
+from tests.paths import ROOT
+
+RUSTC_MISSING = rs_unavailable()
+pytestmark = pytest.mark.skipif(RUSTC_MISSING is not None, reason=RUSTC_MISSING or "")
+
+TIMEOUT_S = 30.0
+KEY = "c0ffee"
+MAX_DATA = 5242364
+MAX_KEY = 1024
+MAX_LINE = 41955304
+U63 = 2**63 - 1
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def add(rid: int, ledger: int, entry: int, data: bytes = b"x", key: str = KEY) -> str:
+    return json.dumps(
+        {"id": rid, "op": "add", "ledger": ledger, "entry": entry, "key": key, "data": b64(data)}
+    )
+
+
+def read(rid: int, ledger: int, entry: int) -> str:
+    return json.dumps({"id": rid, "op": "read", "ledger": ledger, "entry": entry})
+
+
+def op(rid: int, name: str, **fields: object) -> str:
+    return json.dumps({"id": rid, "op": name, **fields})
+
+
+#: An add of 4 MB to a ledger of its own: parsing it keeps the bookie's main thread busy while
+#: its reader thread queues the lines written after it, so those land in one batch (group
+#: commit takes every request already waiting).
+BUSY_ID = 424242
+BUSY = add(BUSY_ID, 999, 0, b"\x5a" * 4_000_000)
+
+
+@pytest.fixture(scope="module")
+def binary() -> Path:
+    try:
+        return rs_bookie_binary()
+    except BuildError as exc:
+        pytest.fail(str(exc))
+
+
+class Bookie(LineChild):
+    """bookie.rs as a child on a data directory (tests/line_child.py)."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *bugs: str,
+        argv: list[str] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.data_dir = data_dir
+        super().__init__(
+            argv or rs_bookie_argv(str(data_dir), *bugs), data_dir.parent, "bookie-stderr",
+            TIMEOUT_S, env=env,
+        )  # fmt: skip
+
+    def send(self, *lines: str | bytes) -> None:
+        self.write(
+            b"".join(line if isinstance(line, bytes) else line.encode() + b"\n" for line in lines)
+        )
+
+    def receive(self) -> dict[str, object]:
+        line = self.raw()
+        assert line.endswith(b"\n") and line.count(b"\n") == 1
+        assert line.isascii(), line
+        response = json.loads(line)
+        assert isinstance(response, dict), response
+        return response
+
+    def ready(self) -> dict[str, object]:
+        line = self.receive()
+        assert line["event"] == "ready", line
+        return line
+
+    def ask(self, *lines: str | bytes) -> dict[object, dict[str, object]]:
+        """Send the lines in one write; their responses by id (one per non-blank line)."""
+        self.send(*lines)
+        count = sum(
+            1 for line in lines if (line if isinstance(line, bytes) else line.encode()).strip()
+        )
+        return self.responses(count)
+
+    def one(self, line: str | bytes) -> dict[str, object]:
+        self.send(line)
+        return self.receive()
+
+    def responses(self, count: int) -> dict[object, dict[str, object]]:
+        found: dict[object, dict[str, object]] = {}
+        for _ in range(count):
+            response = self.receive()
+            key = response["id"]
+            if key is None:
+                key = ("null", len(found))
+            found[key] = response
+        return found
+
+    def kill9(self) -> None:
+        os.kill(self.child.pid, signal.SIGKILL)
+        assert self.child.wait(TIMEOUT_S) == -signal.SIGKILL
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path, binary: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture
+def bookie(data_dir: Path) -> Iterator[Bookie]:
+    with Bookie(data_dir) as running:
+        running.ready()
+        yield running
+
+
+def files(data_dir: Path) -> list[str]:
+    return sorted(p.name for p in data_dir.iterdir() if p.name != "lock")
+
+
+# --- the command and the ready line -------------------------------------------------------
+
+
+def test_the_command_has_the_data_dir_placeholder_and_the_bug_flags(binary: Path) -> None:
+    command = rs_bookie_command("stale-cache", "forget-fences")
+    assert command.startswith(str(binary)) and "{data_dir}" in command
+    assert command.endswith("--bug stale-cache --bug forget-fences")
+    with pytest.raises(ValueError, match="no bug"):
+        rs_bookie_command("lose-everything")
+
+
+def test_a_compile_error_is_a_build_error_with_the_compilers_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = tmp_path / "bookie.rs"
+    broken.write_text("fn main() { let x: u8 = ; }\n")
+    monkeypatch.setattr(rsbookie, "RS_BOOKIE_SOURCE", broken)
+    before = set(rsbookie.cache_dir().iterdir())
+    with pytest.raises(BuildError, match=r"could not compile(.|\n)*error"):
+        rsbookie.rs_bookie_binary()
+    assert set(rsbookie.cache_dir().iterdir()) == before, "no binary and no build left behind"
+
+
+def test_the_ready_line_is_version_2_with_exactly_its_capabilities(data_dir: Path) -> None:
+    with Bookie(data_dir) as bookie:
+        assert bookie.raw() == (
+            b'{"id":null,"ok":true,"event":"ready","version":2,"max_data_bytes":5242364,'
+            b'"max_key_bytes":1024,"max_line_bytes":41955304,"bookie":"rsbookie 0.1",'
+            b'"ops":["checkpoint"],"state":"none","answers":"bkref"}\n'
+        )
+        assert bookie.close() == 0
+
+
+def test_the_data_dir_may_come_from_the_environment(tmp_path: Path, binary: Path) -> None:
+    env = {**os.environ, "BKREF_DATA_DIR": str(tmp_path / "env")}
+    done = subprocess.run(
+        [str(binary)], input=add(1, 1, 0).encode() + b"\n", capture_output=True, env=env,
+        timeout=TIMEOUT_S,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[1]) == {"id": 1, "ok": True}
+    assert (tmp_path / "env" / "wal-0").stat().st_size > 0
+
+
+def test_bad_arguments_and_an_unusable_dir_exit_with_one_line(tmp_path: Path, binary: Path) -> None:
+    for argv, status, said in (
+        ([str(tmp_path), "--bug", "nope"], 2, b"--bug needs one of"),
+        ([str(tmp_path), "--frobnicate"], 2, b"unknown option"),
+        ([str(tmp_path), str(tmp_path)], 2, b"one data directory"),
+    ):
+        done = subprocess.run([str(binary), *argv], capture_output=True, timeout=TIMEOUT_S)
+        assert done.returncode == status and done.stdout == b"", done
+        assert said in done.stderr and done.stderr.count(b"\n") == 1, done.stderr
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    done = subprocess.run(
+        [str(binary), str(blocker / "data")], capture_output=True, timeout=TIMEOUT_S
+    )
+    assert done.returncode == 1 and done.stdout == b"", done
+    assert b"cannot recover" in done.stderr and done.stderr.count(b"\n") == 1
+
+
+def test_a_second_bookie_on_the_same_directory_is_refused(bookie: Bookie, binary: Path) -> None:
+    done = subprocess.run(
+        [str(binary), str(bookie.data_dir)], capture_output=True, timeout=TIMEOUT_S
+    )
+    assert done.returncode == 1 and done.stdout == b"", done
+    assert b"another process holds its lock" in done.stderr
+
+
+# --- the worked example of spec/adapter.md --------------------------------------------------
+
+
+def test_the_worked_example(data_dir: Path) -> None:
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        answers = bookie.ask(
+            '{"id":1,"op":"add","ledger":7,"entry":0,"key":"c0ffee","data":"aGVsbG8="}',
+            '{"id":2,"op":"add","ledger":7,"entry":1,"key":"c0ffee","data":"d29ybGQ="}',
+        )
+        assert answers == {1: {"id": 1, "ok": True}, 2: {"id": 2, "ok": True}}
+        assert bookie.one('{"id":3,"op":"read","ledger":7,"entry":1}') == {
+            "id": 3, "ok": True, "data": "d29ybGQ=",
+        }  # fmt: skip
+        wrong = bookie.one('{"id":4,"op":"add","ledger":7,"entry":2,"key":"0badc0de","data":""}')
+        assert (wrong["id"], wrong["error"]) == (4, "unauthorized")
+        assert bookie.one('{"id":5,"op":"fence","ledger":7,"key":"c0ffee"}') == {
+            "id": 5,
+            "ok": True,
+        }
+        fenced = bookie.one('{"id":6,"op":"add","ledger":7,"entry":2,"key":"c0ffee","data":""}')
+        assert (fenced["id"], fenced["error"]) == (6, "fenced")
+        missing = bookie.one('{"id":7,"op":"read","ledger":7,"entry":9}')
+        assert (missing["id"], missing["error"]) == (7, "no_entry")
+        negative = bookie.one('{"id":8,"op":"read","ledger":7,"entry":-1}')
+        assert (negative["id"], negative["error"]) == (8, "bad_request")
+        assert "-1" in str(negative["message"])
+        short = bookie.one('{"id":9,"op":"add","ledger":7}')
+        assert (short["id"], short["error"]) == (9, "bad_request")
+        assert "entry" in str(short["message"])
+        junk = bookie.one("this is not json")
+        assert (junk["id"], junk["error"]) == (None, "bad_request")
+        gc = bookie.one('{"id":10,"op":"gc","force":true}')  # not claimed: unsupported
+        assert (gc["id"], gc["error"]) == (10, "unsupported")
+        assert bookie.one('{"id":11,"op":"shutdown"}') == {"id": 11, "ok": True}
+        assert bookie.child.wait(TIMEOUT_S) == 0
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        assert bookie.one('{"id":1,"op":"read","ledger":7,"entry":0}')["data"] == "aGVsbG8="
+        assert bookie.one(add(2, 7, 2))["error"] == "fenced"
+        assert bookie.close() == 0
+
+
+def test_the_ops_it_does_not_claim_answer_unsupported_and_do_nothing(bookie: Bookie) -> None:
+    assert bookie.one(add(1, 1, 0)) == {"id": 1, "ok": True}
+    for rid, line in enumerate(
+        (op(0, "inspect"), op(0, "gc", force=False), op(0, "write_close", ledger=1, key=KEY)), 2
+    ):
+        answer = bookie.one(line.replace('"id": 0', f'"id": {rid}'))
+        assert (answer["id"], answer["error"]) == (rid, "unsupported")
+    assert bookie.one(add(9, 1, 1)) == {"id": 9, "ok": True}  # write_close closed nothing
+
+
+# --- every row of "Malformed requests" ------------------------------------------------------
+
+VALID_READ = b'"op":"read","ledger":1,"entry":0'
+R = b'{"id":1,' + VALID_READ  # a read of id 1, its object left open
+ADD0 = b'"op":"add","ledger":1,"entry":0,"key":"","data":'
+
+
+def data(rid: int, text: bytes) -> bytes:
+    """An add of id ``rid`` whose data is ``text`` (quoted)."""
+    return b'{"id":%d,%s"%s"}' % (rid, ADD0, text)
+
+
+HUGE = b"9" * 5000
+LONG_KEY = b"ab" * (MAX_KEY + 1)
+
+#: (row of the table, line, the id the response must carry).
+MALFORMED: list[tuple[str, bytes, int | None]] = [
+    ("not UTF-8", R + b',"x":"\xff"}', None),
+    ("not UTF-8: a surrogate encoded", R + b',"x":"\xed\xa0\x80"}', None),
+    ("not JSON: a byte order mark", b"\xef\xbb\xbf" + R + b"}", None),
+    ("not JSON", b"this is not json", None),
+    ("not JSON: NaN", b'{"id":1,"op":"read","ledger":NaN,"entry":0}', None),
+    ("not JSON: Infinity", b'{"id":1,"op":"read","ledger":1,"entry":-Infinity}', None),
+    ("not JSON: a key twice", R + b',"entry":0}', None),
+    ("not JSON: a key twice, escaped", R + b',"\\u0065ntry":0}', None),
+    ("not JSON: a key twice, nested", b'{"id":1,"op":"read","ledger":{"a":1,"a":2}}', None),
+    ("not JSON: a raw control character", b'{"id":1,"op":"re\tad","ledger":1,"entry":0}', None),
+    ("not JSON: a vertical tab", b"\x0b" + R + b"}", None),
+    ("not JSON: a leading zero", b'{"id":01,' + VALID_READ + b"}", None),
+    ("not JSON: a bare minus", b'{"id":-,' + VALID_READ + b"}", None),
+    ("not JSON: a trailing dot", b'{"id":1.,' + VALID_READ + b"}", None),
+    ("not JSON: a trailing comma", R + b",}", None),
+    ("not JSON: trailing data", R + b"} {}", None),
+    ("not JSON: an unknown escape", b'{"id":1,"op":"re\\qad"}', None),
+    ("not JSON: a short \\u escape", b'{"id":1,"op":"\\u00"}', None),
+    ("not JSON: nested too deep", R + b',"x":' + b"[" * 5000 + b"]" * 5000 + b"}", None),
+    ("not an object", b"[1, 2]", None),
+    ("not an object: a number", b"7", None),
+    ("not an object: a string", b'"{}"', None),
+    ("no id", b"{" + VALID_READ + b"}", None),
+    ("id a float", b'{"id":1.0,' + VALID_READ + b"}", None),
+    ("id in exponent form", b'{"id":1e3,' + VALID_READ + b"}", None),
+    ("id a string", b'{"id":"1",' + VALID_READ + b"}", None),
+    ("id true", b'{"id":true,' + VALID_READ + b"}", None),
+    ("id null", b'{"id":null,' + VALID_READ + b"}", None),
+    ("id above 2^63-1", b'{"id":9223372036854775808,' + VALID_READ + b"}", None),
+    ("id below -2^63", b'{"id":-9223372036854775809,' + VALID_READ + b"}", None),
+    ("id of thousands of digits", b'{"id":%s,' % HUGE + VALID_READ + b"}", None),
+    ("no op", b'{"id":2,"ledger":1,"entry":0}', 2),
+    ("op not a string", b'{"id":3,"op":7,"ledger":1,"entry":0}', 3),
+    ("unknown op", b'{"id":4,"op":"reed","ledger":1,"entry":0}', 4),
+    ("unknown op: a lone surrogate", b'{"id":4,"op":"read\\ud800"}', 4),
+    ("missing field", b'{"id":5,"op":"add","ledger":1,"entry":0,"key":"00"}', 5),
+    ("a field the op does not take", b'{"id":6,' + VALID_READ + b',"key":"00"}', 6),
+    ("a field checkpoint does not take", b'{"id":6,"op":"checkpoint","force":true}', 6),
+    ("ledger a string", b'{"id":7,"op":"read","ledger":"1","entry":0}', 7),
+    ("entry a float", b'{"id":8,"op":"read","ledger":1,"entry":0.0}', 8),
+    ("entry in exponent form", b'{"id":8,"op":"read","ledger":1,"entry":1E2}', 8),
+    ("entry beyond any float", b'{"id":8,"op":"read","ledger":1,"entry":1e999}', 8),
+    ("ledger true", b'{"id":9,"op":"read","ledger":true,"entry":0}', 9),
+    ("ledger an array", b'{"id":9,"op":"delete","ledger":[1]}', 9),
+    ("key a number", b'{"id":10,"op":"fence","ledger":1,"key":12}', 10),
+    ("force a string", b'{"id":11,"op":"gc","force":"yes"}', 11),
+    ("data null", b'{"id":12,' + ADD0 + b"null}", 12),
+    ("negative ledger", b'{"id":13,"op":"read","ledger":-1,"entry":0}', 13),
+    ("negative entry", b'{"id":14,"op":"read","ledger":1,"entry":-5}', 14),
+    ("ledger above 2^63-1", b'{"id":15,"op":"read","ledger":9223372036854775808,"entry":0}', 15),
+    ("entry of thousands of digits", b'{"id":16,"op":"read","ledger":1,"entry":%s}' % HUGE, 16),
+    ("key not hex", b'{"id":17,"op":"fence","ledger":1,"key":"c0ffeg"}', 17),
+    ("key of odd length", b'{"id":18,"op":"fence","ledger":1,"key":"c0ffe"}', 18),
+    ("key above max_key_bytes", b'{"id":19,"op":"fence","ledger":1,"key":"%s"}' % LONG_KEY, 19),
+    ("data without padding", data(20, b"aGVsbG8"), 20),
+    ("data with nonzero pad bits", data(21, b"aGVsbG9="), 21),
+    ("data with nonzero pad bits, two pads", data(21, b"YR=="), 21),
+    ("data with whitespace", data(22, b"aGVs bG8="), 22),
+    ("data with an escaped newline", data(22, b"aGVs\\nbG8="), 22),
+    ("data URL-safe", data(23, b"-_8="), 23),
+    ("data padding in the middle", data(24, b"aG==aGVs"), 24),
+    ("data too much padding", data(25, b"a==="), 25),
+    ("data not ASCII", data(26, b"\xc3\xa9\xc3\xa9"), 26),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("row", "line", "want"), MALFORMED, ids=[m[0] for m in MALFORMED])
+def test_malformed_requests_are_bad_request_and_the_bookie_keeps_serving(
+    bookie: Bookie, row: str, line: bytes, want: int | None
+) -> None:
+    response = bookie.one(line + b"\n")
+    assert response["ok"] is False and response["error"] == "bad_request", (row, response)
+    assert response["id"] == want, (row, response)
+    assert isinstance(response["message"], str) and response["message"], row
+    # Nothing was done, and the bookie still serves.
+    assert bookie.one(read(99, 1, 0))["error"] == "no_ledger"
+
+
+def test_valid_edges_are_accepted(bookie: Bookie) -> None:
+    lines = [
+        b'{"id":-9223372036854775808,"op":"add","ledger":9223372036854775807,'
+        b'"entry":9223372036854775807,"key":"C0FFEE","data":""}\r\n',
+        b"  \t \r\n",  # blank: ignored
+        b"\n",  # empty: ignored
+        b'{"id":2,"op":"add","ledger":1,"entry":0,"key":"","data":"\\u0061GVsbG8\\u003d"}\n',
+        b'{ "id" : 3 , "op" : "add" , "ledger" : 1 , "entry" : -0 , "key" : "" , "data" : "" }\n',
+        b'{"id":4,"op":"add","ledger":2,"entry":0,"key":"","data":"YQ==","\\u00e9":1}\n',
+    ]
+    answers = bookie.ask(*lines)
+    assert answers[-(2**63)] == {"id": -(2**63), "ok": True}
+    assert answers[2] == {"id": 2, "ok": True} and answers[3] == {"id": 3, "ok": True}
+    assert answers[4]["error"] == "bad_request" and "\\u00e9" not in str(answers[4]["message"])
+    # Upper and lower case keys are the same key; -0 is entry 0 (overwritten by id 3).
+    assert bookie.one(add(5, U63, 0, key="c0ffee")) == {"id": 5, "ok": True}
+    assert bookie.one(read(6, U63, U63)) == {"id": 6, "ok": True, "data": ""}
+    assert bookie.one(read(7, 1, 0)) == {"id": 7, "ok": True, "data": ""}
+    # A last line without a newline at the end of input is a request.
+    bookie.send(read(8, 1, 0).encode())
+    assert bookie.close() == 0
+    assert bookie.receive() == {"id": 8, "ok": True, "data": ""}
+
+
+def test_responses_are_ascii_with_escapes(bookie: Bookie) -> None:
+    bookie.send('{"id":1,"op":"r\u00e9ad\u2028\U0001f600"}')
+    raw = bookie.raw()
+    assert raw.isascii() and raw.count(b"\n") == 1
+    assert "r\u00e9ad\u2028\U0001f600" in json.loads(raw)["message"]
+
+
+def test_the_largest_add_and_a_line_too_long(bookie: Bookie) -> None:
+    too_big = bookie.one(add(1, 1, 0, b"\0" * (MAX_DATA + 1)))
+    assert (too_big["id"], too_big["error"]) == (1, "bad_request")
+    assert bookie.one(add(2, 1, 0, b"\1" * MAX_DATA)) == {"id": 2, "ok": True}
+    assert bookie.one(read(3, 1, 0))["data"] == b64(b"\1" * MAX_DATA)
+    # The largest add with every character of its data written as a \u escape still fits.
+    escaped = "".join(f"\\u{ord(c):04x}" for c in b64(b"\2" * MAX_DATA))
+    line = f'{{"id":4,"op":"add","ledger":1,"entry":1,"key":"{KEY}","data":"{escaped}"}}'
+    assert len(line) <= MAX_LINE
+    assert bookie.one(line) == {"id": 4, "ok": True}
+    filler = b"x" * (MAX_LINE + 10)
+    with_id = b'{"id": 7, "op":"add","ledger":1,"entry":0,"key":"","data":"' + filler + b'"}\n'
+    response = bookie.one(with_id)
+    assert (response["id"], response["error"]) == (7, "bad_request")
+    response = bookie.one(b'{"op":"add","id":8,"data":"' + filler + b'"}\n')
+    assert (response["id"], response["error"]) == (None, "bad_request")
+    # The rest of each line was skipped: the next line is a request again.
+    assert bookie.one(add(9, 2, 0)) == {"id": 9, "ok": True}
+    # The bound is on the line without its newline: max_line_bytes itself is a request.
+    head, tail = b'{"id":10,', b'"op":"read","ledger":2,"entry":0}'
+    exact = head + b" " * (MAX_LINE - len(head) - len(tail)) + tail
+    assert len(exact) == MAX_LINE
+    assert bookie.one(exact + b"\n") == {"id": 10, "ok": True, "data": b64(b"x")}
+    over = bookie.one(exact[:-1] + b" }\n")
+    assert (over["id"], over["error"]) == (10, "bad_request")
+
+
+def test_an_id_in_flight_is_answered_with_id_null(bookie: Bookie) -> None:
+    answers = bookie.ask(BUSY, add(5, 1, 0), add(5, 1, 1), '{"id":5,"op":"nope"}')
+    assert answers[5] == {"id": 5, "ok": True} and answers[BUSY_ID]["ok"]
+    nulls = [a for k, a in answers.items() if k not in (5, BUSY_ID)]
+    assert len(nulls) == 2 and all(a["id"] is None and a["error"] == "bad_request" for a in nulls)
+    assert all("5" in str(a["message"]) for a in nulls)
+    # The second add was not carried out; once answered, the id may be reused.
+    assert bookie.one(read(5, 1, 1))["error"] == "no_entry"
+    assert bookie.one(read(5, 1, 0))["data"] == b64(b"x")
+
+
+# --- pipelining, group commit, end of input, shutdown ----------------------------------------
+
+
+def _stats(stderr: str) -> dict[str, int]:
+    found = re.search(
+        r"(\d+) records in (\d+) writes, (\d+) fdatasyncs; (\d+) acks before their fdatasync; "
+        r"(\d+) deletes answered before their fdatasync; (\d+) snapshots",
+        stderr,
+    )
+    assert found is not None, stderr
+    names = ("records", "writes", "syncs", "early_acks", "early_deletes", "snapshots")
+    return dict(zip(names, map(int, found.groups()), strict=True))
+
+
+def test_pipelined_adds_share_group_commits(data_dir: Path) -> None:
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        count = 600
+        answers = bookie.ask(*(add(i, 1 + i % 4, i, bytes([i % 256]) * 100) for i in range(count)))
+        assert all(a == {"id": i, "ok": True} for i, a in answers.items()), answers
+        reads = bookie.ask(*(read(10000 + i, 1 + i % 4, i) for i in range(0, count, 7)))
+        for k, a in reads.items():
+            assert a["data"] == b64(bytes([(int(str(k)) - 10000) % 256]) * 100), a
+        assert bookie.close() == 0
+    stats = _stats(bookie.stderr())
+    assert stats["records"] == count
+    assert stats["writes"] == stats["syncs"] < count // 10, stats
+
+
+def test_end_of_input_answers_every_request_in_flight_and_exits_0(data_dir: Path) -> None:
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        bookie.send(*(add(i, 1, i) for i in range(50)), op(50, "fence", ledger=1, key=KEY))
+        assert bookie.close() == 0
+        answers = bookie.responses(51)
+        assert all(a["ok"] for a in answers.values())
+        assert bookie._lines.get(timeout=TIMEOUT_S) is None  # nothing more
+
+
+def test_shutdown_answers_in_flight_then_itself_and_reads_no_further(data_dir: Path) -> None:
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        bookie.send(add(1, 1, 0), add(2, 1, 1), op(3, "shutdown"), add(4, 1, 2))
+        answers = [bookie.receive() for _ in range(3)]
+        assert answers[-1] == {"id": 3, "ok": True}
+        assert {a["id"] for a in answers[:2]} == {1, 2}
+        assert bookie.child.wait(TIMEOUT_S) == 0
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        assert bookie.one(read(1, 1, 1))["ok"] is True
+        assert bookie.one(read(2, 1, 2))["error"] == "no_entry"  # after shutdown: not read
+
+
+def test_a_fence_refuses_adds_written_while_it_is_in_flight(bookie: Bookie) -> None:
+    assert bookie.one(add(1, 4, 0)) == {"id": 1, "ok": True}
+    answers = bookie.ask(BUSY, op(2, "fence", ledger=4, key=KEY), add(3, 4, 1))
+    assert answers[2] == {"id": 2, "ok": True}
+    assert answers[3]["error"] == "fenced"
+
+
+def test_delete_is_durable_and_refuses_adds_in_flight(data_dir: Path) -> None:
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        assert bookie.one(add(1, 3, 0)) == {"id": 1, "ok": True}
+        answers = bookie.ask(BUSY, add(2, 3, 1), op(3, "delete", ledger=3), add(4, 3, 2))
+        assert answers[2]["error"] == "no_ledger", "in flight when its ledger was deleted"
+        assert answers[3] == {"id": 3, "ok": True}
+        assert answers[4]["error"] == "no_ledger", "a deleted ledger is never written again"
+        assert bookie.one(op(5, "fence", ledger=3, key=KEY))["error"] == "no_ledger"
+        assert bookie.one(op(6, "delete", ledger=12345)) == {"id": 6, "ok": True}
+        bookie.kill9()
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        assert bookie.one(read(1, 3, 0))["error"] == "no_ledger"
+        assert bookie.one(add(2, 12345, 0))["error"] == "no_ledger"
+        assert bookie.one(op(3, "checkpoint")) == {"id": 3, "ok": True}
+        bookie.kill9()
+    with Bookie(data_dir) as bookie:  # and from the snapshot
+        bookie.ready()
+        assert bookie.one(read(1, 3, 0))["error"] == "no_ledger"
+        assert bookie.one(add(2, 12345, 0))["error"] == "no_ledger"
+        assert bookie.close() == 0
+
+
+# --- crashes -----------------------------------------------------------------------------------
+
+
+def test_kill_9_keeps_acked_adds_fences_keys_and_deletes(data_dir: Path) -> None:
+    acked: dict[tuple[int, int], bytes] = {}
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        assert bookie.one(add(1, 9, 0, b"gone")) == {"id": 1, "ok": True}
+        assert bookie.one(op(2, "delete", ledger=9)) == {"id": 2, "ok": True}
+        bookie.send(*(add(i, 1 + i % 3, i, f"entry {i}".encode() * (i % 7)) for i in range(300)))
+        bookie.send(op(1000, "fence", ledger=3, key=KEY))
+        for _ in range(150):
+            answer = bookie.receive()
+            if answer.get("ok") and answer["id"] != 1000:
+                i = int(str(answer["id"]))
+                acked[(1 + i % 3, i)] = f"entry {i}".encode() * (i % 7)
+        bookie.kill9()
+    assert len(acked) >= 100
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        ids = list(acked)
+        answers = bookie.ask(*(read(n, ledger, entry) for n, (ledger, entry) in enumerate(ids)))
+        for n, key in enumerate(ids):
+            assert answers[n]["data"] == b64(acked[key]), key
+        assert bookie.one(read(4999, 9, 0))["error"] == "no_ledger"
+        assert bookie.one(op(5000, "fence", ledger=2, key=KEY)) == {"id": 5000, "ok": True}
+        bookie.kill9()
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        assert bookie.one(add(1, 2, 9999))["error"] == "fenced"
+        assert bookie.one(add(2, 1, 9999, key="0bad"))["error"] == "unauthorized"
+        assert bookie.one(op(3, "fence", ledger=1, key="0bad"))["error"] == "unauthorized"
+        assert bookie.one(read(4, 9, 0))["error"] == "no_ledger"
+        assert bookie.close() == 0
+
+
+def test_checkpoint_switches_generation_and_recovery_uses_snapshot_and_wal(data_dir: Path) -> None:
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        assert bookie.ask(add(1, 1, 0, b"before"), op(2, "fence", ledger=5, key="aa"))[2]["ok"]
+        assert files(data_dir) == ["wal-0"]
+        assert bookie.one(op(3, "checkpoint")) == {"id": 3, "ok": True}
+        assert files(data_dir) == ["snapshot-1", "wal-1"]
+        assert (data_dir / "wal-1").stat().st_size == 0
+        assert bookie.one(add(4, 1, 1, b"after")) == {"id": 4, "ok": True}
+        bookie.kill9()
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        assert bookie.one(read(1, 1, 0))["data"] == b64(b"before")
+        assert bookie.one(read(2, 1, 1))["data"] == b64(b"after")
+        assert bookie.one(add(3, 5, 0, key="aa"))["error"] == "fenced"
+        assert bookie.one(add(4, 5, 0, key="bb"))["error"] == "unauthorized"
+        assert bookie.close() == 0
+    assert "recovered generation 1" in bookie.stderr()
+
+
+def test_the_wal_past_its_bound_takes_a_snapshot_by_itself(data_dir: Path) -> None:
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        for i in range(8):
+            assert bookie.one(add(i, 1, i, bytes([i]) * 100_000)) == {"id": i, "ok": True}
+        assert bookie.close() == 0
+    assert _stats(bookie.stderr())["snapshots"] >= 1
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        for i in range(8):
+            assert bookie.one(read(i, 1, i))["data"] == b64(bytes([i]) * 100_000)
+        assert bookie.close() == 0
+
+
+def _two_generations(tmp_path: Path) -> dict[str, bytes]:
+    """The files of each step of a snapshot switch: wal-0 with add 1:0 (generation 0), then
+    snapshot-1 with it and wal-1 with add 1:1 (generation 1)."""
+    work = tmp_path / "gen"
+    with Bookie(work) as bookie:
+        bookie.ready()
+        assert bookie.one(add(1, 1, 0, b"zero")) == {"id": 1, "ok": True}
+        bookie.kill9()
+    saved = {"wal-0": (work / "wal-0").read_bytes()}
+    with Bookie(work) as bookie:
+        bookie.ready()
+        assert bookie.one(op(1, "checkpoint")) == {"id": 1, "ok": True}
+        assert bookie.one(add(2, 1, 1, b"one")) == {"id": 2, "ok": True}
+        bookie.kill9()
+    saved["snapshot-1"] = (work / "snapshot-1").read_bytes()
+    saved["wal-1"] = (work / "wal-1").read_bytes()
+    return saved
+
+
+@pytest.mark.parametrize(
+    ("layout", "readable", "left"),
+    [
+        # Crash while writing the new snapshot: generation 0 stands, the .tmp goes.
+        ({"wal-0": "wal-0", "snapshot-1.tmp": "snapshot-1/2"}, ["zero"], ["wal-0"]),
+        ({"wal-0": "wal-0", "snapshot-1.tmp": "snapshot-1"}, ["zero"], ["wal-0"]),
+        # Renamed, no new WAL yet: generation 1, its WAL created, the old one removed.
+        ({"wal-0": "wal-0", "snapshot-1": "snapshot-1"}, ["zero"], ["snapshot-1", "wal-1"]),
+        # New WAL in use, the old generation not yet removed.
+        (
+            {"wal-0": "wal-0", "snapshot-1": "snapshot-1", "wal-1": "wal-1"},
+            ["zero", "one"],
+            ["snapshot-1", "wal-1"],
+        ),
+        # An empty WAL of a generation whose snapshot never became durable.
+        ({"wal-0": "wal-0", "wal-1": ""}, ["zero"], ["wal-0"]),
+    ],
+    ids=["tmp-torn", "tmp-whole", "renamed", "switched", "empty-next-wal"],
+)
+def test_every_crash_point_of_the_snapshot_switch_recovers(
+    tmp_path: Path, binary: Path, layout: dict[str, str], readable: list[str], left: list[str]
+) -> None:
+    saved = _two_generations(tmp_path)
+    target = tmp_path / "data"
+    target.mkdir()
+    for name, source in layout.items():
+        if source.endswith("/2"):
+            whole = saved[source[:-2]]
+            content = whole[: len(whole) // 2]
+        else:
+            content = saved[source] if source else b""
+        (target / name).write_bytes(content)
+    with Bookie(target) as bookie:
+        bookie.ready()
+        for entry, text in enumerate(["zero", "one"]):
+            answer = bookie.one(read(entry, 1, entry))
+            if text in readable:
+                assert answer["data"] == b64(text.encode()), answer
+            else:
+                assert answer["error"] == "no_entry", answer
+        assert files(target) == left
+        assert bookie.close() == 0
+
+
+@pytest.mark.parametrize(
+    ("layout", "said"),
+    [
+        ({"snapshot-1": "damaged", "wal-1": "wal-1"}, b"snapshot-1 is damaged"),
+        ({"snapshot-1": "snapshot-1", "wal-1": "wal-1", "wal-2": "wal-1"}, b"wal-2 holds"),
+    ],
+    ids=["damaged-snapshot", "records-past-the-snapshot"],
+)
+def test_what_no_crash_can_leave_stops_the_start(
+    tmp_path: Path, binary: Path, layout: dict[str, str], said: bytes
+) -> None:
+    """Rather than fall back past acknowledged records, or ignore them."""
+    saved = _two_generations(tmp_path)
+    target = tmp_path / "data"
+    target.mkdir()
+    for name, source in layout.items():
+        if source == "damaged":
+            snapshot = bytearray(saved["snapshot-1"])
+            snapshot[20] ^= 0xFF
+            content = bytes(snapshot)
+        else:
+            content = saved[source]
+        (target / name).write_bytes(content)
+    done = subprocess.run([str(binary), str(target)], capture_output=True, timeout=TIMEOUT_S)
+    assert done.returncode == 1 and done.stdout == b"", done
+    assert said in done.stderr and done.stderr.count(b"\n") == 1, done.stderr
+
+
+def _last_record(wal: bytes) -> bytes:
+    """The WAL's last record (each is a u32 body length, a u32 checksum, the body)."""
+    start = offset = 0
+    while offset < len(wal):
+        start = offset
+        offset += 8 + int.from_bytes(wal[offset : offset + 4], "little")
+    assert offset == len(wal)
+    return wal[start:]
+
+
+def _torn_tails(good: bytes) -> list[bytes]:
+    """What a crash may leave after the last whole record: part of a header, a length
+    promising more than is there, a whole record whose bytes are garbage, zeros."""
+    last = _last_record(good)
+    return [
+        good + last[:5],
+        good + last[:20],
+        good + last[:-1] + bytes([last[-1] ^ 1]),
+        good + b"\0" * 4096,
+    ]
+
+
+def test_a_torn_tail_is_cut_at_start_and_the_cut_is_durable(data_dir: Path) -> None:
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        assert bookie.ask(add(1, 1, 0, b"kept"), add(2, 1, 1, b"kept too"))[2]["ok"]
+        bookie.kill9()
+    wal = data_dir / "wal-0"
+    good = wal.read_bytes()
+    for torn in _torn_tails(good):
+        wal.write_bytes(torn)
+        with Bookie(data_dir) as bookie:
+            bookie.ready()
+            assert bookie.one(read(1, 1, 1)) == {"id": 1, "ok": True, "data": b64(b"kept too")}
+            assert bookie.one(read(2, 1, 2))["error"] == "no_entry"
+            assert wal.stat().st_size == len(good)
+            assert bookie.one(add(3, 1, 2, b"after")) == {"id": 3, "ok": True}
+            bookie.kill9()
+        assert "cut a torn tail" in bookie.stderr()
+        with Bookie(data_dir) as bookie:
+            bookie.ready()
+            assert bookie.one(read(1, 1, 2))["data"] == b64(b"after")
+            assert bookie.close() == 0
+        wal.write_bytes(good)
+
+
+# --- the bugs, shown directly --------------------------------------------------------------
+
+
+def _working_strace() -> str | None:
+    """strace, if it is installed and may trace here (containers often forbid ptrace)."""
+    strace = shutil.which("strace")
+    if strace is None:
+        return None
+    try:
+        done = subprocess.run([strace, "-o", os.devnull, "true"], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return strace if done.returncode == 0 else None
+
+
+def _syscalls(trace: Path) -> list[str]:
+    """The fdatasync, WAL write (a write to any fd but 1 and 2) and write(1) of an ok answer,
+    in order."""
+    order = []
+    for line in trace.read_text().splitlines():
+        if re.search(r"\bfdatasync\(", line):
+            order.append("sync")
+        elif re.search(r'\bwrite\(1, "\{\\"id\\":-?\d+,\\"ok\\":true', line):
+            order.append("ack")
+        elif re.search(r"\bwrite\((?![12],)\d+,", line):
+            order.append("log")
+    return order
+
+
+@pytest.mark.parametrize("bug", [None, "ack-before-fsync"])
+def test_ack_before_fsync_acknowledges_adds_before_their_fdatasync(
+    tmp_path: Path, binary: Path, bug: str | None
+) -> None:
+    """The bookie's own count, and (where strace works) the order of its system calls:
+    without the bug every ack follows the fdatasync of its write; with it, none does."""
+    data_path = tmp_path / "data"
+    bugs = (bug,) if bug else ()
+    strace = _working_strace()
+    trace = tmp_path / "strace.txt"
+    argv = rs_bookie_argv(str(data_path), *bugs)
+    if strace is not None:
+        argv = [strace, "-f", "-qq", "-e", "trace=fdatasync,write", "-o", str(trace), *argv]
+    with Bookie(data_path, argv=argv) as bookie:
+        bookie.ready()
+        for i in range(5):
+            assert bookie.one(add(i, 1, i)) == {"id": i, "ok": True}
+        assert bookie.close() == 0
+    assert _stats(bookie.stderr())["early_acks"] == (5 if bug else 0)
+    if strace is None:
+        return
+    order = _syscalls(trace)
+    acks = [i for i, call in enumerate(order) if call == "ack"]
+    assert len(acks) == 5, order
+    unsynced = [
+        i for i in acks if order[max(j for j in range(i) if order[j] in ("log", "sync"))] == "log"
+    ]
+    if bug is None:
+        assert not unsynced, f"every ack follows the fdatasync of its write: {order}"
+    else:
+        assert unsynced == acks, f"each add is acked right after its write: {order}"
+
+
+@pytest.mark.parametrize("bug", [None, "delete-before-fsync"])
+def test_delete_before_fsync_answers_a_delete_before_its_fdatasync(
+    data_dir: Path, bug: str | None
+) -> None:
+    with Bookie(data_dir, *((bug,) if bug else ())) as bookie:
+        bookie.ready()
+        assert bookie.one(add(1, 1, 0)) == {"id": 1, "ok": True}
+        assert bookie.one(op(2, "delete", ledger=1)) == {"id": 2, "ok": True}
+        assert bookie.one(read(3, 1, 0))["error"] == "no_ledger"
+        assert bookie.close() == 0
+    stats = _stats(bookie.stderr())
+    assert stats["early_deletes"] == (1 if bug else 0)
+    assert stats["syncs"] == (1 if bug else 2)
+
+
+def test_stale_cache_serves_a_deleted_ledgers_cached_entries(tmp_path: Path, binary: Path) -> None:
+    for bug, want in ((None, "no_ledger"), ("stale-cache", None)):
+        with Bookie(tmp_path / f"data-{bug}", *((bug,) if bug else ())) as bookie:
+            bookie.ready()
+            assert bookie.one(add(1, 1, 0, b"cached")) == {"id": 1, "ok": True}
+            assert bookie.one(add(2, 1, 1, b"not cached")) == {"id": 2, "ok": True}
+            assert bookie.one(read(3, 1, 0))["data"] == b64(b"cached")
+            # An add over an entry invalidates it, with or without the bug.
+            assert bookie.one(add(4, 1, 0, b"again")) == {"id": 4, "ok": True}
+            assert bookie.one(read(5, 1, 0))["data"] == b64(b"again")
+            assert bookie.one(op(6, "delete", ledger=1)) == {"id": 6, "ok": True}
+            assert bookie.one(read(7, 1, 0)).get("error") == want, bug
+            assert bookie.one(read(8, 1, 1))["error"] == "no_ledger", "never cached"
+            bookie.kill9()
+        with Bookie(tmp_path / f"data-{bug}", *((bug,) if bug else ())) as bookie:
+            bookie.ready()
+            assert bookie.one(read(1, 1, 0))["error"] == "no_ledger", "the cache went"
+            assert bookie.close() == 0
+
+
+def test_serve_torn_tail_serves_a_partial_last_record(tmp_path: Path, binary: Path) -> None:
+    payload = bytes(range(256)) * 4
+    for bug in (None, "serve-torn-tail"):
+        data_path = tmp_path / f"data-{bug}"
+        bugs = (bug,) if bug else ()
+        with Bookie(data_path, *bugs) as bookie:
+            bookie.ready()
+            assert bookie.one(add(1, 1, 0, b"first")) == {"id": 1, "ok": True}
+            assert bookie.one(add(2, 1, 1, payload)) == {"id": 2, "ok": True}
+            bookie.kill9()
+        wal = data_path / "wal-0"
+        good = wal.read_bytes()
+        wal.write_bytes(good[:-100])  # the last record cut short, as a torn write leaves it
+        with Bookie(data_path, *bugs) as bookie:
+            bookie.ready()
+            answer = bookie.one(read(1, 1, 1))
+            if bug is None:
+                assert answer["error"] == "no_entry"
+            else:
+                assert answer["data"] == b64(payload[:-100]), "a partial record's bytes"
+            assert bookie.close() == 0
+        wal.write_bytes(good[:-1] + bytes([good[-1] ^ 0xFF]))  # whole, one byte wrong
+        with Bookie(data_path, *bugs) as bookie:
+            bookie.ready()
+            answer = bookie.one(read(1, 1, 1))
+            if bug is None:
+                assert answer["error"] == "no_entry"
+            else:
+                assert answer["data"] == b64(payload[:-1] + bytes([payload[-1] ^ 0xFF]))
+            assert bookie.close() == 0
+
+
+@pytest.mark.parametrize("checkpoint", [False, True], ids=["from-the-wal", "from-a-snapshot"])
+def test_forget_fences_undoes_a_fence_at_restart(
+    tmp_path: Path, binary: Path, checkpoint: bool
+) -> None:
+    for bug, want in ((None, "fenced"), ("forget-fences", None)):
+        data_path = tmp_path / f"data-{bug}"
+        bugs = (bug,) if bug else ()
+        with Bookie(data_path, *bugs) as bookie:
+            bookie.ready()
+            assert bookie.one(add(1, 5, 0))["ok"]
+            assert bookie.one(op(2, "fence", ledger=5, key=KEY)) == {"id": 2, "ok": True}
+            assert bookie.one(add(3, 5, 1))["error"] == "fenced"  # within the run: fenced
+            if checkpoint:
+                assert bookie.one(op(4, "checkpoint")) == {"id": 4, "ok": True}
+            bookie.kill9()
+        with Bookie(data_path, *bugs) as bookie:
+            bookie.ready()
+            assert bookie.one(add(1, 5, 1)).get("error") == want, bug
+            assert bookie.close() == 0
+
+
+def test_ignore_key_accepts_an_add_with_a_wrong_key(tmp_path: Path, binary: Path) -> None:
+    for bug, want in ((None, "unauthorized"), ("ignore-key", None)):
+        with Bookie(tmp_path / f"data-{bug}", *((bug,) if bug else ())) as bookie:
+            bookie.ready()
+            assert bookie.one(add(1, 1, 0)) == {"id": 1, "ok": True}
+            assert bookie.one(add(2, 1, 1, key="0bad")).get("error") == want, bug
+            # The fence path still checks the key.
+            assert bookie.one(op(3, "fence", ledger=1, key="0bad"))["error"] == "unauthorized"
+            assert bookie.close() == 0
+
+
+def test_admit_while_fencing_acknowledges_an_add_behind_a_fence_in_flight(
+    tmp_path: Path, binary: Path
+) -> None:
+    for bug, want in ((None, "fenced"), ("admit-while-fencing", None)):
+        with Bookie(tmp_path / f"data-{bug}", *((bug,) if bug else ())) as bookie:
+            bookie.ready()
+            assert bookie.one(add(1, 4, 0)) == {"id": 1, "ok": True}
+            answers = bookie.ask(BUSY, op(2, "fence", ledger=4, key=KEY), add(3, 4, 1))
+            assert answers[2] == {"id": 2, "ok": True}
+            assert answers[3].get("error") == want, bug
+            # Once the fence is durable, both refuse.
+            assert bookie.one(add(4, 4, 2))["error"] == "fenced"
+            assert bookie.close() == 0
+
+
+def test_lose_last_acked_loses_the_last_acknowledged_add_at_restart(
+    tmp_path: Path, binary: Path
+) -> None:
+    for bug in (None, "lose-last-acked"):
+        data_path = tmp_path / f"data-{bug}"
+        bugs = (bug,) if bug else ()
+        with Bookie(data_path, *bugs) as bookie:
+            bookie.ready()
+            for i in range(3):
+                assert bookie.one(add(i, 1, i, b"acked %d" % i)) == {"id": i, "ok": True}
+            bookie.kill9()
+        with Bookie(data_path, *bugs) as bookie:
+            bookie.ready()
+            assert bookie.one(read(1, 1, 1))["data"] == b64(b"acked 1")
+            last = bookie.one(read(2, 1, 2))
+            if bug is None:
+                assert last["data"] == b64(b"acked 2")
+            else:
+                assert last["error"] == "no_entry"
+            assert bookie.close() == 0
+
+
+def test_every_bug_has_a_test() -> None:
+    assert set(BUGS) == {
+        "ack-before-fsync",
+        "delete-before-fsync",
+        "stale-cache",
+        "serve-torn-tail",
+        "forget-fences",
+        "ignore-key",
+        "admit-while-fencing",
+        "lose-last-acked",
+    }
+
+
+# --- recorded by bkref record, judged by bkref check-trace ------------------------------------
+
+
+def _bkref(*args: str) -> subprocess.CompletedProcess[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "proofs.cli.main", *args],
+        capture_output=True, cwd=ROOT, env=env, timeout=120,
+    )  # fmt: skip
+
+
+def test_a_recorded_run_passes_check_trace(tmp_path: Path, binary: Path) -> None:
+    trace = tmp_path / "rs.jsonl"
+    argv = [
+        sys.executable, "-m", "proofs.cli.main", "record", "--trace", str(trace),
+        "--profile", "acks=async,state=none,answers=bkref",
+        "--", *rs_bookie_argv(str(tmp_path / "data")),
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with Bookie(tmp_path / "data", argv=argv, env=env) as rec:
+        rec.ready()
+        answers = rec.ask(*(add(i, 1 + i % 2, i // 2, f"d{i}".encode()) for i in range(20)))
+        assert all(a["ok"] for a in answers.values())
+        assert rec.one(read(100, 1, 50))["error"] == "no_entry"
+        assert rec.one(op(101, "fence", ledger=2, key=KEY)) == {"id": 101, "ok": True}
+        assert rec.one(add(102, 2, 50))["error"] == "fenced"
+        assert rec.one(op(103, "checkpoint")) == {"id": 103, "ok": True}
+        assert rec.one(op(104, "delete", ledger=1)) == {"id": 104, "ok": True}
+        assert rec.one(read(105, 1, 0))["error"] == "no_ledger"
+        assert rec.close() == 0
+    done = _bkref("check-trace", str(trace))
+    assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
+
+
+def test_bookie_rs_rejects_exactly_what_bkrefs_parser_rejects(data_dir: Path) -> None:
+    """bkref record judges which requests are malformed with bkref's own parser; a bookie
+    that disagreed would be recorded wrongly. 3000 drawn lines, one at a time."""
+    rng = random.Random(25)
+    bounds = RequestBounds(data_max_bytes=MAX_DATA, key_max_bytes=MAX_KEY)
+    lines: list[bytes] = []
+    while len(lines) < 3000:
+        line = _drawn_line(rng)
+        if b"\n" in line or line.endswith(b"\r") or not line.strip(b" \t\r"):
+            continue
+        lines.append(line)
+    rejected = with_id = 0
+    with Bookie(data_dir) as bookie:
+        bookie.ready()
+        for line in lines:
+            got = bookie.one(line + b"\n")
+            want = parse_request(line, bounds)
+            if isinstance(want, Rejection):
+                rejected += 1
+                with_id += want.id is not None
+                assert (got["id"], got.get("error")) == (want.id, want.code), (line, want, got)
+            else:
+                assert got.get("error") != "bad_request", (line, got)
+        assert bookie.close() == 0
+    assert 1000 < rejected < 2900 and with_id > 500, (rejected, with_id)
+
+
+#: Requests to mutate: one of each op but shutdown (which would end the run).
+SEEDS = [
+    b'{"id":1,"op":"add","ledger":7,"entry":0,"key":"c0ffee","data":"aGVsbG8="}',
+    b'{"id": 2, "op": "read", "ledger": 7, "entry": 1}',
+    b'{"id":3,"op":"fence","ledger":7,"key":"C0FFEE"}',
+    b'{"id":4,"op":"delete","ledger":8}',
+    b'{"id":5,"op":"gc","force":false}',
+    b'{"id":6,"op":"write_close","ledger":1,"key":""}',
+    b'{"id":-7,"op":"checkpoint"}',
+    b'{"id":8,"op":"inspect"}',
+]
+#: Pieces a mutation inserts or substitutes.
+PIECES = [
+    b'"', b"{", b"}", b",", b":", b"0", b"1", b"-", b".", b"e", b"+", b"\\", b"u", b" ", b"\t",
+    b"\x0b", b"\xc3\xa9", b"\xff", b"=", b"a", b"/", b"[", b"]", b"\\u0041", b"\\n", b"null",
+    b"9223372036854775808", b"1.0", b"\x00", b',"id":1', b',"x":1', b',"entry":5', b"\\ud800",
+    b"\\udc00", b"\\ud83d\\ude00", b"\xed\xa0\x80", b"E", b"00",
+]  # fmt: skip
+#: Field values, legal and not, for requests built field by field.
+VALUES = [
+    b"0", b"-1", b"-0", b"7", b"9223372036854775807", b"9223372036854775808",
+    b"-9223372036854775808", b"-9223372036854775809", b"1" + b"0" * 60, b"1.0", b"1e3",
+    b"1E+2", b"0.5e-3", b'""', b'"00"', b'"C0FFEE"', b'"abc"', b'"zz"',
+    b'"%s"' % (b"ab" * MAX_KEY), b'"%s"' % LONG_KEY, b'"aGVsbG8="', b'"aGVsbG9="', b'"YQ=="',
+    b'"YR=="', b'"YQ="', b'"Y==="', b'"aGVs\\u0062G8="', b'"ab+/"', b'"-_=="', b'" YQ=="',
+    b'"YQ==\\n"', b'"\\u0030\\u0030"', b'"\\/w=="', b"true", b"false", b"null", b"[]", b"{}",
+    b'"1"', b'[{"a":1,"a":2}]', b'{"b":[1,{"c":null}]}', b'"\\ud800"',
+]  # fmt: skip
+OP_FIELDS = {
+    "add": ["ledger", "entry", "key", "data"], "read": ["ledger", "entry"],
+    "fence": ["ledger", "key"], "delete": ["ledger"], "gc": ["force"],
+    "write_close": ["ledger", "key"], "checkpoint": [], "inspect": [], "nope": [],
+}  # fmt: skip
+
+
+def _drawn_line(rng: random.Random) -> bytes:
+    if rng.random() < 0.3:  # a valid request, mutated byte-wise
+        line = rng.choice(SEEDS)
+        for _ in range(rng.randint(1, 3)):
+            i = rng.randrange(len(line) + 1)
+            kind = rng.randrange(3)
+            piece = rng.choice(PIECES)
+            if kind == 0:
+                line = line[:i] + line[i + 1 :]
+            elif kind == 1:
+                line = line[:i] + piece + line[i:]
+            else:
+                line = line[:i] + piece + line[i + 1 :]
+        return line
+    name = rng.choice(list(OP_FIELDS))
+    names = ["id", "op", *OP_FIELDS[name]]
+    if rng.random() < 0.15:
+        names.append(rng.choice(["id", "op", "ledger", "entry", "key", "data", "force", "x"]))
+    if rng.random() < 0.15:
+        names.pop(rng.randrange(len(names)))
+    rng.shuffle(names)
+    parts = []
+    for field in names:
+        if field == "op":
+            value = json.dumps(name).encode() if rng.random() < 0.95 else rng.choice(VALUES)
+        elif field == "id":
+            good = rng.choice([b"1", b"-3", b"9223372036854775807"])
+            value = good if rng.random() < 0.9 else rng.choice(VALUES)
+        else:
+            value = rng.choice(VALUES)
+        parts.append(b'"%s"%s:%s' % (field.encode(), rng.choice([b"", b" ", b"\t"]), value))
+    return b"{" + b",".join(parts) + b"}"
