@@ -155,6 +155,9 @@ class PropertyMonitor:
         #: The (ledger, entry) whose add records changed since the last check_invariants.
         self._touched: set[tuple[int, int]] = set()
         self._delete_issued: dict[int, int] = {}  # ledger -> step of its first delete
+        #: ledger -> steps of every delete issued: a fence and a key hold until the next one
+        #: (BookKeeper's answers may then create the ledger again, a new ledger).
+        self._deletes: dict[int, list[int]] = {}
         self._deleted_at: dict[int, int] = {}  # ledger -> step of its first ok delete
         self._fence_acked_at: dict[int, int] = {}
         self._keys: dict[int, tuple[bytes, int]] = {}  # ledger -> (key, step acknowledged)
@@ -199,6 +202,7 @@ class PropertyMonitor:
 
     def _on_delete(self, op: Delete, step: Step) -> list[Violation]:
         self._delete_issued.setdefault(op.ledger, step.index)
+        self._deletes.setdefault(op.ledger, []).append(step.index)
         if step.result.ok:
             self._deleted_at.setdefault(op.ledger, step.index)
         return []
@@ -246,15 +250,27 @@ class PropertyMonitor:
         found = self._check_key(issued, op, index)
         return found + ACK_RULES[type(op)].acked(self, op, issued, index)
 
-    def _fence_acked(self, op: Fence, _issued: int, index: int) -> list[Violation]:
-        self._fence_acked_at.setdefault(op.ledger, index)
+    def _fence_acked(self, op: Fence, issued: int, index: int) -> list[Violation]:
+        fenced_at = self._fence_acked_at.get(op.ledger)
+        if fenced_at is None or self._deleted_between(op.ledger, fenced_at, issued):
+            self._fence_acked_at[op.ledger] = index
         return []
+
+    def _deleted_between(self, ledger: int, after: int, before: int) -> bool:
+        """Whether a delete of ``ledger`` was issued after step ``after`` and before step
+        ``before``: what was promised of the ledger before it ends there (properties 2 and
+        3; under BookKeeper's answers a later add creates the ledger again)."""
+        return any(after < at < before for at in self._deletes.get(ledger, ()))
 
     def _add_acked(self, op: Add, issued: int, index: int) -> list[Violation]:
         found: list[Violation] = []
         self._add_record(op, issued).acked_at = index
         fenced_at = self._fence_acked_at.get(op.ledger)
-        if fenced_at is not None and issued > fenced_at:
+        if (
+            fenced_at is not None
+            and issued > fenced_at
+            and not self._deleted_between(op.ledger, fenced_at, issued)
+        ):
             found.append(
                 Violation(
                     "fence",
@@ -273,6 +289,9 @@ class PropertyMonitor:
             return []
         key, since = known
         if op.key == key:
+            return []
+        if self._deleted_between(op.ledger, since, issued):
+            self._keys[op.ledger] = (op.key, index)  # a new ledger under the old id
             return []
         message = (
             f"the {op.name} of ledger {op.ledger} issued at step {issued} was acknowledged "

@@ -313,9 +313,28 @@ def test_auth_key_is_that_of_the_first_acknowledged_not_the_first_issued() -> No
     assert "step 1" in violations[0].message
 
 
-def test_auth_is_not_reset_by_a_delete() -> None:
-    steps = history((Add(1, 0, K, b"a"), OK), (Delete(1), OK), (Add(1, 0, OTHER, b"b"), OK))
-    assert found(steps) == [("auth", 2)]
+def test_auth_holds_until_a_delete_then_starts_again() -> None:
+    """Property 3 ends at a delete of the ledger: under BookKeeper's answers an add after it
+    creates the ledger again, a new ledger whose key is its first acknowledged add's (under
+    bkref's answers no add after the delete is acknowledged: the model refuses it)."""
+    steps = history(
+        (Add(1, 0, K, b"a"), OK),
+        (Add(1, 1, OTHER, b"x"), OK),  # before the delete: a violation
+        (Delete(1), OK),
+        (Add(1, 2, OTHER, b"b"), OK),  # a new ledger under the old id
+        (Add(1, 3, K, b"c"), OK),  # the new ledger's key is OTHER: a violation
+    )
+    assert found(steps) == [("auth", 1), ("auth", 4)]
+
+
+def test_a_fence_holds_until_a_delete() -> None:
+    steps = history(
+        (Fence(1, K), OK),
+        (Add(1, 0, K, b"a"), OK),  # after the fence's ack: a violation
+        (Delete(1), OK),
+        (Add(1, 1, K, b"b"), OK),  # a new ledger (BookKeeper's answers): no fence
+    )
+    assert found(steps) == [("fence", 1)]
 
 
 # --- 4. no resurrection ----------------------------------------------------------------------
