@@ -67,7 +67,7 @@ from models.entrylog.manager import (
     describe_map,
     record_bytes,
 )
-from models.index.ledger_index import UNSURE, LedgerIndexModel, LedgerModel, Sure
+from models.index.ledger_index import BeyondModel, Dur, LedgerIndexModel, Sure
 from models.journal.last_mark import LastMarkModel
 from spec.operations import (
     Add,
@@ -120,12 +120,16 @@ ENTRY_IDS_BYTES = 16
 
 
 class Divergence(Exception):
-    """The implementation did something the model does not allow."""
+    """The implementation did something the model does not allow: ``rule`` is the rule of
+    spec/adapter.md ("Rules the model enforces") that decides it (empty only for the
+    in-process harness's own disk check, which judges files, not answers)."""
 
-    def __init__(self, step: int, message: str) -> None:
-        super().__init__(f"step {step}: {message}")
+    def __init__(self, step: int, message: str, *, rule: str = "") -> None:
+        tag = f" [{rule}]" if rule else ""
+        super().__init__(f"step {step}: {message}{tag}")
         self.step = step
         self.message = message
+        self.rule = rule
 
 
 class ModelUsageError(Exception):
@@ -258,7 +262,10 @@ class CrashOutcomes:
     logs: LogConstraints
     min_last_mark: Mark | None
 
-    def describe(self) -> list[str]:
+    def describe(self, *, internals: bool = True) -> list[str]:
+        """The outcomes in words (``internals``: also what they mean for lastMark, for a
+        bookie that claims its state; else only what a client can see)."""
+
         def ids(pairs: Sequence[tuple[int, int, bytes]]) -> str:
             return ", ".join(f"{led}:{ent}" for led, ent, _ in pairs) or "none"
 
@@ -278,7 +285,7 @@ class CrashOutcomes:
             )
         for compaction in self.logs.compactions:
             lines.append(compaction.describe())
-        if self.min_last_mark is not None:
+        if self.min_last_mark is not None and internals:
             lines.append(f"recovery must leave lastMark at or after {self.min_last_mark}")
         return lines
 
@@ -286,7 +293,9 @@ class CrashOutcomes:
         """Why the first state after the restart breaks these outcomes, or None: checked on
         their own, before the model resolves its open facts against the same state (a second
         statement of the rules, so that the outcomes a crash explains are the ones judged).
-        ``recreated``: deleted ledgers an add or fence created again (either way is fine).
+        ``recreated``: ledgers not judged here: deleted ledgers an add or fence created again
+        (either way is fine), and ledgers a request named since the restart (the state
+        shows what that request did, which the ledger sub-model judges).
         The entry logs are checked against ``logs`` by the model's layout check, and lastMark
         against ``min_last_mark`` by the marks' own model (models/journal/last_mark.py), which
         knows when a fault makes that bound unsure."""
@@ -318,15 +327,16 @@ class CrashOutcomes:
 
 @attrs.frozen
 class _Pending:
-    """An add or fence answered ``pending``. Under asynchronous acks its answer may still be
-    a refusal, answered later: then ``deferred`` holds the request, not applied yet, and
-    ``refusals`` the error codes it may get (the model applies it only if it is acked)."""
+    """An add or fence in flight: answered ``pending`` (or ``ok`` at once, acknowledged in
+    the same step). ``op`` is the request; ``applied``: its effects on the journal and the
+    entry logs are in the model (at once when every head admitted it, else once its answer
+    says it was: models/index/ledger_index.py keeps what it did to the ledger)."""
 
     kind: str  # "add" or "fence"
     ledger: int
     entry: int
-    deferred: Add | Fence | None = None
-    refusals: frozenset[str] = frozenset()
+    op: Add | Fence
+    applied: bool
 
 
 @attrs.define
@@ -365,10 +375,10 @@ class BookieModel:
         self.profile = config.profile
         #: Acks may arrive at any step, in any groups, or in an add's own answer.
         self.async_acks = config.profile.acks == "async"
-        self.ledgers = LedgerIndexModel()
-        #: Deleted ledgers an add or fence created again (BookKeeper's answer, spec/profile.py
-        #: ``answers``): the bookie may list them as deleted or not.
-        self.recreated: set[int] = set()
+        self.ledgers = LedgerIndexModel(config.profile.answers, async_acks=self.async_acks)
+        #: Notes speak of bkref's internals (the journal, entry logs, lastMark) only for a
+        #: bookie that claims them (state full); else in the spec's terms (spec/adapter.md).
+        self.internals = config.profile.state == "full"
         self.logs = EntryLogManagerModel(config.log_size_limit_bytes)
         self.logs.track_tentative = self.async_acks
         #: The ids of the preallocated logs states have shown and the model accepted.
@@ -409,9 +419,13 @@ class BookieModel:
         #: Where the last disk_full took the space (DiskFull.where), until disk_writable or a
         #: restart; None while there is room.
         self.disk_full: str | None = None
-        #: The step that a crash interrupted, until the crash step itself.
+        #: The step that a crash interrupted, until the crash step itself, and its index.
         self.interrupted: Operation | None = None
+        self.interrupted_index = -1
         self.outcomes: CrashOutcomes | None = None
+        #: Ledgers a request named since the last restart (CrashOutcomes.problem leaves them
+        #: to the ledger sub-model).
+        self.named_since_restart: set[int] = set()
         #: The next compare is the first after a restart. The first run starts on empty
         #: directories, which the model predicts exactly (no entry log yet, next id 0).
         self.fresh_run = False
@@ -455,6 +469,8 @@ class BookieModel:
         ``faults``: the injected faults that fired while it ran. Raises Divergence when the
         answer (or a completion) is not allowed."""
         rule = STEP_RULES[type(op)]
+        if isinstance(op, Add | Fence | Delete | Read):
+            self.named_since_restart.add(op.ledger)
         fired = self._fired(faults, reading=isinstance(op, Read), gc=isinstance(op, GC_STEPS))
         notes = self._step(index, op, result, completed, rule)
         if self.async_acks and not rule.lifecycle and not result.pending and not result.crashed:
@@ -516,6 +532,7 @@ class BookieModel:
         if result.crashed:
             notes = self._completions(index, op, completed, rule=rule, lenient=True)
             self.interrupted = op
+            self.interrupted_index = index
             if rule.interrupted is not None:
                 rule.interrupted(self, op)
             return [*notes, _died_in(op)]
@@ -536,6 +553,7 @@ class BookieModel:
                 index,
                 f"{op.name} ended with the adds/fences of steps {sorted(self.pending)} never "
                 "answered: a clean shutdown answers every request in flight (spec/adapter.md)",
+                rule="R-SHUTDOWN",
             )
         if rule.then is not None:
             notes += rule.then(self, index, op, result)
@@ -547,10 +565,21 @@ class BookieModel:
                 f"step {index}: a step interrupted by a crash must be followed by the crash"
             )
 
-    def _expect(self, index: int, op: Operation, result: Result, errors: set[str | None]) -> None:
+    def _expect(
+        self,
+        index: int,
+        op: Operation,
+        result: Result,
+        errors: set[str | None],
+        rule: str = "R-FAULTS",
+    ) -> None:
+        """The step's answer is one of ``errors`` (None: ok). The rule that decides is, but for
+        the ones that say otherwise, R-FAULTS: a step succeeds unless a fault fired."""
         if result.pending or result.data is not None or result.error not in errors:
             allowed = ", ".join(sorted("ok" if e is None else e for e in errors))
-            raise Divergence(index, f"{op.name} answered {result.describe()}; allowed: {allowed}")
+            raise Divergence(
+                index, f"{op.name} answered {result.describe()}; allowed: {allowed}", rule=rule
+            )
 
     # --- background steps ----------------------------------------------------------------
 
@@ -686,22 +715,17 @@ class BookieModel:
     def _live(self) -> set[int]:
         """The ledgers a GC counts as live: every ledger in a log that is not deleted (bkref
         has no ledger manager: a delete is the only way a ledger stops being live)."""
-        deleted = self.ledgers.deleted
         return {
             ledger
             for log in self.logs.logs.values()
             for ledger in log.written
-            if deleted.get(ledger) is not Sure.DURABLE
+            if not self.ledgers.durably_deleted(ledger)
         }
 
     def _gc_unpredictable(self) -> bool:
         """Whether the model cannot compute the GC now: the layout is followed (a fault), a
         fault fired in this step, or a delete's effect is unknown (failed, or cut short)."""
-        return (
-            self.logs.relaxed
-            or bool(self.gc_fault)
-            or any(sure is not Sure.DURABLE for sure in self.ledgers.deleted.values())
-        )
+        return self.logs.relaxed or bool(self.gc_fault) or self.ledgers.deletion_unsure()
 
     def _gc_errors(self) -> set[str | None]:
         """What a GC step may answer: ok; the error a fault that fired in it allows; after a
@@ -735,7 +759,7 @@ class BookieModel:
         if result.error is not None:
             return None
         if result.gc is None:
-            raise Divergence(index, f"{op.name} answered ok without its statistics")
+            raise Divergence(index, f"{op.name} answered ok without its statistics", rule="R-GC")
         return result.gc
 
     def _gc_begin_checks(
@@ -750,6 +774,7 @@ class BookieModel:
                 f"{op.name} chose a {report.compaction} compaction; allowed: "
                 f"{', '.join(sorted(kinds))} (forced: {op.force}; the configuration's "
                 "thresholds, intervals and force flags decide)",
+                rule="R-GC",
             )
         live = self._live()
         dead = self.logs.dead_logs(live)
@@ -764,6 +789,7 @@ class BookieModel:
                 f"{op.name} deleted {report.logs_deleted} log(s); entry logs {sure} hold no "
                 f"live ledger and are candidates, so all of them are deleted (and of the logs "
                 f"that show no record, {empty}, any may be)",
+                rule="R-GC",
             )
         for log_id in sure:
             self.logs.remove(log_id)
@@ -813,6 +839,7 @@ class BookieModel:
                 index,
                 f"gc_begin answered {report.describe()}; it deletes exactly the dead logs "
                 f"{dead} and compacts nothing yet",
+                rule="R-GC",
             )
         if report.candidates != tuple(candidates):
             raise Divergence(
@@ -821,6 +848,7 @@ class BookieModel:
                 f"{report.compaction} compaction (threshold "
                 f"{self.config.threshold(report.compaction)}) they are {candidates}: flushed "
                 "logs with live bytes and usage below the threshold, lowest usage first",
+                rule="R-GC",
             )
         self.gc = _GcCycle(report.compaction, candidates)
         return [
@@ -850,6 +878,7 @@ class BookieModel:
                 f"gc answered {report.describe()}; the model deletes {len(dead)} dead log(s) "
                 f"{dead} and compacts {len(candidates)} ({candidates}), moving "
                 f"{moved_bytes} bytes of records",
+                rule="R-GC",
             )
         if any(copied for _, copied in moved):
             self.logs.checkpoint()  # each phase 3 forces the entry logs before its index flush
@@ -881,7 +910,9 @@ class BookieModel:
         if result.error is not None:
             return None
         if result.phase is None:
-            raise Divergence(index, f"{op.name} answered ok without saying what it did")
+            raise Divergence(
+                index, f"{op.name} answered ok without saying what it did", rule="R-COMPACTION"
+            )
         return result.phase
 
     def _idle_errors(self) -> set[str | None]:
@@ -892,7 +923,9 @@ class BookieModel:
     def _idle(self, index: int, op: Operation, report: PhaseReport | None) -> list[str]:
         if report is not None and report.phase != "idle":
             raise Divergence(
-                index, f"{op.name} answered {report.describe()}; no compaction is in flight: idle"
+                index,
+                f"{op.name} answered {report.describe()}; no compaction is in flight: idle",
+                rule="R-COMPACTION",
             )
         return [f"{op.name}: no compaction to step"]
 
@@ -906,7 +939,9 @@ class BookieModel:
         )
         if not same or report.entries_moved != expected.entries_moved:
             raise Divergence(
-                index, f"{op.name} answered {report.describe()}; expected {expected.describe()}"
+                index,
+                f"{op.name} answered {report.describe()}; expected {expected.describe()}",
+                rule="R-COMPACTION",
             )
 
     def _compact_copy(self, index: int, op: CompactCopy, result: Result) -> list[str]:
@@ -967,22 +1002,27 @@ class BookieModel:
                 index,
                 f"compact_copy of entry log {source} answered new log {new_id}; the shared "
                 f"id counter gives {want}",
+                rule="R-LOG-IDS",
             )
         reused = self.logs.reusable(new_id)  # a GC removed its log, or none held it
         if not ids and (
             new_id in self.logs.logs or (new_id <= self.logs.max_seen_id and not reused)
         ):
-            raise Divergence(index, f"compact_copy took entry log id {new_id}, used before")
+            raise Divergence(
+                index, f"compact_copy took entry log id {new_id}, used before", rule="R-LOG-IDS"
+            )
         if report.source_log != source or report.phase != "copy":
             raise Divergence(
                 index,
                 f"compact_copy answered {report.describe()}; the next candidate is {source}",
+                rule="R-COMPACTION",
             )
         if not _entries_fit(report.entries_moved, sum(moved.values())):
             raise Divergence(
                 index,
                 f"compact_copy moved {report.entries_moved} entries; the live ledgers of entry "
                 f"log {source} hold {dict(moved)} bytes",
+                rule="R-COMPACTION",
             )
         self.logs.take_compaction_id(new_id)
         cycle.current = _Compaction(source, new_id, moved, report.entries_moved)
@@ -1163,118 +1203,141 @@ class BookieModel:
 
     # --- requests ------------------------------------------------------------------------
 
-    def _admission(self, ledger_id: int, key: bytes, *, add: bool) -> tuple[set[str], bool]:
-        """What an add (or a fence) of ``ledger_id`` with ``key`` may be answered before
-        anything is written: the refusals allowed, and whether accepting it is allowed too.
+    def _decisions(self, op: Add | Fence) -> set[str | None]:
+        """What the bookie may decide for an add or fence, in any of the ledger's possible
+        heads (models/index/ledger_index.py, R-ADMIT-ORDER): None admits it, else the
+        refusal's code."""
+        try:
+            return self.ledgers.admissions(op.ledger, op.key, add=isinstance(op, Add))
+        except BeyondModel as exc:
+            raise ModelUsageError(str(exc)) from None
 
-        Deleted ledgers: bkref refuses (no_ledger); BookKeeper creates the ledger again
-        (the ``answers`` profile says which is allowed). Another key: unauthorized. A fenced
-        ledger refuses adds; a fence whose ack failed may or may not be in effect, until an
-        answer of this run shows which (then that holds until the next crash). A ledger
-        whose delete failed may also be refused as deleted."""
-        refusals, accept = self._admission_of_live(ledger_id, key, add=add)
-        if self.ledgers.deleted.get(ledger_id) is Sure.FAILED:
-            refusals.add("no_ledger")
-        return refusals, accept
+    def _send(
+        self, index: int, op: Add | Fence, *, records: bool = True, apply: bool = True
+    ) -> bool:
+        """Hand an add or fence to the ledger sub-model; whether every head admitted it.
+        ``records``: it queues journal records of its own (a fence joining a fence in flight
+        shares its record); ``apply``: an admitted one reaches the journal's queue and the
+        entry log now (not for one answered io_error at once: how far it got is unknown)."""
+        new_key = not self.ledgers.exists_surely(op.ledger)
+        try:
+            if isinstance(op, Add):
+                made = self.ledgers.send(index, op.ledger, op.key, entry=op.entry, data=op.data)
+            else:
+                made = self.ledgers.send(index, op.ledger, op.key)
+        except BeyondModel as exc:
+            raise ModelUsageError(str(exc)) from None
+        entry = op.entry if isinstance(op, Add) else -1
+        admitted = made == {None}
+        self.pending[index] = _Pending(op.name, op.ledger, entry, op, applied=False)
+        if admitted and apply:
+            self._apply(index, new_key, records=records)
+        return admitted
 
-    def _admission_of_live(self, ledger_id: int, key: bytes, *, add: bool) -> tuple[set[str], bool]:
-        if self.ledgers.deleted.get(ledger_id) is Sure.DURABLE:
-            answers = self.profile.answers
-            return (set() if answers == "bookkeeper" else {"no_ledger"}), answers != "bkref"
-        ledger = self.ledgers.ledgers.get(ledger_id)
-        if ledger is None:
-            return set(), True
-        if ledger.key != key:
-            return {"unauthorized"}, False
-        if add and ledger.fence is not None:
-            if ledger.fence in UNSURE and ledger.fence_seen is not True:
-                if ledger.fence_seen is False:
-                    return set(), True
-                return {"fenced"}, True
-            return {"fenced"}, False
-        return set(), True
+    def _apply(self, index: int, new_key: bool, *, records: bool = True) -> None:
+        """An admitted add or fence reaches the journal's queue (and an add the entry log)."""
+        pending = self.pending[index]
+        self.pending[index] = attrs.evolve(pending, applied=True)
+        if records:
+            self.marks.appended(2 if new_key else 1)
+        op = pending.op
+        if isinstance(op, Add) and not self.logs.relaxed:
+            self.logs.add_entry(op.ledger, len(op.data))
 
-    def _admitted(self, ledger_id: int, *, add: bool) -> list[str]:
-        """An add or fence was accepted: a deleted ledger is created again (BookKeeper's
-        answer), and a failed fence of the ledger is, in this run, not in effect."""
-        notes: list[str] = []
-        if self.ledgers.deleted.get(ledger_id) is Sure.DURABLE:
-            del self.ledgers.deleted[ledger_id]
-            self.recreated.add(ledger_id)
-            notes.append(f"ledger {ledger_id}, deleted, is created again by this request")
-        ledger = self.ledgers.ledgers.get(ledger_id)
-        if add and ledger is not None and ledger.fence is Sure.FAILED:
-            ledger.fence_seen = False
-        return notes
+    def _answer_request(self, index: int, op: Add | Fence, answer: str | None) -> None:
+        """An add's or fence's answer at once: refused (the heads that refuse it stay),
+        admitted (bkref's in-process ``pending``), or io_error."""
+        ledger_entry = op.entry if isinstance(op, Add) else None
+        assert self.ledgers.settle(index, op.ledger, answer, entry=ledger_entry)
+        if answer not in ("admitted", None):
+            self.pending.pop(index, None)
+
+    def _request_allowed(self, made: set[str | None], *, fence_ok: bool = False) -> set[str]:
+        allowed = {code for code in made if code is not None}
+        if None in made:
+            allowed |= {"pending", "ok"} if self.async_acks or fence_ok else {"pending"}
+        if self.async_acks:
+            allowed.add("pending")  # answered later, whatever the answer (R-ACK-ASYNC)
+        return allowed
 
     def _add_entry(self, index: int, op: Add, result: Result) -> list[str]:
         what = f"add {op.ledger}:{op.entry}"
         if len(op.data) > self.config.max_data_bytes:
-            _check_answer(index, what, _answer(result), {"bad_request"}, result.describe())
+            _check_answer(
+                index, what, _answer(result), {"bad_request"}, result.describe(), rule="R-SIZE"
+            )
             return [
                 f"{what} refused: its {len(op.data)} bytes are above the entry size limit "
                 f"({self.config.max_data_bytes} bytes); nothing was written"
             ]
-        refusals, accept = self._admission(op.ledger, op.key, add=True)
-        allowed = set(refusals)
-        if accept:
-            allowed |= {"pending", "ok"} if self.async_acks else {"pending"}
-        if self.async_acks and refusals and _answer(result) == "pending":
-            return self._defer(index, op, refusals)
+        made = self._decisions(op)
+        allowed = self._request_allowed(made)
         if self.disk_full == "ledger_dirs" or self.faulted or self.no_room:
             allowed.add("no_space")
         if self.faulted:
             allowed.add("io_error")
         observed = _answer(result)
-        _check_answer(index, what, observed, allowed, result.describe())
-        if observed in ("pending", "ok"):
-            notes = self._admitted(op.ledger, add=True)
-            return notes + self._accept_add(index, op)
-        if observed == "fenced":
-            ledger = self.ledgers.ledgers[op.ledger]
-            if ledger.fence is Sure.FAILED:
-                ledger.fence_seen = True
-        if observed == "io_error" and accept:
-            # The bookie may have written and indexed the entry before its journal failed.
-            self._admitted(op.ledger, add=True)
-            self.ledgers.add_entry(op.ledger, op.entry, op.key, op.data)
-            self.ledgers.fail_add(op.ledger, op.entry)
-            return [f"{what} failed with io_error: it may or may not have been kept"]
-        return [f"{what} refused: {observed}; nothing was written"]
-
-    def _accept_add(self, index: int, op: Add) -> list[str]:
-        new_key = op.ledger not in self.ledgers.ledgers
-        again = not new_key and op.entry in self.ledgers.ledgers[op.ledger].entries
-        self.ledgers.add_entry(op.ledger, op.entry, op.key, op.data)
-        self.pending[index] = _Pending("add", op.ledger, op.entry)
-        self.marks.appended(2 if new_key else 1)
+        _check_answer(
+            index,
+            what,
+            observed,
+            allowed,
+            result.describe(),
+            rule=self.ledgers.admission_rule(op.ledger, observed),
+        )
+        if observed == "no_space":
+            return [f"{what} refused: no_space; nothing was written"]
+        new_key = not self.ledgers.exists_surely(op.ledger)
+        again = op.entry in self.ledgers.entries_of(op.ledger)
+        self._send(index, op, apply=observed in ("pending", "ok"))
+        if observed == "pending" and not self.async_acks:
+            self._answer_request(index, op, "admitted")
+            if not self.pending[index].applied:
+                self._apply(index, new_key)
+        elif observed not in ("pending", "ok"):
+            self._answer_request(index, op, observed)
+            if observed == "io_error":
+                return [f"{what} failed with io_error: it may or may not have been kept"]
+            return [f"{what} refused: {observed}; nothing was written"]
+        if not self.pending[index].applied:
+            return [f"{what} in flight: its answer says whether the bookie admitted it"]
         where = ""
-        if not self.logs.relaxed:
-            log_id = self.logs.add_entry(op.ledger, len(op.data))
-            where = f" in entry log {log_id}"
-        key = " Its key record goes first: the ledger is new." if new_key else ""
+        if not self.logs.relaxed and self.logs.current is not None:
+            where = f" in entry log {self.logs.current}"
         resent = " The entry id was added before: this is a re-send." if again else ""
+        if not self.internals:
+            new = " It creates the ledger, with this key." if new_key else ""
+            return [
+                f"{what} admitted: not durable yet, and the client has no ack; a crash now "
+                f"may lose it.{new}{resent}"
+            ]
+        key = " Its key record goes first: the ledger is new." if new_key else ""
         return [
-            f"add {op.ledger}:{op.entry} accepted: written{where} (not fsynced) and "
+            f"{what} accepted: written{where} (not fsynced) and "
             f"indexed, and queued for the journal. Not durable yet: a crash now may lose "
             f"it, and the client has no ack.{key}{resent}"
         ]
 
     def _fence(self, index: int, op: Fence, result: Result) -> list[str]:
-        refusals, accept = self._admission(op.ledger, op.key, add=False)
-        if self.async_acks and refusals and _answer(result) == "pending":
-            return self._defer(index, op, refusals)
+        made = self._decisions(op)
         ledger = self.ledgers.ledgers.get(op.ledger)
-        already = accept and ledger is not None and ledger.fence is Sure.DURABLE
-        allowed = set(refusals)
-        if accept:
-            allowed.add("pending")
-            if self.async_acks or already:
-                allowed.add("ok")
+        already = (
+            made == {None}
+            and ledger is not None
+            and ledger.every(lambda h: h.fence_dur is Dur.YES and h.exists)
+        )
+        allowed = self._request_allowed(made, fence_ok=already)
         if self.faulted:
             allowed.add("io_error")
         observed = _answer(result)
-        _check_answer(index, f"fence {op.ledger}", observed, allowed, result.describe())
+        _check_answer(
+            index,
+            f"fence {op.ledger}",
+            observed,
+            allowed,
+            result.describe(),
+            rule=self.ledgers.admission_rule(op.ledger, observed),
+        )
         # A fence of a ledger whose fence is still in flight shares that fence's record and
         # ack (no new record): it joins its group.
         joined = next(
@@ -1285,55 +1348,34 @@ class BookieModel:
             ),
             None,
         )
-        if observed in ("pending", "ok") and not already:
-            self._admitted(op.ledger, add=False)
-            new_key = op.ledger not in self.ledgers.ledgers
-            self.ledgers.fence(op.ledger, op.key)
-            if joined is None or self.async_acks:
-                self.marks.appended(2 if new_key else 1)
-        if observed == "pending" or (observed == "ok" and not already):
-            self.pending[index] = _Pending("fence", op.ledger, -1)
-            if joined is not None and not self.async_acks:
-                if joined in self.written:
-                    self.written.add(index)
-                if joined in self.synced:
-                    self.synced.add(index)
-            return [
-                f"fence {op.ledger} accepted: adds to it are refused from now on; the "
-                "fence record is queued for the journal (not durable yet)"
-            ]
-        if observed == "io_error" and accept:
-            self._admitted(op.ledger, add=False)
-            new_key = op.ledger not in self.ledgers.ledgers
-            self.ledgers.fence(op.ledger, op.key)
-            self.ledgers.fail_fence(op.ledger)
-            if new_key:
-                self.ledgers.ledgers[op.ledger].key_sure = Sure.FAILED
-        return []
+        if already and observed == "ok" and not self.async_acks:
+            self.ledgers.send(index, op.ledger, op.key)
+            self.ledgers.settle(index, op.ledger, None, entry=None)
+            return []  # durably fenced already: nothing new to acknowledge
+        shares = joined is not None and not self.async_acks
+        admitted = self._send(index, op, records=not shares, apply=observed in ("pending", "ok"))
+        if admitted and joined is not None and not self.async_acks:
+            if joined in self.written:
+                self.written.add(index)
+            if joined in self.synced:
+                self.synced.add(index)
+        if observed == "pending" and not self.async_acks:
+            self._answer_request(index, op, "admitted")
+        elif observed not in ("pending", "ok"):
+            self._answer_request(index, op, observed)
+            return []
+        durable = "the fence record is queued for the journal" if self.internals else "it is"
+        return [
+            f"fence {op.ledger} accepted: adds to it are refused from now on; {durable} "
+            "not durable yet"
+        ]
 
     def _read_entry(self, index: int, op: Read, result: Result) -> list[str]:
-        error, _, sure = self.ledgers.read(op.ledger, op.entry)
-        allowed: set[str] = set()
-        ledger = self.ledgers.ledgers.get(op.ledger)
-        if self.ledgers.deleted.get(op.ledger) is Sure.FAILED:
-            allowed.add("no_ledger")  # the failed delete may be in effect
-        if error is not None or ledger is None:
-            allowed.add(error or "no_ledger")
-            if error == "no_entry" and ledger is not None and ledger.key_sure is not Sure.DURABLE:
-                # Nothing of the ledger is sure to exist (its key is pending, or a crash left
-                # it unsure and no state resolved it): the ledger itself may be missing.
-                allowed.add("no_ledger")
-        elif op.entry in ledger.unseen:
-            allowed.add("no_entry")  # its failed add was seen not kept: that holds this run
-        else:
-            allowed.add("data")
-            if self._may_miss(ledger, op.entry, sure):
-                allowed.add("no_entry")
-                if ledger.key_sure is not Sure.DURABLE:
-                    allowed.add("no_ledger")
+        allowed = self.ledgers.read_answers(op.ledger, op.entry)
         if self.faulted or self.read_fault:
             allowed.add("io_error")
         observed = _answer(result)
+        ledger = self.ledgers.ledgers.get(op.ledger)
         if observed == "data" and not (
             ledger is not None
             and result.data is not None
@@ -1342,31 +1384,15 @@ class BookieModel:
             observed, shown = "other bytes", "other bytes"
         else:
             shown = result.describe()
-        _check_answer(index, f"read {op.ledger}:{op.entry}", observed, allowed, shown)
-        if ledger is None or observed not in ("data", "no_entry"):
-            return []
-        if sure is Sure.MAYBE:
-            self.ledgers.resolve_entry(op.ledger, op.entry, present=observed == "data")
-            fate = "survived" if observed == "data" else "was lost"
-            return [
-                f"entry {op.ledger}:{op.entry}, not acknowledged before the crash, {fate}; "
-                "the model holds the bookie to that from now on"
-            ]
-        if sure in (Sure.PENDING, Sure.FAILED) and observed == "data":
-            ledger.seen.add(op.entry)  # readable now: it stays readable until a crash
-        elif sure is Sure.FAILED:
-            ledger.unseen.add(op.entry)  # its add failed and left nothing: it stays so
-        return []
-
-    def _may_miss(self, ledger: LedgerModel, entry_id: int, sure: Sure | None) -> bool:
-        """Whether a read of an entry the model holds may find it missing: never once it is
-        durable or was seen in this run; an entry still pending only under asynchronous acks
-        (bkref's in-process bookie indexes an add before it answers it, so a read after the
-        answer must see it: a bookie whose reads miss its own write buffer is wrong); a failed
-        or crashed add's entry may be missing until a read shows which."""
-        if sure is Sure.DURABLE or entry_id in ledger.seen:
-            return False
-        return not (sure is Sure.PENDING and not self.async_acks)
+        _check_answer(
+            index,
+            f"read {op.ledger}:{op.entry}",
+            observed,
+            allowed,
+            shown,
+            rule=self.ledgers.read_rule(op.ledger, op.entry, observed),
+        )
+        return self.ledgers.observe_read(op.ledger, op.entry, observed)
 
     def _delete_ledger(self, index: int, op: Delete, result: Result) -> list[str]:
         allowed: set[str | None] = {None, "io_error"} if self.faulted else {None}
@@ -1376,12 +1402,12 @@ class BookieModel:
         if result.error == "no_space":
             return [f"delete of ledger {op.ledger} refused: no room for its tombstone"]
         if result.error is None:
-            self.ledgers.delete(op.ledger, Sure.DURABLE)
+            self.ledgers.delete(op.ledger, "ok")
             return [f"ledger {op.ledger} deleted: durable now, its entries unreadable forever"]
-        self.ledgers.delete(op.ledger, Sure.FAILED)
+        self.ledgers.delete(op.ledger, "failed")
         return [
             f"delete of ledger {op.ledger} failed: it may or may not be deleted (this run's "
-            "states show which, until a crash)"
+            "answers show which, until a crash)"
         ]
 
     def _checkpoint(self) -> list[str]:
@@ -1415,21 +1441,16 @@ class BookieModel:
         forces = rule.forces
         seen = [done.step for done in completed]
         if len(set(seen)) != len(seen):
-            raise Divergence(index, f"an ack completed twice: {seen}")
+            raise Divergence(index, f"an ack completed twice: {seen}", rule="R-ACK-ONCE")
         unknown = [step for step in seen if step not in self.pending]
         if unknown:
-            raise Divergence(index, f"acks of steps {unknown}, which were not pending")
-        refused = [
-            done
-            for done in completed
-            if done.error is not None
-            and (
-                self.pending[done.step].deferred is not None
-                or self._deleted_in_flight(self.pending[done.step], done.error)
+            raise Divergence(
+                index, f"acks of steps {unknown}, which were not pending", rule="R-ACK-ONCE"
             )
-        ]
         errors = [
-            done.error for done in completed if done.error is not None and done not in refused
+            done.error
+            for done in completed
+            if done.error is not None and not self._refusal(done.step, done.error)
         ]
         if not lenient:
             due = set(self.pending) if forces else self.synced if rule.acks_synced else set()
@@ -1439,45 +1460,37 @@ class BookieModel:
                     index,
                     f"{op.name} completed acks {sorted(seen)} (errors: "
                     f"{errors}); expected exactly {expected}, all ok",
+                    rule="R-ACK-GROUP",
                 )
             self._forced = self._forced or (forces and self.marks.unforced() > 0)
         elif errors and not self.faulted:
-            raise Divergence(index, f"acks failed ({errors}) though no fault was injected")
+            raise Divergence(
+                index, f"acks failed ({errors}) though no fault was injected", rule="R-FAULTS"
+            )
         acked = 0
         for done in completed:
             pending = self.pending.pop(done.step)
             self.written.discard(done.step)
             self.synced.discard(done.step)
-            if pending.deferred is not None:
-                self._answered_later(index, done, pending)
-                if done.error is not None:
-                    continue
-            ledger = self.ledgers.ledgers.get(pending.ledger)
-            if ledger is None:
-                # Deleted since: the deletion wins. An add answered ok now would promise an
-                # entry that is gone (issue 10): in flight at the delete, it is refused.
-                if pending.kind == "add" and done.error is None and self._strict_deletes():
-                    raise Divergence(
-                        index,
-                        f"the add {pending.ledger}:{pending.entry} of step {done.step} was "
-                        f"answered ok after its ledger's delete was answered ok: its entry is "
-                        "not readable; an add in flight at a delete must be refused (no_ledger)",
-                    )
-                continue
+            answer = done.error
+            if answer == "no_space":
+                answer = "io_error"  # nothing written, or so the bookie says: not judged
+            entry = pending.entry if pending.kind == "add" else None
+            if not self.ledgers.settle(done.step, pending.ledger, answer, entry=entry):
+                message, decides = self._late_answer_refused(done, pending)
+                raise Divergence(index, message, rule=decides)
             if done.error is None:
+                if not pending.applied and self._admitted_now(done.step, pending):
+                    self.pending[done.step] = pending
+                    self._apply(done.step, new_key=False)
+                    self.pending.pop(done.step)
                 acked += 1
-                if pending.kind == "add":
-                    self.ledgers.acknowledge_add(pending.ledger, pending.entry)
-                else:
-                    self.ledgers.acknowledge_fence(pending.ledger)
-            elif pending.kind == "add":
-                self.ledgers.fail_add(pending.ledger, pending.entry)
-            else:
-                self.ledgers.fail_fence(pending.ledger)
         if forces or (completed and not rule.acks_synced):
             self.marks.forced(acked)
         else:
             self.marks.acknowledged(acked)
+        if acked and not self.internals:
+            return [f"{acked} add(s)/fence(s) acknowledged: durable now, no crash may lose them"]
         if acked:
             return [
                 f"the journal fsync made {acked} add(s)/fence(s) durable and they are "
@@ -1486,65 +1499,45 @@ class BookieModel:
             ]
         return []
 
-    def _strict_deletes(self) -> bool:
-        """Whether an add in flight at its ledger's delete must not be answered ok: bkref's
-        rule (spec/adapter.md, ``delete``); BookKeeper's answers are not judged on it."""
-        return self.profile.answers != "bookkeeper"
-
-    def _deleted_in_flight(self, pending: _Pending, error: str) -> bool:
-        """An add of a ledger durably deleted while it was in flight, answered no_ledger:
-        the answer the delete gives it, not a fault."""
-        return (
-            pending.kind == "add"
-            and error == "no_ledger"
-            and pending.ledger not in self.ledgers.ledgers
-            and self.ledgers.deleted.get(pending.ledger) is Sure.DURABLE
+    def _refusal(self, step: int, error: str) -> bool:
+        """Whether ``error`` is an answer some head gives the request of ``step`` (a
+        refusal answered later, R-ACK-ASYNC; an add in flight at its ledger's delete,
+        R-DELETE-INFLIGHT), rather than a failure."""
+        ledger = self.ledgers.ledgers.get(self.pending[step].ledger)
+        if ledger is None:
+            return False
+        return any(
+            head.outcome(step) == error or (head.outcome(step) == "either" and error == "no_ledger")
+            for head in ledger.heads.values()
+            if step in dict(head.flights)
         )
 
-    def _defer(self, index: int, op: Add | Fence, refusals: set[str]) -> list[str]:
-        """An add or fence answered ``pending`` under asynchronous acks that may yet be
-        refused: decided by its answer (see _Pending)."""
-        entry = op.entry if isinstance(op, Add) else -1
-        self.pending[index] = _Pending(op.name, op.ledger, entry, op, frozenset(refusals))
-        return [
-            f"{op.name} of ledger {op.ledger} in flight: its answer decides whether it is refused"
-        ]
+    def _admitted_now(self, _step: int, pending: _Pending) -> bool:
+        """An ok answer of a request whose admission the model did not know: the ledger
+        sub-model kept the heads that admitted it (unless its ledger was deleted since)."""
+        return pending.ledger in self.ledgers.ledgers
 
-    def _answered_later(self, index: int, done: Completion, pending: _Pending) -> None:
-        """The late answer of a deferred add or fence: a refusal it could get when it was
-        sent, or an ack (then it is applied now, as it would have been then)."""
-        op = pending.deferred
-        assert op is not None
-        if done.error is not None:
-            allowed = set(pending.refusals)
-            if self.faulted:
-                allowed.add("io_error")
-            if (self.disk_full == "ledger_dirs" or self.faulted or self.no_room) and isinstance(
-                op, Add
-            ):
-                allowed.add("no_space")
-            if done.error not in allowed:
-                raise Divergence(
-                    index,
-                    f"the {op.name} of step {done.step} was answered {done.error} later; "
-                    f"allowed: ok, {', '.join(sorted(allowed))}",
-                )
-            return
-        _, accept = self._admission(op.ledger, op.key, add=isinstance(op, Add))
-        if not accept:
-            raise Divergence(
-                index,
-                f"the {op.name} of step {done.step} was answered ok later; allowed: "
-                f"{', '.join(sorted(pending.refusals))}",
+    def _late_answer_refused(self, done: Completion, pending: _Pending) -> tuple[str, str]:
+        ledger = self.ledgers.ledgers[pending.ledger]
+        outcomes = sorted(
+            {
+                "ok" if o is None else "ok or no_ledger" if o == "either" else o
+                for head in ledger.heads.values()
+                for s, o in head.flights
+                if s == done.step
+            }
+        )
+        what = f"the {pending.kind} of step {done.step}"
+        if pending.kind == "add":
+            what = f"the add {pending.ledger}:{pending.entry} of step {done.step}"
+        got = done.error or "ok"
+        if got == "ok" and outcomes == ["no_ledger"]:
+            return (
+                f"{what} was answered ok after its ledger's delete was answered ok: its entry "
+                "is not readable; an add in flight at a delete must be refused (no_ledger)",
+                "R-DELETE-INFLIGHT",
             )
-        self._admitted(op.ledger, add=isinstance(op, Add))
-        if isinstance(op, Add):
-            self._accept_add(done.step, op)
-        else:
-            new_key = op.ledger not in self.ledgers.ledgers
-            self.ledgers.fence(op.ledger, op.key)
-            self.marks.appended(2 if new_key else 1)
-        self.pending.pop(done.step, None)  # _accept_add records it again: it is answered now
+        return f"{what} was answered {got} later; allowed: {', '.join(outcomes)}", "R-ADMIT-ORDER"
 
     def _shutdown(self, index: int, op: Shutdown, result: Result) -> list[str]:
         allowed: set[str | None] = {None}
@@ -1571,7 +1564,11 @@ class BookieModel:
         self._die(clean=clean)
         self.status = "stopped"  # the process ended by itself: a power cut may still follow
         return [
-            "clean shutdown: journal forced, checkpoint taken; a restart replays nothing"
+            (
+                "clean shutdown: journal forced, checkpoint taken; a restart replays nothing"
+                if self.internals
+                else "clean shutdown: every request answered; nothing may be lost"
+            )
             if clean
             else "shutdown after a fault: what was not acknowledged may be lost"
         ]
@@ -1650,8 +1647,10 @@ class BookieModel:
     def _interrupted_add(self, op: Add) -> None:
         """(The add may have gone to the active log or to a new one: the crash constraints
         allow new logs, so only the active log's upper bound grows.)"""
-        if self.ledgers.refusal(op.ledger, op.key, add=True) is None:
-            self.ledgers.add_entry(op.ledger, op.entry, op.key, op.data)
+        if None in self._decisions(op):
+            self.ledgers.send(
+                self.interrupted_index, op.ledger, op.key, entry=op.entry, data=op.data
+            )
             current = self.logs.current
             if current is not None and current in self.logs.logs:
                 log = self.logs.logs[current]
@@ -1659,11 +1658,11 @@ class BookieModel:
                 log.written[op.ledger] = written + record_bytes(len(op.data))
 
     def _interrupted_fence(self, op: Fence) -> None:
-        if self.ledgers.refusal(op.ledger, op.key, add=False) is None:
-            self.ledgers.fence(op.ledger, op.key)
+        if None in self._decisions(op):
+            self.ledgers.send(self.interrupted_index, op.ledger, op.key)
 
     def _interrupted_delete(self, op: Delete) -> None:
-        self.ledgers.delete(op.ledger, Sure.MAYBE)
+        self.ledgers.delete(op.ledger, "failed")
 
     def _crash(self, _index: int, op: Crash, _result: Result) -> list[str]:
         if self.status == "crashed" and self.interrupted is None:
@@ -1678,7 +1677,7 @@ class BookieModel:
             self.status = "crashed"
         return [
             f"crash ({op.plan.describe()}). Possible after recovery:",
-            *(self.outcomes.describe() if self.outcomes else []),
+            *(self.outcomes.describe(internals=self.internals) if self.outcomes else []),
         ]
 
     def _die(self, *, clean: bool) -> None:
@@ -1708,7 +1707,9 @@ class BookieModel:
         if self.up:
             raise ModelUsageError(f"step {index}: restart while the bookie is up")
         if result.error is not None or result.pending or result.data is not None:
-            raise Divergence(index, f"recovery failed: {result.describe()}")
+            raise Divergence(
+                index, f"recovery failed: {result.describe()}", rule="R-RECOVERY-STARTS"
+            )
         if result.crashed:
             self.interrupted = Restart()
             return [
@@ -1719,6 +1720,7 @@ class BookieModel:
                 index,
                 f"a restart after a clean shutdown replayed "
                 f"{result.replayed} journal records; expected none",
+                rule="R-SHUTDOWN",
             )
         self.status = "up"
         self.gc = None
@@ -1727,11 +1729,17 @@ class BookieModel:
         self.no_room = False
         self.disk_full = None
         self.fresh_run = True
+        self.named_since_restart = set()
         self._persisted = True
         self.logs.restarted()
         self.marks.checkpointed()  # recovery ends with a checkpoint
         count = result.replayed
         replayed = "" if count is None else f" ({count} record{'' if count == 1 else 's'} replayed)"
+        if not self.internals:
+            return [
+                "restart: every acknowledged request must be there; what was in flight at "
+                "the crash may or may not be, and what the bookie shows of it now stays"
+            ]
         return [
             f"restart: recovery read lastMark and replayed the journal after it{replayed}; "
             "the recovered state is checked against what the crash could leave"
@@ -1740,32 +1748,38 @@ class BookieModel:
     # --- crash outcomes ------------------------------------------------------------------
 
     def crash_outcomes(self) -> CrashOutcomes:
-        """What may be observed after a crash now (see CrashOutcomes)."""
+        """What may be observed after a crash now (see CrashOutcomes), from the ledgers'
+        possible heads after the crash (models/index/ledger_index.py)."""
         must: list[tuple[int, int, bytes]] = []
         may: list[tuple[int, int, bytes]] = []
-        must_fenced: set[int] = set()
-        may_fenced: set[int] = set()
-        must_ledgers: set[int] = set()
-        may_ledgers: set[int] = set()
-        for ledger in sorted(self.ledgers.ledgers.values(), key=lambda led: led.ledger_id):
-            for entry_id, (data, sure) in sorted(ledger.entries.items()):
-                (must if sure is Sure.DURABLE else may).append((ledger.ledger_id, entry_id, data))
-            if ledger.fence is Sure.DURABLE:
-                must_fenced.add(ledger.ledger_id)
-            elif ledger.fence is not None:
-                may_fenced.add(ledger.ledger_id)
-            target = must_ledgers if ledger.key_sure is Sure.DURABLE else may_ledgers
-            target.add(ledger.ledger_id)
-        deleted = self.ledgers.deleted
+        sets: dict[str, set[int]] = {
+            name: set()
+            for name in (
+                "must_fenced",
+                "may_fenced",
+                "must_ledgers",
+                "may_ledgers",
+                "must_deleted",
+                "may_deleted",
+            )
+        }
+        for ledger_id, ledger in sorted(self.ledgers.ledgers.items()):
+            for entry_id, entry in sorted(ledger.entries.items()):
+                sure = entry.sure is Sure.DURABLE and entry.heads is None
+                (must if sure else may).append((ledger_id, entry_id, entry.data))
+            for name, test in (
+                ("fenced", lambda h: h.exists and h.fence_mem),
+                ("ledgers", lambda h: h.exists),
+                ("deleted", lambda h: h.deleted),
+            ):
+                if ledger.every(test):
+                    sets[f"must_{name}"].add(ledger_id)
+                elif ledger.one(test):
+                    sets[f"may_{name}"].add(ledger_id)
         return CrashOutcomes(
             must_entries=tuple(must),
             may_entries=tuple(may),
-            must_fenced=frozenset(must_fenced),
-            may_fenced=frozenset(may_fenced),
-            must_ledgers=frozenset(must_ledgers),
-            may_ledgers=frozenset(may_ledgers),
-            must_deleted=frozenset(k for k, s in deleted.items() if s is Sure.DURABLE),
-            may_deleted=frozenset(k for k, s in deleted.items() if s is Sure.MAYBE),
+            **{name: frozenset(ids) for name, ids in sets.items()},
             logs=self._gc_crash_constraints(self.logs.crash_constraints()),
             min_last_mark=self.marks.journal_mark or self.marks.last_mark,
         )
@@ -1789,11 +1803,10 @@ class BookieModel:
         if self.profile.state == "none":
             return []
         if self.fresh_run and self.outcomes is not None:
-            problem = self.outcomes.problem(observed, self.recreated)
+            problem = self.outcomes.problem(observed, self._recreated() | self.named_since_restart)
             if problem is not None:
-                raise Divergence(index, f"after the crash: {problem}")
-        notes = self._compare_deleted(index, observed)
-        notes += self._compare_ledgers(index, observed)
+                raise Divergence(index, f"after the crash: {problem}", rule="R-CRASH-SUBSET")
+        notes = self._compare_ledgers(index, observed)
         if self.profile.state == "protocol":
             self._compared()
             return notes
@@ -1835,7 +1848,7 @@ class BookieModel:
             persisted=self._persisted,
         )
         if problems:
-            raise Divergence(index, "; ".join(problems))
+            raise Divergence(index, "; ".join(problems), rule="R-MARKS")
         durable = observed.durable_last_mark
         bounded = self.faulted or self.short_of_space
         if durable is not None and not bounded and durable != observed.last_mark:
@@ -1844,6 +1857,7 @@ class BookieModel:
                 f"the lastMark the disk holds durably is {durable}, the bookie's is "
                 f"{observed.last_mark}: a power cut now would recover from {durable} (a "
                 "lastMark persisted without its fsync, or its rename never made durable)",
+                rule="R-MARKS",
             )
         self._compared()
         return notes
@@ -1871,7 +1885,9 @@ class BookieModel:
                 continue
             if view.ledger_bytes:
                 raise Divergence(
-                    index, f"entry log {view.log_id} is preallocated but holds entries"
+                    index,
+                    f"entry log {view.log_id} is preallocated but holds entries",
+                    rule="R-PREALLOC",
                 )
             reserved = view.log_id == self.logs.next_id and view.log_id not in self.logs.logs
             reused = self.logs.reusable(view.log_id)
@@ -1885,112 +1901,46 @@ class BookieModel:
                     index,
                     f"entry log {view.log_id} is preallocated with an id already used "
                     f"(ids go up to {used} and are never reused)",
+                    rule="R-LOG-IDS",
                 )
             self.preallocated_ids.add(view.log_id)
         return logs
 
-    def _compare_deleted(self, index: int, observed: AbstractState) -> list[str]:
-        seen = set(observed.deleted_ledgers)
-        notes: list[str] = []
-        for ledger_id, sure in list(self.ledgers.deleted.items()):
-            if sure is Sure.DURABLE and ledger_id not in seen:
-                raise Divergence(
-                    index, f"ledger {ledger_id} was deleted but is not any more (a resurrection)"
-                )
-            if sure is Sure.MAYBE:
-                self.ledgers.resolve_deleted(ledger_id, ledger_id in seen)
-                notes.append(
-                    f"the interrupted delete of ledger {ledger_id} "
-                    f"{'took' if ledger_id in seen else 'did not take'} effect"
-                )
-            if sure is Sure.FAILED:
-                shown = self.ledgers.delete_seen.setdefault(ledger_id, ledger_id in seen)
-                if shown != (ledger_id in seen):
-                    raise Divergence(
-                        index,
-                        f"ledger {ledger_id}'s failed delete was "
-                        f"{'in effect' if shown else 'not in effect'} earlier in this run; now "
-                        f"the state says {'deleted' if ledger_id in seen else 'not deleted'}",
-                    )
-        extra = seen - set(self.ledgers.deleted) - self.recreated
-        if extra:
-            raise Divergence(index, f"ledgers {sorted(extra)} are deleted; nobody deleted them")
-        return notes
+    def _recreated(self) -> set[int]:
+        """Deleted ledgers an add or fence created again (BookKeeper's answers): a state may
+        list them as deleted or not."""
+        return {
+            ledger_id
+            for ledger_id, ledger in self.ledgers.ledgers.items()
+            if ledger.one(lambda h: h.recreated)
+        }
 
     def _compare_ledgers(self, index: int, observed: AbstractState) -> list[str]:
+        """The live ledgers (last entry, fence) and the deleted ones, against the ledgers'
+        possible heads (models/index/ledger_index.py observe_state, R-STATE-MEMORY): the
+        heads and entries that agree stay."""
         views = {view.ledger_id: view for view in observed.ledgers}
+        deleted = set(observed.deleted_ledgers)
         extra = set(views) - set(self.ledgers.ledgers)
         if extra:
-            raise Divergence(index, f"ledgers {sorted(extra)} exist; nobody wrote them")
-        notes: list[str] = []
-        for ledger_id, ledger in list(self.ledgers.ledgers.items()):
-            view = views.get(ledger_id)
-            if view is None and self.ledgers.delete_seen.get(ledger_id):
-                continue  # its failed delete is in effect in this run
-            if view is None:
-                if ledger.key_sure not in UNSURE:
-                    raise Divergence(index, f"ledger {ledger_id} is missing")
-                del self.ledgers.ledgers[ledger_id]
-                notes.append(f"ledger {ledger_id}, never acknowledged, is gone")
-                continue
-            if ledger.key_sure is Sure.MAYBE:
-                ledger.key_sure = Sure.DURABLE  # recovered: recovery made it durable
-            notes += self._compare_fence(index, ledger_id, ledger.fence, view.fenced)
-            notes += self._compare_last_entry(index, ledger_id, view.last_entry)
-        return notes
-
-    def _compare_fence(
-        self, index: int, ledger_id: int, fence: Sure | None, fenced: bool
-    ) -> list[str]:
-        if fence is Sure.MAYBE:
-            self.ledgers.ledgers[ledger_id].fence = Sure.DURABLE if fenced else None
-            return [
-                f"the unacknowledged fence of ledger {ledger_id} "
-                f"{'survived' if fenced else 'was lost'}"
-            ]
-        if fence is Sure.FAILED:
-            # A fence whose ack failed may or may not be in effect; what this run showed
-            # holds until the next crash.
-            ledger = self.ledgers.ledgers[ledger_id]
-            if ledger.fence_seen is not None and ledger.fence_seen != fenced:
-                raise Divergence(
-                    index,
-                    f"ledger {ledger_id}'s failed fence was "
-                    f"{'in effect' if ledger.fence_seen else 'not in effect'} earlier in this "
-                    f"run; now the state says {'fenced' if fenced else 'not fenced'}",
-                )
-            ledger.fence_seen = fenced
-            return []
-        if fenced != (fence is not None):
-            want = "fenced" if fence is not None else "not fenced"
-            raise Divergence(index, f"ledger {ledger_id} should be {want}")
-        return []
-
-    def _compare_last_entry(self, index: int, ledger_id: int, last: int | None) -> list[str]:
-        entries = self.ledgers.ledgers[ledger_id].entries
-        must = [e for e, (_, sure) in entries.items() if sure not in UNSURE]
-        may = [e for e, (_, sure) in entries.items() if sure in UNSURE]
-        floor = max(must) if must else None
-        if last is None:
-            fits = floor is None
-        else:
-            fits = (floor is None or last >= floor) and last in entries
-        if not fits:
+            raise Divergence(
+                index, f"ledgers {sorted(extra)} exist; nobody wrote them", rule="R-STATE-MEMORY"
+            )
+        extra = deleted - set(self.ledgers.ledgers)
+        if extra:
             raise Divergence(
                 index,
-                f"ledger {ledger_id}'s last entry is {last}; the model has "
-                f"entries {sorted(must)} for sure and maybe {sorted(may)}",
+                f"ledgers {sorted(extra)} are deleted; nobody deleted them",
+                rule="R-STATE-MEMORY",
             )
-        notes: list[str] = []
-        for entry_id in may:
-            if entries[entry_id][1] is not Sure.MAYBE:
-                continue  # failed, not crashed: what the bookie holds now proves nothing
-            if last is not None and entry_id == last:
-                self.ledgers.resolve_entry(ledger_id, entry_id, present=True)
-                notes.append(f"entry {ledger_id}:{entry_id}, not acknowledged, survived")
-            elif last is None or entry_id > last:
-                self.ledgers.resolve_entry(ledger_id, entry_id, present=False)
-                notes.append(f"entry {ledger_id}:{entry_id}, not acknowledged, was lost")
+        for ledger_id in sorted(self.ledgers.ledgers):
+            view = views.get(ledger_id)
+            listed = None if view is None else (view.last_entry, view.fenced)
+            problem = self.ledgers.observe_state(ledger_id, listed, ledger_id in deleted)
+            if problem is not None:
+                raise Divergence(index, problem, rule="R-STATE-MEMORY")
+        notes = list(self.ledgers.notes)
+        self.ledgers.notes.clear()
         return notes
 
     def _compare_logs(
@@ -2011,12 +1961,15 @@ class BookieModel:
         expected = tuple(log.view() for _, log in sorted(logs.logs.items()))
         if views != expected:
             raise Divergence(
-                index, f"entry logs are {_logs(views)}; the model has {_logs(expected)}"
+                index,
+                f"entry logs are {_logs(views)}; the model has {_logs(expected)}",
+                rule="R-LOG-LAYOUT",
             )
         if observed.current_log_id != logs.current:
             raise Divergence(
                 index,
                 f"the active entry log is {observed.current_log_id}; the model has {logs.current}",
+                rule="R-LOG-LAYOUT",
             )
         least = observed.least_unflushed_log_id
         if self.async_acks or logs.least_followed:
@@ -2025,11 +1978,17 @@ class BookieModel:
             _check_least_unflushed(index, observed)
             before = logs.least_seen if logs.least_followed else logs.least_unflushed
             if least < before:
-                raise Divergence(index, f"leastUnflushedLogId moved backwards: {before} -> {least}")
+                raise Divergence(
+                    index,
+                    f"leastUnflushedLogId moved backwards: {before} -> {least}",
+                    rule="R-LEAST-UNFLUSHED",
+                )
             logs.least_unflushed = least
         elif least != logs.least_unflushed:
             raise Divergence(
-                index, f"leastUnflushedLogId is {least}; the model has {logs.least_unflushed}"
+                index,
+                f"leastUnflushedLogId is {least}; the model has {logs.least_unflushed}",
+                rule="R-LEAST-UNFLUSHED",
             )
         logs.least_seen = least
 
@@ -2052,6 +2011,7 @@ class BookieModel:
                     index,
                     f"entry log {log_id} ({log.state}) has {describe_map(found)}; the model has "
                     f"{describe_map(log.ledgers_map)} ({why})",
+                    rule="R-LOG-MAP",
                 )
 
     def _check_durable_maps(self, index: int, maps: dict[int, MapState]) -> None:
@@ -2064,6 +2024,7 @@ class BookieModel:
                     index,
                     f"entry log {log_id} has {describe_map(found)}; {describe_map(known)} was "
                     "durable (a sealed log's map never changes)",
+                    rule="R-LOG-MAP",
                 )
 
     def _check_maps_after_stop(self, index: int, maps: dict[int, MapState]) -> None:
@@ -2074,7 +2035,9 @@ class BookieModel:
         for log_id, found in sorted(maps.items()):
             problem = self.outcomes.logs.map_problem(log_id, found)
             if problem is not None:
-                raise Divergence(index, f"after the crash: entry log {log_id} {problem}")
+                raise Divergence(
+                    index, f"after the crash: entry log {log_id} {problem}", rule="R-LOG-CRASH"
+                )
 
     def _resolve_maybe_dead(self, views: tuple[LogView, ...]) -> None:
         """The logs showing no record a GC step may have deleted: gone, or still there."""
@@ -2103,6 +2066,7 @@ class BookieModel:
                     index,
                     f"entry log {source} was compacted away, but no new flushed log holds "
                     f"exactly {dict(moved)} (the source's live ledgers), in compaction order",
+                    rule="R-COMPACTION",
                 )
             placed.append(found)
         for (_, moved), new_id in zip(self.unplaced, placed, strict=True):
@@ -2135,6 +2099,7 @@ class BookieModel:
                 f"{len(logs.provisional)}, with ids above {before} (ids are never reused, but "
                 "for those of logs a GC removed and those no log held: lastId is a hint, "
                 "docs/model.md)",
+                rule="R-LOG-IDS",
             )
         logs.resolve_provisional(new)
 
@@ -2149,11 +2114,15 @@ class BookieModel:
             if view is None and log_id in self.logs.may_vanish:
                 continue  # a GC step may have deleted it or compacted it away
             if view is None:
-                raise Divergence(index, f"entry log {log_id} vanished")
+                raise Divergence(index, f"entry log {log_id} vanished", rule="R-LOG-LAYOUT")
             have = dict(view.ledger_bytes)
             for ledger, size in log.written.items():
                 if have.get(ledger, 0) < size:
-                    raise Divergence(index, f"entry log {log_id} lost bytes of ledger {ledger}")
+                    raise Divergence(
+                        index,
+                        f"entry log {log_id} lost bytes of ledger {ledger}",
+                        rule="R-LOG-LAYOUT",
+                    )
         for log_id, view in seen.items():
             if log_id in self.logs.logs:
                 continue
@@ -2162,7 +2131,9 @@ class BookieModel:
                 and log_id not in self.logs.taken
                 and not self.logs.reusable(log_id)
             ):
-                raise Divergence(index, f"entry log {log_id} appeared; its id was used before")
+                raise Divergence(
+                    index, f"entry log {log_id} appeared; its id was used before", rule="R-LOG-IDS"
+                )
             self._check_known_ledgers(index, view)
         if observed.least_unflushed_log_id < self.logs.least_unflushed:
             raise Divergence(
@@ -2170,18 +2141,20 @@ class BookieModel:
                 "leastUnflushedLogId moved backwards: "
                 f"{self.logs.least_unflushed} -> "
                 f"{observed.least_unflushed_log_id}",
+                rule="R-LEAST-UNFLUSHED",
             )
 
     def _check_known_ledgers(self, index: int, view: LogView) -> None:
         """A log the model did not predict holds only ledgers some add named: no bytes from
         nowhere."""
-        known = set(self.ledgers.ledgers) | set(self.ledgers.deleted) | self.recreated
+        known = set(self.ledgers.ledgers)
         known |= {ledger for log in self.logs.logs.values() for ledger in log.written}
         stray = sorted(set(view.ledgers) - known)
         if stray:
             raise Divergence(
                 index,
                 f"entry log {view.log_id} holds bytes of ledgers {stray}, which no add wrote",
+                rule="R-LOG-LAYOUT",
             )
 
     def _check_logs_after_stop(
@@ -2202,15 +2175,17 @@ class BookieModel:
             if view is None and constraints.may_be_gone(log_id):
                 continue  # deleted by a GC, or compacted away: checked below
             if view is None:
-                raise Divergence(index, f"entry log {log_id} vanished in the crash")
+                raise Divergence(
+                    index, f"entry log {log_id} vanished in the crash", rule="R-LOG-CRASH"
+                )
             problem = constraints.log_problem(durable, written, dict(view.ledger_bytes))
             if problem is not None:
-                raise Divergence(index, f"entry log {log_id} {problem}")
+                raise Divergence(index, f"entry log {log_id} {problem}", rule="R-LOG-CRASH")
         unlisted = set(seen) - listed
         for compaction in constraints.compactions:
             problem = compaction.problem(seen, unlisted, constraints.may_vanish)
             if problem is not None:
-                raise Divergence(index, f"after the crash: {problem}")
+                raise Divergence(index, f"after the crash: {problem}", rule="R-LOG-CRASH")
         compacted_ids = constraints.compaction_ids()
         for log_id in unlisted:
             # A log the model never saw, with an id below the highest it knows: one the bookie
@@ -2226,6 +2201,7 @@ class BookieModel:
                 raise Divergence(
                     index,
                     f"entry log {log_id} appeared holding entries; its id was used before",
+                    rule="R-LOG-IDS",
                 )
             self._check_known_ledgers(index, seen[log_id])
         current = observed.current_log_id
@@ -2235,7 +2211,9 @@ class BookieModel:
             and current not in self.logs.removed
         ):
             raise Divergence(
-                index, f"the active log after recovery is {current}, an id used before the crash"
+                index,
+                f"the active log after recovery is {current}, an id used before the crash",
+                rule="R-LOG-IDS",
             )
 
     def check_invariants(self) -> None:
@@ -2248,10 +2226,10 @@ class BookieModel:
         assert self.written <= set(self.pending), (self.written, sorted(self.pending))
         assert self.synced <= set(self.pending), (self.synced, sorted(self.pending))
         assert not self.written & self.synced, (self.written, self.synced)
-        for pending in self.pending.values():
+        for step, pending in self.pending.items():
             ledger = self.ledgers.ledgers.get(pending.ledger)
-            if pending.kind == "add" and ledger is not None and pending.deferred is None:
-                assert pending.entry in ledger.entries
+            assert ledger is not None, (step, pending)
+            assert all(step in dict(head.flights) for head in ledger.heads.values()), step
         assert self.interrupted is None or self.up or isinstance(self.interrupted, Restart)
 
 
@@ -2377,10 +2355,15 @@ def _answer(result: Result) -> str:
     return "data" if result.data is not None else "ok"
 
 
-def _check_answer(index: int, what: str, observed: str, allowed: set[str], shown: str) -> None:
-    """Raise Divergence unless ``observed`` is one of the ``allowed`` answers."""
+def _check_answer(
+    index: int, what: str, observed: str, allowed: set[str], shown: str, *, rule: str
+) -> None:
+    """Raise Divergence unless ``observed`` is one of the ``allowed`` answers; ``rule``: the
+    rule of spec/adapter.md that decides it."""
     if observed not in allowed:
-        raise Divergence(index, f"{what} answered {shown}; allowed: {', '.join(sorted(allowed))}")
+        raise Divergence(
+            index, f"{what} answered {shown}; allowed: {', '.join(sorted(allowed))}", rule=rule
+        )
 
 
 def _observed_maps(index: int, observed: AbstractState) -> dict[int, MapState] | None:
@@ -2400,11 +2383,14 @@ def _observed_maps(index: int, observed: AbstractState) -> dict[int, MapState] |
         raise Divergence(
             index,
             f"no ledgers map is reported for entry logs {sorted(set(logs) - set(maps))}",
+            rule="R-LOG-MAP",
         )
     for log_id, view in logs.items():
         if view.state == "preallocated" and maps[log_id] != NO_MAP:
             raise Divergence(
-                index, f"entry log {log_id} is preallocated but has {describe_map(maps[log_id])}"
+                index,
+                f"entry log {log_id} is preallocated but has {describe_map(maps[log_id])}",
+                rule="R-PREALLOC",
             )
     return maps
 
@@ -2414,11 +2400,16 @@ def _check_layout_possible(index: int, observed: AbstractState, views: tuple[Log
     is the current one (a bookie in single-log mode appends to one log)."""
     active = [view.log_id for view in views if view.state == "active"]
     if len(active) > 1:
-        raise Divergence(index, f"entry logs {active} are all active; one log takes the adds")
+        raise Divergence(
+            index,
+            f"entry logs {active} are all active; one log takes the adds",
+            rule="R-LOG-LAYOUT",
+        )
     if active and observed.current_log_id != active[0]:
         raise Divergence(
             index,
             f"entry log {active[0]} is active but the current log is {observed.current_log_id}",
+            rule="R-LOG-LAYOUT",
         )
 
 
@@ -2435,6 +2426,7 @@ def _check_least_unflushed(index: int, observed: AbstractState) -> None:
         raise Divergence(
             index,
             f"leastUnflushedLogId is {least}, but entry logs {below} below it are not flushed",
+            rule="R-LEAST-UNFLUSHED",
         )
 
 

@@ -11,8 +11,12 @@ step, tells:
 - what is durable now and what is not yet, from the model's ledgers (``durable``: an
   acknowledged add survives any crash; ``pending``: accepted, no ack, a crash now may lose
   it; after a crash, ``unknown``: pending at the crash, survival not yet seen);
-- the entry logs as the model has them (bytes written per ledger, how much is fsynced), and
-  how many acks since the last checkpoint rely on the journal alone;
+- for a bookie whose trace claims state ``full`` (bkref's own, or one that writes
+  BookKeeper's formats), the entry logs as the model has them (bytes written per ledger, how
+  much is fsynced), how many acks since the last checkpoint rely on the journal alone, and
+  what recovery did to lastMark. For any other bookie the story speaks only of what a
+  client can see (acknowledged, durable, fenced, the ledger's key), in spec/adapter.md's
+  terms: it has no journal or entry logs to tell of;
 - with ``--state``, the abstract state the implementation recorded after the step.
 
 A divergence or a broken property is told as such (what the implementation did, what the
@@ -209,9 +213,10 @@ class Story:
             lines += _wrap(failure.message, "     ", "     ")
             return lines
         self._count_acks(step)
-        lines += _notes([*report.notes, *self._restart_note(step)])
+        restart = self._restart_note(step) if model.internals else []
+        lines += _notes([*report.notes, *restart])
         lines += _wrap(durability_text(model), "  = ", "    ")
-        if model.up:
+        if model.up and model.internals:
             lines += _wrap(logs_text(model), "  = ", "    ")
             if self.journal_only_acks:
                 lines += _wrap(
@@ -327,12 +332,17 @@ def durability_text(model: BookieModel) -> str:
         Sure.MAYBE: unknown,
         Sure.FAILED: failed,
     }
-    fences: dict[Sure, list[int]] = {sure: [] for sure in Sure}
+    fences: dict[str, list[int]] = {}
+    deletions: dict[str, list[int]] = {}
     for ledger_id, ledger in sorted(model.ledgers.ledgers.items()):
-        for entry_id, (_, sure) in sorted(ledger.entries.items()):
-            by_sure[sure].setdefault(ledger_id, []).append(entry_id)
-        if ledger.fence is not None:
-            fences[ledger.fence].append(ledger_id)
+        for entry_id, entry in sorted(ledger.entries.items()):
+            by_sure[entry.sure].setdefault(ledger_id, []).append(entry_id)
+        fence = model.ledgers.fence_state(ledger_id)
+        if fence is not None:
+            fences.setdefault(fence, []).append(ledger_id)
+        deletion = model.ledgers.deletion_state(ledger_id)
+        if deletion is not None:
+            deletions.setdefault(deletion, []).append(ledger_id)
     parts = [f"durable: {_entries(durable) or 'nothing yet'}"]
     if pending:
         parts.append(f"pending (no ack; a crash now may lose them): {_entries(pending)}")
@@ -341,17 +351,15 @@ def durability_text(model: BookieModel) -> str:
     if failed:
         parts.append(f"failed (io_error: may or may not have been kept): {_entries(failed)}")
     labels = (
-        (Sure.DURABLE, "fenced"),
-        (Sure.PENDING, "fence pending"),
-        (Sure.MAYBE, "fence unknown"),
-        (Sure.FAILED, "fence failed (may or may not be in effect)"),
+        ("fenced", "fenced"),
+        ("fence pending", "fence pending"),
+        ("fence unknown", "fence unknown"),
+        ("fence failed", "fence failed (may or may not be in effect)"),
     )
-    parts += [f"{label}: {number_ranges(fences[sure])}" for sure, label in labels if fences[sure]]
-    deleted = model.ledgers.deleted
-    for sure, label in ((Sure.DURABLE, "deleted"), (Sure.MAYBE, "maybe deleted")):
-        ids = sorted(k for k, s in deleted.items() if s is sure)
-        if ids:
-            parts.append(f"{label}: {number_ranges(ids)}")
+    parts += [f"{label}: {number_ranges(fences[key])}" for key, label in labels if key in fences]
+    for label in ("deleted", "maybe deleted"):
+        if label in deletions:
+            parts.append(f"{label}: {number_ranges(deletions[label])}")
     if not model.up:
         parts.insert(0, f"bookie {'stopped' if model.status == 'stopped' else 'down'}")
     return "; ".join(parts)

@@ -836,8 +836,9 @@ class Refinement:
         divergence = judgement.divergence
         if divergence is not None:
             reason = getattr(self.sut, "last_error", None) if isinstance(op, Restart) else None
+            tag = f" [{divergence.rule}]" if divergence.rule else ""
             raise RefinementFailure(
-                f"step {index} ({op.name}): {divergence.message}"
+                f"step {index} ({op.name}): {divergence.message}{tag}"
                 + (f" ({reason})" if reason else ""),
                 self.trace(),
                 replayable=True,

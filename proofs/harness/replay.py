@@ -68,7 +68,9 @@ class ReplayFailure:
         """The failure of a judged step, or None: a divergence, else the first broken
         property with every message of that property."""
         if judgement.divergence is not None:
-            return cls(step.index, step.op.name, "divergence", judgement.divergence.message)
+            divergence = judgement.divergence
+            tag = f" [{divergence.rule}]" if divergence.rule else ""
+            return cls(step.index, step.op.name, "divergence", divergence.message + tag)
         if not judgement.violations:
             return None
         first = judgement.violations[0]

@@ -8,7 +8,6 @@ import pytest
 
 from models.bookie.bookie import BookieModel, Divergence, ModelConfig
 from models.entrylog.manager import CompactionOutcome, EntryLogManagerModel, LogModel
-from models.index.ledger_index import Sure
 from spec.operations import OK, GcBegin, GcReport, Result
 from spec.state import LogView
 
@@ -84,12 +83,12 @@ def test_a_compaction_takes_the_next_id_and_rotations_skip_it() -> None:
 def test_a_gc_begin_naming_other_candidates_diverges() -> None:
     model = BookieModel(ModelConfig())
     model.logs = _manager({0: {1: 100, 2: 300}, 1: {2: 100}})
-    model.ledgers.delete(1, Sure.DURABLE)
+    model.ledgers.delete(1, "ok")
     right = Result(gc=GcReport("major", 0, 0, 0, 0, (0,)))
     model.step(0, GcBegin(True), right, [])
     model2 = BookieModel(ModelConfig())
     model2.logs = _manager({0: {1: 100, 2: 300}, 1: {2: 100}})
-    model2.ledgers.delete(1, Sure.DURABLE)
+    model2.ledgers.delete(1, "ok")
     wrong = Result(gc=GcReport("major", 0, 0, 0, 0, (0, 1)))
     with pytest.raises(Divergence, match="named the candidates"):
         model2.step(0, GcBegin(True), wrong, [])

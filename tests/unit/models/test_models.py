@@ -108,24 +108,79 @@ def test_after_a_crash_a_map_is_exact_if_durable_and_bounded_if_not() -> None:
 
 def test_refusals_come_in_the_bookies_order_deleted_then_key_then_fence() -> None:
     ledgers = LedgerIndexModel()
-    ledgers.fence(1, b"k")
-    assert ledgers.refusal(1, b"other", add=True) == "unauthorized"
-    assert ledgers.refusal(1, b"k", add=True) == "fenced"
-    assert ledgers.refusal(1, b"k", add=False) is None  # fencing again is fine
-    ledgers.delete(1, Sure.DURABLE)
-    assert ledgers.refusal(1, b"other", add=True) == "no_ledger"
+    assert ledgers.send(0, 1, b"k") == {None}
+    assert ledgers.admissions(1, b"other", add=True) == {"unauthorized"}
+    assert ledgers.admissions(1, b"k", add=True) == {"fenced"}  # the fence is still in flight
+    assert ledgers.admissions(1, b"k", add=False) == {None}  # fencing again is fine
+    ledgers.delete(1, "ok")
+    assert ledgers.admissions(1, b"other", add=True) == {"no_ledger"}
+    assert LedgerIndexModel("bookkeeper").admissions(1, b"k", add=True) == {None}
 
 
 def test_a_crash_leaves_pending_facts_open_and_durable_ones_sure() -> None:
     ledgers = LedgerIndexModel()
-    ledgers.add_entry(1, 0, b"k", b"a")
-    ledgers.acknowledge_add(1, 0)
-    ledgers.add_entry(1, 1, b"k", b"b")
+    ledgers.send(0, 1, b"k", entry=0, data=b"a")
+    assert ledgers.settle(0, 1, None, entry=0)
+    ledgers.send(1, 1, b"k", entry=1, data=b"b")
     ledgers.crash()
-    assert ledgers.ledgers[1].entries == {0: (b"a", Sure.DURABLE), 1: (b"b", Sure.MAYBE)}
+    entries = ledgers.ledgers[1].entries
+    assert {e: (x.data, x.sure) for e, x in entries.items()} == {
+        0: (b"a", Sure.DURABLE),
+        1: (b"b", Sure.MAYBE),
+    }
     assert ledgers.marked_entries(Sure.MAYBE) == [(1, 1)]
-    ledgers.resolve_entry(1, 1, present=False)
+    ledgers.observe_read(1, 1, "no_entry")
     assert ledgers.marked_entries(Sure.MAYBE) == []
+    ledgers.check_invariants()
+
+
+def test_a_lost_first_add_takes_the_ledger_and_its_key_with_it() -> None:
+    """R-CRASH-KEY: after a crash with a new ledger's only add in flight, the ledger may be
+    gone (then another key creates it afresh) or there with its key (then another key is
+    unauthorized); what the next answer shows holds."""
+    for answer, then in (("unauthorized", {"unauthorized"}), (None, {None})):
+        ledgers = LedgerIndexModel(async_acks=True)
+        ledgers.send(0, 1, b"k", entry=0, data=b"a")
+        ledgers.crash()
+        assert ledgers.admissions(1, b"other", add=True) == {"unauthorized", None}
+        assert ledgers.read_answers(1, 0) == {"data", "no_entry", "no_ledger"}
+        ledgers.send(1, 1, b"other", entry=1, data=b"b")
+        assert ledgers.settle(1, 1, answer, entry=1 if answer is None else None)
+        assert ledgers.admissions(1, b"other", add=True) == then
+        ledgers.check_invariants()
+
+
+def test_an_entry_seen_after_a_crash_brings_its_key_and_stays() -> None:
+    """R-RECOVERY-SHOWN with R-CRASH-KEY: a read that shows a crashed entry makes it durable,
+    and the ledger's key with it (the model once kept the key pending: an invariant broke)."""
+    ledgers = LedgerIndexModel(async_acks=True)
+    ledgers.send(0, 1, b"k", entry=0, data=b"a")
+    ledgers.crash()
+    ledgers.send(1, 1, b"k", entry=1, data=b"b")
+    assert ledgers.read_answers(1, 0) == {"data", "no_entry", "no_ledger"}
+    ledgers.observe_read(1, 0, "data")
+    assert ledgers.key_durable(1)
+    ledgers.check_invariants()
+    ledgers.crash()
+    assert ledgers.read_answers(1, 0) == {"data"}
+
+
+def test_an_add_behind_an_unsure_fence_exists_only_where_the_fence_was_lost() -> None:
+    """R-ADMIT-ORDER across a crash: a fence in flight at a crash may have survived; an add
+    after the restart is refused where it did and admitted where it did not. If that add is
+    itself in flight at a second crash, its entry may survive only with the fence lost:
+    reading it back resolves the fence as lost, and a later add is admitted."""
+    ledgers = LedgerIndexModel(async_acks=True)
+    ledgers.send(0, 1, b"k", entry=0, data=b"a")
+    assert ledgers.settle(0, 1, None, entry=0)
+    ledgers.send(1, 1, b"k")  # the fence, in flight
+    ledgers.crash()
+    assert ledgers.admissions(1, b"k", add=True) == {"fenced", None}
+    ledgers.send(2, 1, b"k", entry=1, data=b"b")
+    ledgers.crash()
+    assert ledgers.read_answers(1, 1) == {"data", "no_entry"}
+    ledgers.observe_read(1, 1, "data")
+    assert ledgers.admissions(1, b"k", add=True) == {None}
     ledgers.check_invariants()
 
 

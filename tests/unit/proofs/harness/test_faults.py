@@ -194,7 +194,7 @@ def test_a_crash_reopens_a_failed_delete() -> None:
     model.step(2, Crash(LoseUnsynced()), OK, ())
     model.step(3, Restart(), OK, ())
     model.compare(3, _state(deleted=(5,), ledgers=()), "restart")  # it took effect after all
-    assert model.ledgers.deleted == {5: model.ledgers.deleted[5]}
+    assert model.ledgers.deletion_state(5) == "deleted"
 
 
 # --- the crash outcomes, checked on their own ----------------------------------------------
