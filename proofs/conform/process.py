@@ -30,7 +30,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from spec.errors import BkrefError
 
@@ -174,13 +174,16 @@ class BookieProcess:
             with contextlib.suppress(OSError, ValueError):
                 stdin.close()
 
-    def kill(self) -> int:
-        """SIGKILL the process group and reap the leader; its (negative) exit code."""
+    def kill(self, *, then: Callable[[], None] = lambda: None) -> int:
+        """SIGKILL the process group and reap the leader; its (negative) exit code. ``then``
+        runs between the signal and the wait (a lazy disk's fsync barrier is taken down
+        there: a process blocked in a held fsync cannot exit until it is)."""
         self.killed = True
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.child.pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
             self.child.kill()
+        then()
         code = self.child.wait()
         self._reader.join(timeout=5)
         self.close_stdin()

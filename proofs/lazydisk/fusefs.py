@@ -87,6 +87,24 @@ FALLOC_KEEP_SIZE: Final = 1
 INODE_BASE: Final = 1
 
 _T = TypeVar("_T")
+#: How long an fsync waits at a barrier nobody takes down (a runner that died) before it fails.
+BARRIER_TIMEOUT_S = 10.0
+
+
+class FsyncBarrier:
+    """Where fsyncs wait while a runner places a power loss in the middle of one (the moment
+    a bookie has written a group and asked for it to be made durable: torn records live
+    there). ``release(fail=True)`` fails the fsyncs waiting (their process was killed);
+    ``release(fail=False)`` lets them go on."""
+
+    def __init__(self) -> None:
+        self.opened = threading.Event()
+        self.fail = False
+
+    def release(self, *, fail: bool) -> None:
+        self.fail = fail
+        self.opened.set()
+
 
 #: An FsIOError's ``op`` names the reason in parentheses; these are the OS's errno for them.
 _IO_REASONS: Final = (
@@ -141,6 +159,10 @@ class LazyDiskOperations(mfusepy.Operations):  # type: ignore[misc]
     def __init__(self, disk: SimDisk) -> None:
         self.disk = disk
         self.mutex = threading.Lock()
+        #: The fsync barrier (LazyDisk.hold_fsyncs): while up, an fsync waits at it before
+        #: it is carried out, and ``fsync_waiting`` says one came.
+        self.fsync_barrier: FsyncBarrier | None = None
+        self.fsync_waiting = threading.Event()
         #: Set by an unmount that found the mount busy: the next request ends the loop.
         self.exit_requested = False
         self._files: dict[int, SimHandle] = {}
@@ -374,7 +396,20 @@ class LazyDiskOperations(mfusepy.Operations):  # type: ignore[misc]
         self._call("truncate", action)
         return 0
 
+    def _barrier(self) -> None:
+        """Wait at the fsync barrier, if one is up (outside the mutex: the runner reads the
+        pending writes meanwhile). A barrier taken down by a power loss fails the fsync: the
+        process that asked is dead by then."""
+        barrier = self.fsync_barrier
+        if barrier is None:
+            return
+        self.fsync_waiting.set()
+        if not barrier.opened.wait(BARRIER_TIMEOUT_S) or barrier.fail:
+            raise mfusepy.FuseOSError(errno.EIO)
+
     def fsync(self, path: str | None, datasync: int, fh: int) -> int:
+        self._barrier()
+
         def action() -> None:
             self.fsyncs += 1
             handle = self._handle(fh)
@@ -438,6 +473,7 @@ class LazyDiskOperations(mfusepy.Operations):  # type: ignore[misc]
 
     def fsyncdir(self, path: str | None, datasync: int, fh: int) -> int:
         """One fsync_dir of the directory's current path (libfuse follows renames)."""
+        self._barrier()
 
         def action() -> None:
             self.fsyncs += 1

@@ -167,6 +167,13 @@ class LazyDisk:
         with self._ops.mutex:
             return len(self.disk.pending_operations())
 
+    def unsynced_writes(self) -> list[tuple[int, int]]:
+        """(index among the pending operations, length) of each pending write, in issue
+        order: where a torn-write plan can tear a record."""
+        with self._ops.mutex:
+            pending = self.disk.pending_operations()
+        return [(i, op.length) for i, op in enumerate(pending) if op.kind == "write"]
+
     @property
     def mounted(self) -> bool:
         return self._thread is not None
@@ -315,6 +322,27 @@ class LazyDisk:
         self.unmount()
 
     # --- crashes ----------------------------------------------------------------------------
+
+    def hold_fsyncs(self) -> None:
+        """From now on every fsync (of a file or a directory) waits before it is carried out,
+        until :meth:`release_fsyncs`: a power loss can then fall while the bookie is in its
+        fsync, with its group written and not yet durable."""
+        from proofs.lazydisk.fusefs import FsyncBarrier
+
+        self._ops.fsync_waiting.clear()
+        self._ops.fsync_barrier = FsyncBarrier()
+
+    def wait_for_fsync(self, timeout_s: float) -> bool:
+        """Whether an fsync reached the barrier within ``timeout_s``."""
+        return self._ops.fsync_waiting.wait(timeout_s)
+
+    def release_fsyncs(self, *, fail: bool) -> None:
+        """Take the barrier down: the fsyncs waiting fail (``fail``: their process is dead)
+        or go on."""
+        barrier = self._ops.fsync_barrier
+        self._ops.fsync_barrier = None
+        if barrier is not None:
+            barrier.release(fail=fail)
 
     def kill(self) -> None:
         """The bookie's processes were SIGKILLed and the machine stayed up: nothing written
