@@ -40,6 +40,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from proofs.conform.results import CHECKS, Cell, Failure, RunResult, ScenarioResult
+from proofs.harness.promises import PROMISES, gaps
 
 #: The file names :func:`write_reports` writes in its directory.
 JUNIT_NAME = "junit.xml"
@@ -193,6 +194,8 @@ def terminal_summary(run: RunResult, report_dir: str | None = None) -> str:
         if partial:
             detail += f", {partial} not judged to the end"
         lines.append(f"    {check:<13} {status.upper():<12} {detail}")
+    if run.scenarios:
+        lines += promises_text(run)
     if run.error is not None:
         lines.append("  the bookie could not be run:")
         lines.extend("    " + line for line in clean(run.error).splitlines())
@@ -203,6 +206,8 @@ def terminal_summary(run: RunResult, report_dir: str | None = None) -> str:
         lines.append(f"  {_failure_title(scenario)}: {clean(failure.message)}")
         if failure.trace_path is not None:
             lines.append(f"    trace: {failure.trace_path}")
+        if failure.unshrunk_path is not None:
+            lines.append(f"    unshrunk: {failure.unshrunk_path}")
         lines.extend(f"    replay: {command}" for command in replay_commands(failure))
         if failure.reproduce:
             lines.append(f"    reproduce: {failure.reproduce}")
@@ -212,6 +217,26 @@ def terminal_summary(run: RunResult, report_dir: str | None = None) -> str:
             f"(JUnit XML: {os.path.join(report_dir, JUNIT_NAME)})"
         )
     return "\n".join(lines)
+
+
+def promises_text(run: RunResult) -> list[str]:
+    """The promises observed, by the plan of the crash before (proofs/harness/promises.py),
+    and the gaps: what this run could have observed and did not. A gap is not a pass."""
+    counts = run.promises()
+    plans = run.plans()
+    state = run.capabilities.state if run.capabilities is not None else "none"
+    lines = [f"  promises observed (state level {state}; by the crash before the step):"]
+    lines.append("    " + f"{'promise:':<14}" + "".join(f"{plan:>14}" for plan in plans))
+    for promise in PROMISES:
+        row = "".join(f"{counts[(promise, plan)]:>14}" for plan in plans)
+        lines.append(f"    {promise + ':':<14}{row}")
+    missing = gaps(counts, plans)
+    if missing:
+        shown = ", ".join(f"{promise} after {plan}" for promise, plan in missing)
+        lines.append(f"  gaps (never observed, so not checked): {shown}")
+    else:
+        lines.append("  gaps: none; every promise was observed after every plan")
+    return lines
 
 
 def failure_text(scenario: ScenarioResult) -> str:
@@ -230,6 +255,10 @@ def failure_text(scenario: ScenarioResult) -> str:
         lines.append(
             f"shrunk from {failure.steps_before_shrink} to {failure.steps_after_shrink} steps"
         )
+    if failure.context:
+        lines.append("")
+        lines.append("before shrinking, the steps that led to it (its ledger's, and the crashes):")
+        lines.extend(failure.context)
     if failure.told:
         lines.append("")
         lines.append("the trace, step by step:")
@@ -237,6 +266,8 @@ def failure_text(scenario: ScenarioResult) -> str:
     lines.append("")
     if failure.trace_path is not None:
         lines.append(f"trace: {failure.trace_path}")
+    if failure.unshrunk_path is not None:
+        lines.append(f"unshrunk trace: {failure.unshrunk_path}")
     lines.extend(f"replay: {command}" for command in replay_commands(failure))
     if failure.reproduce:
         lines.append(f"reproduce: {failure.reproduce}")
@@ -469,6 +500,37 @@ def _matrix_html(run: RunResult) -> str:
     )
 
 
+def _promises_html(run: RunResult) -> str:
+    """The promises-observed matrix: a promise (row) after a plan (column), with the gaps
+    marked: what the run could have observed and did not is not a pass."""
+    counts = run.promises()
+    plans = run.plans()
+    head = "<th>promise</th>" + "".join(
+        f"<th>{_e(plan).replace('_', '_<wbr>')}</th>" for plan in plans
+    )
+    body = []
+    for promise in PROMISES:
+        cells = [f'<th class="op">{_e(promise)}</th>']
+        for plan in plans:
+            n = counts[(promise, plan)]
+            title = f"{promise} after {plan}: {_n(n, 'observation')}"
+            cls = "zero gap" if n == 0 else "hit"
+            cells.append(f'<td class="{cls}" title="{_e(title)}">{n}</td>')
+        body.append(_row(cells))
+    missing = gaps(counts, plans)
+    note = (
+        f'<p class="gaps">{len(missing)} gap(s), never observed and so not checked: '
+        + _e(", ".join(f"{promise} after {plan}" for promise, plan in missing))
+        + "</p>"
+        if missing
+        else '<p class="muted">No gap: every promise was observed after every plan.</p>'
+    )
+    return (
+        f'<table class="matrix promises"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table>{note}"
+    )
+
+
 def _checks_html(run: RunResult) -> str:
     rows = []
     for check in CHECKS:
@@ -536,6 +598,8 @@ def _failure_html(scenario: ScenarioResult) -> str:
             )
         )
     facts.append(("trace file", failure.trace_path or "none written"))
+    if failure.unshrunk_path is not None:
+        facts.append(("unshrunk trace", failure.unshrunk_path))
     parts = [
         f'<article class="failure kind-{_e(failure.kind)}" id="scenario-{scenario.index}">',
         f"<h3>{_e(_failure_title(scenario))}</h3>",
@@ -551,8 +615,15 @@ def _failure_html(scenario: ScenarioResult) -> str:
     if failure.reproduce:
         parts.append("<h4>Run the scenario again</h4>")
         parts.append(f'<pre class="reproduce">{_e(failure.reproduce)}</pre>')
+    if failure.context:
+        parts.append("<h4>Before shrinking: the steps that led to it</h4>")
+        parts.append(
+            '<p class="muted">Its ledger\'s steps and the crashes of the whole scenario, '
+            "which shrinking may have dropped: why the workload sent what it sent.</p>"
+        )
+        parts.append(f'<pre class="context">{_e(chr(10).join(failure.context))}</pre>')
     if failure.told:
-        parts.append("<h4>The trace, step by step</h4>")
+        parts.append("<h4>The shrunk trace, step by step</h4>")
         parts.append(_told_html(failure))
     parts.append("<h4>The bookie's standard error (last lines)</h4>")
     if failure.stderr_tail:
@@ -660,6 +731,12 @@ def render_html(run: RunResult) -> str:
     sections.append(
         '<section id="coverage"><h2>Coverage: operation &times; crash point &times; plan</h2>'
         f"{_matrix_html(run)}</section>"
+        '<section id="promises"><h2>Promises observed</h2>'
+        '<p class="muted">A step observes a promise when its answer could have shown it broken '
+        "(a read of an acknowledged entry, of one in flight at a crash, of a deleted ledger; an "
+        "add to a fenced ledger; a wrong key), counted by the crash plan before it. State "
+        f"level: {_e(run.capabilities.state if run.capabilities else 'none')}.</p>"
+        f"{_promises_html(run)}</section>"
     )
     if failing:
         sections.append(

@@ -8,6 +8,8 @@ tested on a hand-built run without starting any bookie.
 
 from __future__ import annotations
 
+from collections import Counter
+
 import attrs
 
 #: Verdicts of one scenario: every step judged and allowed; a step the model or a property
@@ -95,6 +97,14 @@ class Failure:
     #: Steps of the scenario before and after shrinking.
     steps_before_shrink: int = 0
     steps_after_shrink: int = 0
+    #: The whole, unshrunk trace, and its steps that lead to the failure (those naming the
+    #: failing step's ledger, and the crashes and restarts), told one a line: why the
+    #: workload sent what it sent, which the shrunk trace may no longer show.
+    unshrunk_path: str | None = None
+    context: tuple[str, ...] = ()
+    #: The kit itself failed (the model could not follow the history): never the bookie's
+    #: fault; the trace is kept all the same.
+    kit_error: bool = False
 
 
 @attrs.frozen
@@ -113,6 +123,9 @@ class ScenarioResult:
     seconds: float
     cells: frozenset[Cell] = frozenset()
     failure: Failure | None = None
+    #: What the judged steps observed (proofs/harness/promises.py): (promise, the plan of
+    #: the last crash before it, how many steps).
+    promises: tuple[tuple[str, str, int], ...] = ()
 
 
 @attrs.frozen
@@ -138,6 +151,21 @@ class RunResult:
                 else EXIT_DIVERGENCE
             )
         return EXIT_DIVERGENCE if any(s.verdict == "fail" for s in self.scenarios) else EXIT_PASS
+
+    def promises(self) -> Counter[tuple[str, str]]:
+        """Observations of each promise after each plan, over every scenario."""
+        counts: Counter[tuple[str, str]] = Counter()
+        for scenario in self.scenarios:
+            for promise, plan, n in scenario.promises:
+                counts[(promise, plan)] += n
+        return counts
+
+    def plans(self) -> tuple[str, ...]:
+        """The crash plans this run could have observed promises after: before any crash,
+        SIGKILL, and with the lazy disk every power-loss plan."""
+        from proofs.harness.promises import PLANS
+
+        return PLANS if self.lazy_disk else PLANS[:2]
 
     def failed(self, check: str) -> tuple[ScenarioResult, ...]:
         """The scenarios that failed ``check``."""

@@ -42,6 +42,7 @@ import shlex
 import shutil
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -73,9 +74,11 @@ from proofs.conform.scenario import (
     ReadAction,
     Scenario,
     Settle,
+    TornTail,
     generate,
 )
-from proofs.harness.replay import Replay, ReplayError, replay_trace, summarize
+from proofs.harness.promises import PromiseCounter
+from proofs.harness.replay import Replay, ReplayError, Verdict, summarize
 from proofs.harness.shrink import delta_debug
 from spec.crash import (
     CrashPlan,
@@ -90,7 +93,7 @@ from spec.crash import (
 )
 from spec.errors import BkrefError, TraceError
 from spec.ids import EntryId, LedgerId
-from spec.operations import OK, Crash, Read
+from spec.operations import OK, Crash, Read, Restart
 from spec.profile import Profile
 from spec.strict_json import STRICT_DECODER
 from spec.trace import Step as TraceStep
@@ -98,6 +101,8 @@ from spec.trace import Trace, TraceHeader, encode_header, encode_step, read_trac
 
 __all__ = ["DEFAULT_SHRINK_RUNS", "CannotRun", "Conformance", "LazyDiskUnavailable"]
 
+#: How long a power loss with requests in flight waits for the bookie to reach its fsync.
+FSYNC_WAIT_S = 0.25
 #: Re-runs a shrink may spend (``--shrink-runs``).
 DEFAULT_SHRINK_RUNS = 60
 #: How long the runner waits for an answer (and for a stopping bookie to exit).
@@ -192,6 +197,8 @@ class Execution:
     lines: list[str]
     crashes: int = 0
     power_losses: int = 0
+    #: Power losses that fell while the bookie was in an fsync (the lazy disk held it).
+    fsync_held: int = 0
     cells: set[Cell] = attrs.Factory(set)
     failure: Failure | None = None
     stderr_tail: str = ""
@@ -433,19 +440,34 @@ class _Session:
             before = self.last_op
             self.send(InspectAction())
             self.last_op = before
-        plan: CrashPlan = action.plan if isinstance(action, PowerLossAction) else KillProcess()
-        name = PLAN_NAMES[type(plan)]
+        drawn = action.plan if isinstance(action, PowerLossAction) else KillProcess()
+        name = "torn_write" if isinstance(drawn, TornTail) else PLAN_NAMES[type(drawn)]
+        held = False
+        if self.lazy is not None and isinstance(action, PowerLossAction) and self.in_flight:
+            # The power goes while the bookie is in its fsync, if it gets there soon: its
+            # group is written and not durable (where a torn last record comes from).
+            self.lazy.hold_fsyncs()
+            held = self.lazy.wait_for_fsync(FSYNC_WAIT_S)
         if self.in_flight:
             for flight in self.in_flight.values():
                 self.out.cells.add(Cell(flight.op, "in_flight", name))
         elif self.last_op is not None:
             self.out.cells.add(Cell(self.last_op, "idle", name))
-        code = self.process.kill()
+        lazy = self.lazy
+        # A process blocked in a held fsync exits only once the fsync is failed.
+        code = self.process.kill(
+            then=(lambda: lazy.release_fsyncs(fail=True)) if lazy is not None else lambda: None
+        )
         self._drain_after_end()
         self.recorder.finish(code)
         self.process.reap_group()
         self.in_flight.clear()
+        self.out.fsync_held += held
+        plan: CrashPlan = KillProcess() if isinstance(drawn, TornTail) else drawn
         if self.lazy is not None:
+            if isinstance(drawn, TornTail):
+                # Resolved once the bookie is dead: its pending writes are final.
+                plan = drawn.resolve(self.lazy.unsynced_writes(), self.lazy.unsynced_operations())
             try:
                 if isinstance(action, PowerLossAction):
                     self.lazy.power_loss(plan)
@@ -637,11 +659,17 @@ class Conformance:
             failure = self._finish_failure(scenario, result.failure, execution, trace)
             result = attrs.evolve(result, failure=failure)
         elif result.failure is not None:
+            kept = None
+            if result.failure.kit_error and len(execution.lines) > 1:
+                # The kit's own failure: keep the trace that shows it (never shrunk: the
+                # bookie is not at fault), for the report the message asks for.
+                kept = self._write_trace(index, execution.lines)
             failure = attrs.evolve(
                 result.failure,
                 reproduce=reproduce_command(
                     self.adapter, self.seed, index, self.profile, self.lazy_disk
                 ),
+                trace_path=kept,
             )
             result = attrs.evolve(result, failure=failure)
         return attrs.evolve(result, seconds=time.monotonic() - started)
@@ -705,12 +733,13 @@ class Conformance:
     ) -> tuple[ScenarioResult, Trace | None]:
         trace: Trace | None = None
         failure = execution.failure
+        promises: Counter[tuple[str, str]] = Counter()
         reads = 0
         acked = 0
         steps = len(execution.lines) - 1
         try:
             trace = read_trace(execution.lines, f"scenario {scenario.index}")
-            verdict = replay_trace(trace)
+            verdict, promises = judge_observing(trace)
             judged = [report.step for report in verdict.reports]
             reads = sum(isinstance(step.op, Read) and not step.result.crashed for step in judged)
             acked = summarize(judged).adds_acknowledged
@@ -731,9 +760,10 @@ class Conformance:
             if failure is None:
                 failure = Failure(
                     kind="error",
-                    message=f"the runner's trace cannot be judged (a bug of bkref conform, "
-                    f"report it with the seed): {exc}",
+                    message=f"bkref conform cannot judge this scenario: a bug of the kit, not "
+                    f"of the bookie (report it with the trace below and the seed): {exc}",
                     stderr_tail=execution.stderr_tail,
+                    kit_error=True,
                 )
         if failure is None:
             failure = format_failure
@@ -741,6 +771,7 @@ class Conformance:
             failure = attrs.evolve(failure, stderr_tail=execution.stderr_tail)
         verdict_name = "pass" if failure is None else "error" if failure.kind == "error" else "fail"
         result = ScenarioResult(
+            promises=tuple(sorted((p, plan, n) for (p, plan), n in promises.items())),
             index=scenario.index,
             verdict=verdict_name,
             steps=steps,
@@ -833,6 +864,8 @@ class Conformance:
         self, scenario: Scenario, failure: Failure, execution: Execution, trace: Trace | None
     ) -> Failure:
         before = len(execution.lines) - 1
+        whole = self._write_trace(scenario.index, execution.lines, suffix="-unshrunk")
+        context = failure_context(trace, failure.step) if trace is not None else []
         if self.shrink:
             scenario, failure, execution, trace = self._shrink(scenario, failure, execution, trace)
         path = self._write_trace(scenario.index, execution.lines)
@@ -846,6 +879,8 @@ class Conformance:
             ),
             steps_before_shrink=before,
             steps_after_shrink=len(execution.lines) - 1,
+            unshrunk_path=whole,
+            context=tuple(context),
         )
 
     def _shrink(
@@ -872,10 +907,10 @@ class Conformance:
         )
         return best
 
-    def _write_trace(self, index: int, lines: Sequence[str]) -> str:
+    def _write_trace(self, index: int, lines: Sequence[str], suffix: str = "") -> str:
         directory = os.path.join(self.report_dir or self._ensure_work_dir(), "traces")
         os.makedirs(directory, exist_ok=True)
-        path = os.path.join(directory, f"scenario-{index}.jsonl")
+        path = os.path.join(directory, f"scenario-{index}{suffix}.jsonl")
         with open(path, "w", encoding="ascii") as out:
             out.write("\n".join(lines) + "\n")
         return path
@@ -938,6 +973,49 @@ def describe_result(result: ScenarioResult, total: int) -> str:
     if result.failure is not None:
         line += f"\n  {result.failure.kind}: {result.failure.message}"
     return line
+
+
+def judge_observing(trace: Trace) -> tuple[Verdict, Counter[tuple[str, str]]]:
+    """``replay_trace``, counting the promises each step observed on the way
+    (proofs/harness/promises.py); raises ReplayError."""
+    replay = Replay(trace.header)
+    counter = PromiseCounter()
+    reports = []
+    for step in trace.steps:
+        counter.before(replay.model, step.op)
+        report = replay.advance(step)
+        counter.after(replay.model, step.op)
+        reports.append(report)
+        if report.failure is not None:
+            break
+    return Verdict(trace, tuple(reports)), counter.counts
+
+
+#: Lines of the unshrunk history shown beside a failure (the last ones before it).
+CONTEXT_LINES_MAX = 30
+
+
+def failure_context(trace: Trace, failing: int | None) -> list[str]:
+    """The steps of the unshrunk ``trace`` that lead to the failing step: those naming its
+    ledger, the crashes and restarts, and the failing step itself, one line each
+    (``bkref check-trace``'s words), the last CONTEXT_LINES_MAX of them."""
+    if failing is None or not 0 <= failing < len(trace.steps):
+        return []
+    from proofs.cli.check_trace import describe_step
+
+    ledger = getattr(trace.steps[failing].op, "ledger", None)
+    lines = []
+    for step in trace.steps[: failing + 1]:
+        named = getattr(step.op, "ledger", None)
+        acks = any(
+            getattr(trace.steps[done.step].op, "ledger", None) == ledger
+            for done in step.completed
+            if done.step < len(trace.steps)
+        )
+        if named == ledger or acks or isinstance(step.op, Crash | Restart):
+            marker = ">" if step.index == failing else " "
+            lines.append(f"{marker}{step.index:5d}  {describe_step(step, trace.steps)}")
+    return lines[-CONTEXT_LINES_MAX:]
 
 
 def tell(trace: Trace) -> list[str]:

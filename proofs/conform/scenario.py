@@ -12,17 +12,27 @@ never changes what is asked next: a read "of an acknowledged entry" reads an ent
 sent before a :class:`Settle` (the runner waits there for every answer), whatever was
 answered.
 
-The workload has the refinement machine's biases (tests/refinement/machine.py, whose
-docstring says why they pay; proofs/ does not import tests/): a handful of ledgers reused,
-one master key each (now and then a wrong one), half the payloads large so entry logs
-rotate, bursts of pipelined adds (a group commit acknowledges many at once), fences, deletes
-(a deleted ledger is never written again: a new one takes its place), reads of acknowledged
-entries, of entries still in flight, of entries never written and of ledgers that do not
-exist, forced garbage collections and checkpoints when the bookie claims them, an
-``inspect`` after some steps when it claims a state; and crashes: a SIGKILL of the bookie's
-process group with adds in flight or when it is idle, and with the lazy disk a power loss
-with a drawn plan of spec/crash.py. Each crash is followed by a restart; each scenario ends
-with a clean ``shutdown`` (the runner's, not an action: shrinking keeps it).
+The workload has the refinement machine's biases (proofs/harness/workload.py, whose
+docstring says why they pay): a handful of ledgers reused, one master key each (now and then
+a wrong one, only where the right one was acknowledged), half the payloads large so entry
+logs rotate, bursts of pipelined adds (a group commit acknowledges many at once), fences,
+deletes (a new ledger takes the deleted one's place), reads of acknowledged entries, of
+entries still in flight, of entries never written and of ledgers that do not exist, forced
+garbage collections and checkpoints when the bookie claims them, an ``inspect`` after some
+steps when it claims a state; and crashes: a SIGKILL of the bookie's process group with adds
+in flight or when it is idle, and with the lazy disk a power loss with a drawn plan of
+spec/crash.py. Each crash is followed by a restart; each scenario ends with a clean
+``shutdown`` (the runner's, not an action: shrinking keeps it).
+
+Every promise is observed, at every state level (a bookie of state ``none`` shows nothing but
+its answers): a delete is followed at once by a read of the deleted ledger (a cache the
+delete did not invalidate serves it), and every restart by what a client checks
+(:meth:`_Workload.after_restart`): reads of entries that were in flight at the crash (a torn
+record must never be served, and what is shown stays), a read of and an add to a deleted
+ledger (it stays deleted; under BookKeeper's answers the add creates it again), an add to a
+fenced ledger and a fence again (a fence in flight at the crash held or not, and the answers
+say which), and a read of an acknowledged entry. What the crash left unsure is never avoided:
+the model keeps every outcome a crash can leave (models/index/ledger_index.py).
 
 An (ledger, entry) is added at most once in a scenario: the model does not cover an entry
 added twice, and a bookie's answer to it is its own business (spec/adapter.md, ``add``).
@@ -35,7 +45,15 @@ import random
 import attrs
 
 from proofs.conform.results import Capabilities
-from spec.crash import CrashPlan, KeepAll, KeepPrefix, KeepSubset, LoseUnsynced, TornWrite
+from spec.crash import (
+    CrashPlan,
+    KeepAll,
+    KeepPrefix,
+    KeepSubset,
+    LoseUnsynced,
+    TornSectors,
+    TornWrite,
+)
 
 #: Profiles: (scenarios, requests per scenario, crashes per scenario).
 PROFILES: dict[str, tuple[int, int, int]] = {
@@ -50,6 +68,8 @@ SMALL_PAYLOAD_MAX = 64
 LARGE_PAYLOAD = (600, 1500)
 #: How many adds a burst pipelines before the runner reads anything.
 BURST_MAX = 6
+#: How many entries in flight at a crash are read back after the restart.
+IN_FLIGHT_READS_MAX = 12
 
 
 @attrs.frozen
@@ -127,11 +147,42 @@ class KillAction:
 
 
 @attrs.frozen
+class TornTail:
+    """A power loss that tears one of the last writes before it: the ``back``-th pending
+    write from the end (0: the last), of which the first ``sectors`` 512-byte sectors
+    survive, and with ``garbage`` the rest of its sectors hold garbage (spec/crash.py
+    TornSectors) instead of nothing; every operation before it survives, none after. Which
+    operation that is depends on what the bookie wrote, so the runner resolves it at the crash
+    into the plan of spec/crash.py the trace records (``resolve``): a plan of fixed indices
+    drawn ahead of time mostly tears a file's creation or a record that is not the last, never
+    the torn last record a bookie must not serve."""
+
+    back: int
+    sectors: int
+    garbage: int | None = None
+
+    def resolve(self, writes: list[tuple[int, int]], pending: int) -> CrashPlan:
+        """The plan for ``writes`` ((index, length) of each pending write) out of
+        ``pending`` pending operations."""
+        torn = [(i, n) for i, n in writes if n > 512 * self.sectors]  # a tear leaves some
+        if not torn:
+            return KeepPrefix(pending)
+        index, _ = torn[max(0, len(torn) - 1 - self.back)]
+        if self.garbage is None:
+            return TornWrite(index, self.sectors)
+        return TornSectors(index, frozenset(range(self.sectors)), self.garbage)
+
+    def describe(self) -> str:
+        garbage = ", garbage after" if self.garbage is not None else ""
+        return f"tear the {self.back}-th last write after {self.sectors} sector(s){garbage}"
+
+
+@attrs.frozen
 class PowerLossAction:
     """The bookie's processes killed, then the lazy disk's power loss with ``plan``, then a
     restart on what survived."""
 
-    plan: CrashPlan
+    plan: CrashPlan | TornTail
     idle: bool
     op = "power_loss"
 
@@ -184,9 +235,10 @@ def rng_for(
     return random.Random(f"bkref-conform:{seed}:{index}:{profile}:{ops}:{int(lazy_disk)}")
 
 
-def draw_plan(rng: random.Random) -> CrashPlan:
-    """A power-loss plan of spec/crash.py (the lazy disk applies it)."""
-    kind = rng.randrange(5)
+def draw_plan(rng: random.Random) -> CrashPlan | TornTail:
+    """A power-loss plan of spec/crash.py (the lazy disk applies it), or a torn last write
+    (TornTail, resolved at the crash)."""
+    kind = rng.randrange(7)
     if kind == 0:
         return LoseUnsynced()
     if kind == 1:
@@ -195,11 +247,16 @@ def draw_plan(rng: random.Random) -> CrashPlan:
         return TornWrite(rng.randint(0, 8), rng.randint(0, 3))
     if kind == 3:
         return KeepSubset(frozenset(i for i in range(16) if rng.random() < 0.5))
+    if kind in (4, 5):  # twice as often: the torn last record is the case bookies miss
+        garbage = rng.randrange(1 << 16) if rng.random() < 0.5 else None
+        return TornTail(rng.randint(0, 2), rng.randint(1, 2), garbage)
     return KeepAll()
 
 
 class _Workload:
-    """The generator's memory: ledgers in use, their keys and next entries, what was sent."""
+    """The generator's memory: ledgers in use, their keys and next entries, what was sent, and
+    what the client knows was acknowledged (sent, then settled with no crash between: a
+    settle waits for every answer, and without faults an admitted add is answered ok)."""
 
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
@@ -207,10 +264,17 @@ class _Workload:
         self.ledgers: list[int] = []
         self.keys: dict[int, bytes] = {}
         self.next_entry: dict[int, int] = {}
-        #: Entries sent before the last settle (acknowledged unless refused), by ledger.
-        self.settled: dict[int, int] = {}
-        #: Ledgers fenced since the last settle.
+        #: Entries acknowledged, by ledger; entries sent since the last settle.
+        self.acked: dict[int, set[int]] = {}
+        self.unsettled: dict[int, set[int]] = {}
+        #: Ledgers with a fence sent, and with a fence acknowledged; fences since the settle.
+        self.fenced: set[int] = set()
+        self.fence_acked: set[int] = set()
         self.unsettled_fences: set[int] = set()
+        #: Deleted ledgers (their keys stay in ``keys``).
+        self.deleted: list[int] = []
+        #: The entries in flight at the last crash with requests in flight.
+        self.in_flight_at_crash: list[tuple[int, int]] = []
         for _ in range(LEDGERS_IN_USE):
             self._new_ledger()
 
@@ -223,10 +287,10 @@ class _Workload:
         return ledger
 
     def key(self, ledger: int) -> bytes:
-        # A wrong key only where the right one is surely set (an add was settled): where a
-        # crash may have lost the key, the model cannot tell unauthorized from ok without
-        # the bookie's state (a bookie of state none).
-        if self.settled.get(ledger, 0) and self.rng.random() < 0.05:
+        # A wrong key only where the right one is acknowledged (spec/adapter.md R-CRASH-KEY:
+        # where a crash may have lost the key, another key may create the ledger afresh, and
+        # the add would observe nothing about auth).
+        if (self.acked.get(ledger) or ledger in self.fence_acked) and self.rng.random() < 0.05:
             return self.rng.randbytes(4)  # a wrong key: unauthorized
         return self.keys[ledger]
 
@@ -235,53 +299,95 @@ class _Workload:
             return self.rng.randbytes(self.rng.randint(0, SMALL_PAYLOAD_MAX))
         return self.rng.randbytes(self.rng.randint(*LARGE_PAYLOAD))
 
+    def _add(self, ledger: int, key: bytes) -> AddAction:
+        entry = self.next_entry[ledger]
+        self.next_entry[ledger] = entry + 1
+        self.unsettled.setdefault(ledger, set()).add(entry)
+        return AddAction(ledger, entry, key, self.payload())
+
     def burst(self) -> list[Action]:
         out: list[Action] = []
         for _ in range(self.rng.randint(1, BURST_MAX)):
             ledger = self.rng.choice(self.ledgers)
-            entry = self.next_entry[ledger]
-            self.next_entry[ledger] = entry + 1
-            out.append(AddAction(ledger, entry, self.key(ledger), self.payload()))
+            out.append(self._add(ledger, self.key(ledger)))
         return out
 
     def settle(self) -> Settle:
-        self.settled = dict(self.next_entry)
+        for ledger, entries in self.unsettled.items():
+            self.acked.setdefault(ledger, set()).update(entries)
+        self.unsettled.clear()
+        self.fence_acked |= self.unsettled_fences
         self.unsettled_fences.clear()
         return Settle()
 
-    def crashed(self) -> None:
-        """A crash: a ledger with a fence in flight is retired (no add goes to it again): the
-        fence may or may not have survived, and without the bookie's state the model cannot
-        tell which (it would refuse the add's ok)."""
-        for ledger in sorted(self.unsettled_fences):
-            if ledger in self.ledgers:
-                self.ledgers.remove(ledger)
-                self.settled.pop(ledger, None)
-                self._new_ledger()
+    def crashed(self, *, idle: bool) -> None:
+        """A crash: what was in flight may or may not have survived. Nothing is retired: the
+        model keeps every outcome the crash can leave (a fence in flight held or not), and
+        the next requests observe which one the bookie kept."""
+        if not idle:
+            self.in_flight_at_crash = sorted(
+                (ledger, entry) for ledger, entries in self.unsettled.items() for entry in entries
+            )
+        self.unsettled.clear()
         self.unsettled_fences.clear()
+
+    def after_restart(self) -> list[Action]:
+        """What a client checks after a restart, so that every promise is observed
+        (docs/conformance.md, "Promises observed"): entries that were in flight at the crash
+        (never served torn, and what is shown stays), deleted ledgers (read, and added to:
+        they stay deleted, or BookKeeper's answers create them again), fenced ledgers (added
+        to, and fenced again), and an acknowledged entry."""
+        rng = self.rng
+        out: list[Action] = []
+        in_flight = [(led, e) for led, e in self.in_flight_at_crash if led not in self.deleted]
+        # Every one (the last ones first: a torn write is the last write before the crash).
+        for ledger, entry in sorted(in_flight, key=lambda le: -le[1])[:IN_FLIGHT_READS_MAX]:
+            out.append(ReadAction(ledger, entry))
+        if self.deleted:
+            ledger = rng.choice(self.deleted)
+            out.append(ReadAction(ledger, rng.randrange(max(1, self.next_entry[ledger]))))
+            if rng.random() < 0.5:
+                out.append(self._add(ledger, self.keys[ledger]))
+        fenced = sorted(set(self.fenced) & set(self.ledgers))
+        if fenced:
+            ledger = rng.choice(fenced)
+            out.append(self._add(ledger, self.keys[ledger]))
+            if rng.random() < 0.4:
+                self.unsettled_fences.add(ledger)
+                out.append(FenceAction(ledger, self.keys[ledger]))
+        acked = [(led, e) for led in self.ledgers for e in sorted(self.acked.get(led, ()))]
+        if acked:
+            out.append(ReadAction(*rng.choice(acked)))
+        self.in_flight_at_crash = []
+        return out
 
     def read(self) -> ReadAction:
         roll = self.rng.random()
         ledger = self.rng.choice(self.ledgers)
-        done = self.settled.get(ledger, 0)
+        done = sorted(self.acked.get(ledger, ()))
         if roll < 0.6 and done:
-            return ReadAction(ledger, self.rng.randrange(done))  # acknowledged (or refused)
+            return ReadAction(ledger, self.rng.choice(done))  # acknowledged (or refused)
         if roll < 0.8:
             return ReadAction(ledger, self.next_entry[ledger] + self.rng.randint(0, 2))
-        if roll < 0.9 and self.next_entry[ledger] > done:
-            return ReadAction(ledger, self.rng.randrange(done, self.next_entry[ledger]))
+        unsettled = sorted(self.unsettled.get(ledger, ()))
+        if roll < 0.9 and unsettled:
+            return ReadAction(ledger, self.rng.choice(unsettled))  # in flight
         return ReadAction(self.next_ledger + 1000, 0)  # a ledger nobody wrote
 
-    def delete(self) -> DeleteAction:
+    def delete(self) -> list[Action]:
+        """A delete, and a read of the deleted ledger at once (a cache the delete did not
+        invalidate serves it)."""
         ledger = self.rng.choice(self.ledgers)
         self.ledgers.remove(ledger)
-        self.settled.pop(ledger, None)
+        self.deleted.append(ledger)
         self._new_ledger()
-        return DeleteAction(ledger)
+        entry = self.rng.randrange(max(1, self.next_entry[ledger]))
+        return [DeleteAction(ledger), ReadAction(ledger, entry)]
 
     def fence(self) -> FenceAction:
         ledger = self.rng.choice(self.ledgers)
         self.unsettled_fences.add(ledger)
+        self.fenced.add(ledger)
         return FenceAction(ledger, self.key(ledger))
 
 
@@ -326,7 +432,7 @@ def generate(
         elif roll < 0.67:
             step = [work.fence()]
         elif roll < 0.71:
-            step = [work.settle(), work.delete()]
+            step = [work.settle(), *work.delete()]
         elif roll < 0.80:
             step = [work.settle()]
         elif roll < 0.85 and "checkpoint" in ops:
@@ -344,15 +450,19 @@ def generate(
             actions.append(ProbeAction(rng.choice(unclaimed)))
         while crash_at and before <= crash_at[0] < sent:
             crash_at.pop(0)
-            actions.append(_crash(rng, work, lazy_disk=lazy_disk))
+            actions += _crash(rng, work, lazy_disk=lazy_disk)
     return Scenario(seed, index, profile, tuple(actions))
 
 
-def _crash(rng: random.Random, work: _Workload, *, lazy_disk: bool) -> Action:
+def _crash(rng: random.Random, work: _Workload, *, lazy_disk: bool) -> list[Action]:
+    """A crash (the runner restarts the bookie after it), then what a client checks."""
     idle = rng.random() < 0.4
     if idle:
         work.settle()
-    work.crashed()
+    work.crashed(idle=idle)
+    crash: Action
     if lazy_disk and rng.random() < 0.6:
-        return PowerLossAction(draw_plan(rng), idle)
-    return KillAction(idle)
+        crash = PowerLossAction(draw_plan(rng), idle)
+    else:
+        crash = KillAction(idle)
+    return [crash, *work.after_restart()]

@@ -97,8 +97,13 @@ def test_a_wrong_read_is_caught_shrunk_and_replayed(tmp_path: Path) -> None:
         "40",
     )
     assert done.returncode == EXIT_DIVERGENCE, done.stderr[-3000:]
-    traces = sorted((report / "traces").glob("scenario-*.jsonl"))
+    traces = sorted(
+        t for t in (report / "traces").glob("scenario-*.jsonl") if "unshrunk" not in t.name
+    )
     assert traces, done.stderr[-3000:]
+    # The unshrunk trace is kept beside it, and the steps that led to the failure told.
+    assert (report / "traces" / traces[0].name.replace(".jsonl", "-unshrunk.jsonl")).exists()
+    assert "unshrunk:" in done.stderr
     trace = traces[0]
     assert f"bkref check-trace {trace}" in done.stderr
     assert "--seed 2 --scenario" in done.stderr
