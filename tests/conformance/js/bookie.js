@@ -3,7 +3,8 @@
 // ready line of the conformance kit), written from that page alone: the proof that the
 // conformance kit judges any bookie, not only bkref's own.
 //
-// Usage: node bookie.js [DATA_DIR] [--bug NAME ...]   (DATA_DIR defaults to $BKREF_DATA_DIR)
+// Usage: node bookie.js [DATA_DIR] [--bare] [--bug NAME ...]   (DATA_DIR defaults to
+// $BKREF_DATA_DIR; --bare claims no optional op and state none)
 //
 // Why it is shaped so:
 // - One append-only log file, DATA_DIR/bookie.log, of records `u32 body length, u32 crc32
@@ -64,6 +65,7 @@ function die(code, message) {
 
 const bugs = new Set();
 let dataDir = null;
+let bare = false;
 {
   const args = process.argv.slice(2);
   for (let i = 0; i < args.length; i++) {
@@ -73,10 +75,12 @@ let dataDir = null;
         die(2, `--bug needs one of ${[...BUGS].join(", ")}, got ${JSON.stringify(name)}`);
       }
       bugs.add(name);
+    } else if (args[i] === "--bare") {
+      bare = true;
     } else if (dataDir === null && !args[i].startsWith("--")) {
       dataDir = args[i];
     } else {
-      die(2, `unknown argument ${JSON.stringify(args[i])}; usage: bookie.js [DATA_DIR] [--bug NAME ...]`);
+      die(2, `unknown argument ${JSON.stringify(args[i])}; usage: bookie.js [DATA_DIR] [--bare] [--bug NAME ...]`);
     }
   }
   if (dataDir === null) dataDir = process.env.BKREF_DATA_DIR || null;
@@ -433,8 +437,10 @@ const FIELDS = {
   inspect: [],
   shutdown: [],
 };
-const SUPPORTED_OPTIONAL = new Set(["checkpoint", "inspect"]);
-const UNSUPPORTED = new Set(["write_close", "gc"]);
+// `--bare` claims the least the spec allows: no optional op, state none (the outsider's
+// configuration of issue 25): checkpoint and inspect are then answered unsupported.
+const SUPPORTED_OPTIONAL = new Set(bare ? [] : ["checkpoint", "inspect"]);
+const UNSUPPORTED = new Set(["write_close", "gc", "checkpoint", "inspect"]);
 const RANGE = "an integer from 0 to 9223372036854775807";
 const NEEDS = {
   ledger: RANGE,
@@ -739,8 +745,8 @@ function handle(req) {
       emit(id, body);
       return;
     }
-    case "checkpoint":
-    case "inspect":
+    case SUPPORTED_OPTIONAL.has("checkpoint") ? "checkpoint" : "-":
+    case SUPPORTED_OPTIONAL.has("inspect") ? "inspect" : "-":
       if (batch.length === 0 && !unsynced) {
         if (op === "checkpoint") okLine(id);
         else okLine(id, `,"state":${stateJson()}`);
@@ -881,7 +887,7 @@ const ready = {
   max_line_bytes: MAX_LINE_BYTES,
   bookie: `bkref-js-bookie 0.1 (tests/conformance/js/bookie.js${bugs.size ? "; bugs: " + [...bugs].join(", ") : ""})`,
   ops: [...SUPPORTED_OPTIONAL].sort(),
-  state: "protocol",
+  state: bare ? "none" : "protocol",
   answers: "bkref",
 };
 out.push(ascii(ready) + "\n");

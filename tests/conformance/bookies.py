@@ -1,0 +1,45 @@
+"""The bookies written apart from bkref, in one table: the conformance kit's own test.
+
+Why: a checker of other people's code earns trust by passing every correct bookie and
+catching every broken one, and it can only show that on bookies it did not grow up with.
+Each bookie here was written from spec/adapter.md alone, in another language, with a storage
+design unlike bkref's (entry logs plus a journal) and unlike each other's:
+
+- ``js``: JavaScript, one append-only checksummed log with group commit (state protocol);
+- ``js-bare``: the same bookie claiming the least the spec allows: no optional op, state
+  none (the configuration an outsider tried in issue 25);
+- ``c``: C, a file per ledger with a separate metadata file, a checksummed deleted list
+  (state protocol, BookKeeper's answers);
+- ``rust``: Rust, a write-ahead log plus snapshots of an in-memory table (state none).
+
+``command(*bugs)`` starts one with deliberate bugs; ``unavailable()`` says why it cannot run
+here (a compiler or Node missing), and what to install.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+
+from tests.conformance import cbookie, jsbookie, rsbookie
+
+
+@attrs.frozen
+class Outsider:
+    name: str
+    command: Callable[..., str]
+    unavailable: Callable[[], str | None]
+    bugs: tuple[str, ...]
+
+
+def _bare(*bugs: str) -> str:
+    return jsbookie.js_bookie_command(*bugs) + " --bare"
+
+
+BOOKIES = (
+    Outsider("js", jsbookie.js_bookie_command, jsbookie.node_unavailable, jsbookie.BUGS),
+    Outsider("js-bare", _bare, jsbookie.node_unavailable, jsbookie.BUGS),
+    Outsider("c", cbookie.c_bookie_command, cbookie.c_unavailable, cbookie.BUGS),
+    Outsider("rust", rsbookie.rs_bookie_command, rsbookie.rs_unavailable, rsbookie.BUGS),
+)
