@@ -56,6 +56,7 @@ __all__ = [
     "Settled",
     "accept_command",
     "apply_accept",
+    "damaged_stamp_message",
     "lock_directories",
     "normalise_dir",
     "plan_accept",
@@ -245,6 +246,18 @@ def _list_changes(key: str, configured: Sequence[str], stamped: Sequence[str]) -
     ]
 
 
+def damaged_stamp_message(path: str, problem: str, accept: str) -> str:
+    """Row D1 of spec/format/identity.md, one decision for a start and for ``bkref inspect``:
+    a stamp that does not decode is damage (no crash leaves it), and what to do about it.
+    ``accept`` names the accept command (inspect does not know the configured set)."""
+    return (
+        f"{path}: the bkref identity stamp is damaged ({problem}). A crash never leaves a "
+        "damaged stamp (it is renamed into place only once complete and fsynced). Restore it "
+        f"from a backup, or move it aside and run {accept}, which re-stamps the directory "
+        "after checking what it holds."
+    )
+
+
 def _refusal(problems: Sequence[str], journals: Sequence[str], ledgers: Sequence[str]) -> str:
     """One line (the adapter's start error is one line on stderr)."""
     return (
@@ -277,12 +290,12 @@ def settle_identity(
     for info in infos.values():
         if info.stamp_problem is not None:
             raise DirectoryError(
-                f"{stamp_path(info.path)}: the bkref identity stamp is damaged "
-                f"({info.stamp_problem}). A crash never leaves a damaged stamp (it is renamed "
-                "into place only once complete and fsynced). Restore it from a backup, or "
-                "move it aside and run "
-                f"`{accept_command(journals, ledgers)}`, which re-stamps the directory after "
-                "checking what it holds. Nothing was changed."
+                damaged_stamp_message(
+                    stamp_path(info.path),
+                    info.stamp_problem,
+                    f"`{accept_command(journals, ledgers)}`",
+                )
+                + " Nothing was changed."
             )
     found = {d: infos[d].stamp for d in directories}
     stamps = {d: s for d, s in found.items() if s is not None}

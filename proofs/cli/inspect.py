@@ -42,6 +42,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from impl.bookie.identity import damaged_stamp_message
 from impl.entrylog.compactor import malformed_compaction_log
 from impl.entrylog.reader import (
     MetadataResult,
@@ -1001,16 +1002,11 @@ def describe_index(fs: FileSystem, path: str) -> dict[str, object]:
         seq = parse_segment_file_name(name)
         full = join(path, name)
         if name == DELETED_FILE_NAME:
-            try:
-                data = _read_small(fs, full, 1 << 62)
-            except BkrefError as exc:
-                out["error"] = f"{full}: {exc}"
-                continue
-            decoded = decode_deleted_file(data)
-            if isinstance(decoded, DeletedFileDamage):
-                out["error"] = f"{full}: offset {decoded.offset}: {decoded.problem}"
+            deleted = describe_deleted(fs, full)
+            if deleted["error"] is not None:
+                out["error"] = deleted["error"]
             else:
-                out["deleted_torn_bytes"] = len(data) - decoded[1]
+                out["deleted_torn_bytes"] = deleted["torn_bytes"]
             continue
         if seq is None:
             other.append(name)
@@ -1029,6 +1025,34 @@ def describe_index(fs: FileSystem, path: str) -> dict[str, object]:
     out["keyed_ledgers"] = sum(index.master_key(ledger) is not None for ledger in ledgers)
     out["fenced_ledgers"] = [ledger for ledger in ledgers if index.is_fenced(ledger)]
     out["deleted_ledgers"] = sorted(index.deleted_ledgers())
+    return out
+
+
+def describe_deleted(fs: FileSystem, path: str) -> dict[str, object]:
+    """bkref's deleted-ledgers file (spec/format/ledger_index.md), decoded by the codec the
+    index load uses (``decode_deleted_file``): its ledgers, and the torn last record a crash
+    may leave (rows d6; d3 to d7 are damage)."""
+    out: dict[str, object] = {
+        "name": split(path)[1],
+        "path": path,
+        "size_bytes": None,
+        "records": None,
+        "deleted_ledgers": None,
+        "torn_bytes": None,
+        "error": None,
+    }
+    try:
+        data = _read_small(fs, path, 1 << 62)
+    except BkrefError as exc:
+        out["error"] = f"{path}: {exc}"
+        return out
+    out["size_bytes"] = len(data)
+    decoded = decode_deleted_file(data)
+    if isinstance(decoded, DeletedFileDamage):
+        out["error"] = f"{path}: offset {decoded.offset}: {decoded.problem}"
+        return out
+    ledgers, good = decoded
+    out.update(records=len(ledgers), deleted_ledgers=sorted(ledgers), torn_bytes=len(data) - good)
     return out
 
 
@@ -1307,18 +1331,57 @@ def _lstat(path: str) -> os.stat_result | None:
         return None
 
 
-def _describe_identity(fs: FileSystem, path: str) -> tuple[str, tuple[str, ...]]:
-    """bkref's identity stamp (spec/format/identity.md): whose directory this is, in one line,
-    or why the stamp does not read (a problem: the next start refuses it)."""
+#: How inspect names the accept command: it does not know the bookie's configuration.
+_ACCEPT_HINT = "`bkref dirs accept` with the bookie's configuration (--conf FILE, --set ...)"
+
+
+def describe_identity(fs: FileSystem, path: str) -> dict[str, object]:
+    """bkref's identity stamp (spec/format/identity.md), decoded by the engine's codec; a
+    stamp that does not decode is row D1, said as a start says it
+    (impl/bookie/identity.py ``damaged_stamp_message``)."""
+    out: dict[str, object] = {
+        "name": split(path)[1],
+        "path": path,
+        "instance": None,
+        "generation": None,
+        "sealed": None,
+        "directory": None,
+        "journal_dirs": None,
+        "ledger_dirs": None,
+        "index_dir": None,
+        "error": None,
+    }
     try:
         stamp = decode_stamp(_read_small(fs, path, MAX_STAMP_BYTES + 1))
     except (BkrefError, StampFormatError) as exc:
-        return "bkref identity stamp", (f"the identity stamp does not read: {exc}",)
-    state = "sealed" if stamp.sealed else "pending (a first start or an accept not finished)"
+        out["error"] = damaged_stamp_message(path, str(exc), _ACCEPT_HINT)
+        return out
+    out.update(
+        instance=stamp.instance,
+        generation=stamp.generation,
+        sealed=stamp.sealed,
+        directory=stamp.directory,
+        journal_dirs=list(stamp.journal_dirs),
+        ledger_dirs=list(stamp.ledger_dirs),
+        index_dir=stamp.index_dir,
+    )
+    return out
+
+
+def _describe_identity(fs: FileSystem, path: str) -> tuple[str, tuple[str, ...]]:
+    """The identity stamp in one line, or why it does not read (a problem: the next start
+    refuses it)."""
+    stamp = describe_identity(fs, path)
+    if stamp["error"] is not None:
+        return "bkref identity stamp", (str(stamp["error"]),)
+    state = (
+        "sealed" if stamp["sealed"] else "pending (a first start or an accept not finished)"
+    )
     return (
-        f"bkref identity stamp: instance {stamp.instance}, generation {stamp.generation}, "
-        f"{state}; directory {stamp.directory}; journal {','.join(stamp.journal_dirs)}; "
-        f"ledgers {','.join(stamp.ledger_dirs)}; index in {stamp.index_dir}"
+        f"bkref identity stamp: instance {stamp['instance']}, generation "
+        f"{stamp['generation']}, {state}; directory {stamp['directory']}; journal "
+        f"{','.join(map(str, _as_list(stamp['journal_dirs'])))}; ledgers "
+        f"{','.join(map(str, _as_list(stamp['ledger_dirs'])))}; index in {stamp['index_dir']}"
     ), ()
 
 
@@ -1788,6 +1851,10 @@ def describe_file(fs: FileSystem, path: str) -> tuple[dict[str, object], str, in
     if kind == "unknown" and _idx_ledger(name) is not None:
         obj = _describe_bk_index(path)
         return obj, _lines_of(obj), EXIT_OK
+    if kind == "unknown" and parent_name == INDEX_DIR_NAME and name == DELETED_FILE_NAME:
+        if _not_regular(path) is None:
+            obj = describe_deleted(ReadOnlyFs(fs), path)
+            return obj, _lines_of(obj), EXIT_OK if obj["error"] is None else EXIT_DAMAGED
     if kind == "unknown" and parent_name == INDEX_DIR_NAME:
         seq = parse_segment_file_name(name)
         if seq is not None:
@@ -1818,6 +1885,9 @@ def describe_file(fs: FileSystem, path: str) -> tuple[dict[str, object], str, in
     if kind == "instance_id":
         obj = {"name": name, "path": path, "text": _read_text(fs, path)}
         return obj, _lines_of(obj), EXIT_OK
+    if kind == "identity":
+        obj = describe_identity(fs, path)
+        return obj, _lines_of(obj), EXIT_DAMAGED if obj["error"] else EXIT_OK
     obj = _describe_leftover(fs, path, kind)
     return obj, _lines_of(obj), EXIT_OK
 
