@@ -226,11 +226,13 @@ class Bookie:
         limits: Limits,
         *,
         clock: Clock | None = None,
+        say: Progress | None = None,
     ) -> None:
         """Internal: use :meth:`open`, which recovers before the bookie takes requests.
         ``index`` and ``entry_logger`` are consistent with the journal up to
         ``recovery.end_mark``; lastMark is still ``recovery.start_mark``. ``clock`` times
-        the garbage collector's intervals and the compaction throttle."""
+        the garbage collector's intervals and the compaction throttle; ``say`` takes what
+        the bookie reports while it runs (the progress stream of ``open``)."""
         self._fs = fs
         self._config = config
         self._limits = limits
@@ -242,7 +244,14 @@ class Bookie:
         self._journal: Journal | None = None
         self._lock = threading.RLock()
         self._checkpointer = Checkpointer(
-            fs, layout.ledger_dirs, self._lock, entry_logger, index, recovery.start_mark
+            fs,
+            layout.ledger_dirs,
+            self._lock,
+            entry_logger,
+            index,
+            recovery.start_mark,
+            journal_dir=layout.journal_dir,
+            say=say or _no_progress,
         )
         #: Guards ``_callback_errors`` (appended from the journal thread).
         self._errors_lock = threading.Lock()
@@ -349,10 +358,26 @@ class Bookie:
             recovered = recover(fs, config, layout, entry_logger, say, limits=limits)
             report = recovered.report
             bookie = cls(
-                fs, config, layout, entry_logger, recovered.index, report, limits, clock=clock
+                fs,
+                config,
+                layout,
+                entry_logger,
+                recovered.index,
+                report,
+                limits,
+                clock=clock,
+                say=say,
             )
-            bookie._recovery_checkpoint(report.end_mark)  # step 4
+            # Step 5 before step 4: the recovery checkpoint persists the new journal's
+            # durable mark (its header's end), not where replay stopped. Everything before it
+            # was replayed, and a bkref lastMark is then always the end of a group bkref
+            # synced, so replay judges a later group after it as damage at the mark itself
+            # too (spec/format/journal.md, rows j4 and j15; issue 26). A crash between the
+            # two leaves the old mark and a header-only journal (row j11): replayed again.
             bookie._start_journal(clock)  # step 5
+            journal = bookie._journal
+            assert journal is not None
+            bookie._recovery_checkpoint(journal.durable_mark())  # step 4
         except BaseException:
             if bookie is not None:
                 bookie._abandon()
@@ -364,9 +389,10 @@ class Bookie:
         return bookie
 
     def _recovery_checkpoint(self, end: LogMark) -> None:
-        """Recovery step 4. BookKeeper #2087: replay must advance the mark, or the next
-        restart replays (and re-adds) the same records again. No trim here, as in
-        BookieImpl's post-replay flush (checkpointComplete with compact=false)."""
+        """Recovery step 4, at ``end``: the new journal's durable mark, past every record
+        replay read. BookKeeper #2087: replay must advance the mark, or the next restart
+        replays (and re-adds) the same records again. No trim here, as in BookieImpl's
+        post-replay flush (checkpointComplete with compact=false)."""
         with self._checkpointer.lock:
             self._checkpointer.complete(end, None)
 
@@ -513,6 +539,7 @@ class Bookie:
         self._check_id("ledger", ledger_id)
         with self._lock:
             self._require_ready()
+            deleted_before = self._index.deleted_records
             try:
                 self._index.delete_ledger(ledger_id)
             except FsNoSpace as exc:
@@ -527,6 +554,8 @@ class Bookie:
                 ) from exc
             self._fence_acks.pop(ledger_id, None)
             assert self._index.is_deleted(ledger_id)
+            if self._index.deleted_records != deleted_before:
+                self._checkpointer.record_deletes()
             in_flight = self._pending.adds_of(ledger_id)
             refusal = NoLedger(
                 f"ledger {ledger_id} was deleted while this add was in flight: the add is not "

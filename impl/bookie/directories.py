@@ -23,6 +23,7 @@ import attrs
 
 from impl.format.identity import MAX_STAMP_BYTES, Stamp, StampFormatError, decode_stamp
 from impl.format.names import (
+    COVERAGE_FILE_NAME,
     CURRENT_DIR,
     DB_LEDGERS_DIR_NAME,
     DB_LOCATIONS_DIR_NAME,
@@ -165,7 +166,9 @@ def classify_dir(fs: FileSystem, path: str) -> DirInfo:
             or parse_compacted_file_name(name) is not None
         ):
             data.append(name)
-        elif name in (LAST_MARK_FILE_NAME, LAST_ID_FILE_NAME) or is_tmp_file_name(name):
+        elif name in (LAST_MARK_FILE_NAME, LAST_ID_FILE_NAME, COVERAGE_FILE_NAME) or (
+            is_tmp_file_name(name)
+        ):
             bookie.append(name)
         else:
             other.append(name)

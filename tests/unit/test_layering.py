@@ -65,6 +65,7 @@ MODEL_MAP: dict[str, str] = {
     "impl/index/ledger_index.py": "models/index/ledger_index.py",
     "impl/index/rebuild.py": NOT_MODELLED + "tests/unit/impl/index/test_rebuild.py",
     "impl/index/bk_metadata.py": NOT_MODELLED + "tests/unit/impl/index/test_bk_metadata.py",
+    "impl/journal/damage.py": NOT_MODELLED + "tests/unit/impl/bookie/test_damage.py",
     "impl/journal/journal.py": NOT_MODELLED + "tests/unit/impl/journal/test_journal.py",
     "impl/journal/last_mark.py": "models/journal/last_mark.py",
     "impl/server/dispatcher.py": NOT_MODELLED + "tests/unit/impl/server/test_dispatcher.py",
