@@ -26,6 +26,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from impl.bookie.held import HeldEntries
 from impl.entrylog.logger import EntryLogger
 from impl.format.names import COVERAGE_FILE_NAME
 from impl.fs.api import FileSystem, join
@@ -54,6 +55,7 @@ class Checkpointer:
         *,
         journal_dir: str | None = None,
         say: Callable[[str], None] | None = None,
+        held: HeldEntries | None = None,
     ) -> None:
         """``last_mark``: the lastMark on disk at start (what recovery replayed from).
         ``journal_dir``: the journal directory's ``current/``, where the coverage record is
@@ -71,6 +73,8 @@ class Checkpointer:
         self._last_coverage: IndexCoverage | None = None
         self._journal_dir = journal_dir
         self._say = say
+        #: Entries served from the journal: written to the entry logs before each flush.
+        self._held = held
         #: Serialises writes of the coverage record (a checkpoint's and a delete's).
         self._record_lock = threading.Lock()
         self._recorded: tuple[LogMark, IndexCoverage] | None = None
@@ -97,6 +101,11 @@ class Checkpointer:
         then flush the index. Raises what the disk raises; the caller holds ``lock``."""
         assert self.lock.locked(), "a checkpoint runs under the checkpoint lock"
         with self._state_lock:
+            # Entries a start served from the journal (no room then) go to the entry logs
+            # first: the mark about to be persisted lies past their records. No room still:
+            # NoWritableLedgerDir, nothing persisted, and they stay served from the journal.
+            if self._held is not None and len(self._held):
+                self._held.drain(self._entry_logger, self._index)
             # Entry logs first: the index must never name bytes that are not durable. flush
             # forces the active log and the rotated ones (SyncThread.flush in single-log mode).
             self._entry_logger.flush()

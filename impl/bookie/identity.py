@@ -45,6 +45,7 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from impl.bookie.directories import DirInfo, DirKind, classify_dir, stamp_path
+from impl.bookie.reserve import with_reserve
 from impl.clock import Clock
 from impl.format.identity import Stamp, StampFormatError, encode_stamp
 from impl.format.names import CURRENT_DIR, IDENTITY_FILE_NAME, tmp_file_name
@@ -132,14 +133,20 @@ def _write_stamp(fs: FileSystem, stamp: Stamp) -> None:
     except StampFormatError as exc:
         raise DirectoryError(f"cannot stamp {stamp.directory}: {exc}") from exc
     tmp = join(current, tmp_file_name(IDENTITY_FILE_NAME))
-    if fs.exists(tmp):
-        fs.unlink(tmp)
-    handle = fs.open(tmp, create=True, exclusive=True)
-    try:
-        handle.pwrite(0, data)
-        handle.fsync()
-    finally:
-        handle.close()
+
+    def write_tmp() -> None:
+        if fs.exists(tmp):
+            fs.unlink(tmp)
+        handle = fs.open(tmp, create=True, exclusive=True)
+        try:
+            handle.pwrite(0, data)
+            handle.fsync()
+        finally:
+            handle.close()
+
+    # A directory the bookie's data filled to the byte has its reserve to free (issue 26:
+    # an accept adding an empty directory could not write this one's stamp).
+    with_reserve(fs, [current], write_tmp)
     fs.rename(tmp, join(current, IDENTITY_FILE_NAME))
     fs.fsync_dir(current)
 

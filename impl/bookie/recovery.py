@@ -67,6 +67,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from impl.bookie.held import HeldEntries
 from impl.bookie.layout import BookieLayout, sync_previous_run
 from impl.bookie.state import RecoveryReport
 from impl.config.config import ServerConfig
@@ -137,6 +138,7 @@ class ReplayAction(enum.Enum):
     SKIP_UNKNOWN = "an entry of a ledger with no key and no index entry: skip (as BookKeeper)"
     SKIP_BAD_ID = "a negative ledger id (junk that parsed as a record): skip"
     IGNORE_LAC = "explicit LAC: not kept by bkref"
+    HOLD = "no ledger directory has room: served from the journal (impl/bookie/held.py)"
 
 
 def replay_action(
@@ -430,6 +432,8 @@ class Recovered:
 
     index: LedgerIndex
     report: RecoveryReport
+    #: The entries no ledger directory had room for, served from the journal.
+    held: HeldEntries
 
 
 def _has_bk_index_files(fs: FileSystem, ledger_dirs: Sequence[str]) -> bool:
@@ -549,7 +553,6 @@ def recover(
         rebuilt = stats.entries_indexed
     mark = checked.mark  # (3)
     check_other_marks(fs, layout.journal_dir, checked, config, limits)
-    replayer = JournalReplayer(index, entry_logger, say)
     records = replay(
         fs,
         layout.journal_dir,
@@ -561,6 +564,8 @@ def recover(
         mark_file=checked.path,
         bkref_mark=checked.coverage is not None,
     )
+    held = HeldEntries(fs, layout.journal_dir, records.journal_names)
+    replayer = JournalReplayer(index, entry_logger, say, held)
     for record in records:
         replayer.apply(record)
     end = records.end_mark
@@ -568,7 +573,7 @@ def recover(
     report = replayer.report(start_mark=mark, end_mark=end, entries_rebuilt=rebuilt)
     if report.records_replayed:
         say(f"replayed {report.records_replayed} journal records up to {end}")
-    return Recovered(index, report)
+    return Recovered(index, report, held)
 
 
 # --- applying records -----------------------------------------------------------------------------
@@ -584,10 +589,19 @@ class JournalReplayer:
     journal order (BookieImpl.readJournal's scanner), and counts what it did with each kind.
     Single-threaded: it runs before the bookie takes requests."""
 
-    def __init__(self, index: LedgerIndex, entry_logger: EntryLogger, say: Progress) -> None:
+    def __init__(
+        self,
+        index: LedgerIndex,
+        entry_logger: EntryLogger,
+        say: Progress,
+        held: HeldEntries | None = None,
+    ) -> None:
+        """``held``: where entries go that no ledger directory has room for (served from
+        the journal: impl/bookie/held.py); None refuses the start instead."""
         self._index = index
         self._entry_logger = entry_logger
         self._say = say
+        self._held = held
         self._counts: dict[ReplayAction, int] = {}
         #: Ledgers whose skipped entries were reported once already.
         self._unknown_noted: set[LedgerId] = set()
@@ -603,9 +617,9 @@ class JournalReplayer:
         ):
             # replay_action's common case, inlined for replay speed: a known ledger (so not
             # deleted and a valid id) and an entry the index does not have -> RE_ADD.
-            self._re_add(record)
-            self._counts[ReplayAction.RE_ADD] = self._counts.get(ReplayAction.RE_ADD, 0) + 1
-            return ReplayAction.RE_ADD
+            done = self._re_add(record)
+            self._counts[done] = self._counts.get(done, 0) + 1
+            return done
         present = record.kind == "data" and self._entry_reads_back(record)
         action = replay_action(
             record.kind,
@@ -615,15 +629,16 @@ class JournalReplayer:
             index.master_key(ledger_id),
             present,
         )
-        self._act(action, record)
+        action = self._act(action, record)
         self._counts[action] = self._counts.get(action, 0) + 1
         return action
 
-    def _act(self, action: ReplayAction, record: JournalRecord) -> None:
+    def _act(self, action: ReplayAction, record: JournalRecord) -> ReplayAction:
+        """Do ``action``; returns what was done (RE_ADD may become HOLD)."""
         ledger_id = LedgerId(record.ledger_id)
         if action is ReplayAction.RE_ADD:
-            self._re_add(record)
-        elif action is ReplayAction.SET_KEY:
+            return self._re_add(record)
+        if action is ReplayAction.SET_KEY:
             self._set_key(record)
         elif action is ReplayAction.FENCE:
             self._index.set_fenced(ledger_id)
@@ -640,6 +655,7 @@ class JournalReplayer:
                 f"{_where(record)}: skipping the entries of ledger {ledger_id}: no key record "
                 "and not in the index (BookKeeper skips them too, as a deleted ledger's)"
             )
+        return action
 
     def _set_key(self, record: JournalRecord) -> None:
         if len(record.payload) > MASTER_KEY_MAX_BYTES:
@@ -665,15 +681,22 @@ class JournalReplayer:
             return False
         return stored == record.payload
 
-    def _re_add(self, record: JournalRecord) -> None:
+    def _re_add(self, record: JournalRecord) -> ReplayAction:
+        """Append the entry again and index it (RE_ADD); when no ledger directory has room,
+        hold it to be served from the journal (HOLD), or refuse the start without ``held``."""
         ledger_id, entry_id = LedgerId(record.ledger_id), EntryId(record.entry_id)
         try:
             location = self._entry_logger.add_entry(ledger_id, record.payload)
         except NoWritableLedgerDir as exc:
-            raise RecoveryError(
-                f"cannot replay entry {entry_id} of ledger {ledger_id} from journal "
-                f"{journal_file_name(record.journal_id)}: {exc}"
-            ) from exc
+            if self._held is None:
+                raise RecoveryError(
+                    f"cannot replay entry {entry_id} of ledger {ledger_id} from journal "
+                    f"{journal_file_name(record.journal_id)}: {exc}"
+                ) from exc
+            # No ledger directory has room (each was checked before replay, and this write
+            # met ENOSPC): serve the entry from the journal until a checkpoint finds room.
+            self._held.hold(record)
+            return ReplayAction.HOLD
         except FsError as exc:
             raise RecoveryError(
                 f"cannot replay entry {entry_id} of ledger {ledger_id} from journal "
@@ -681,6 +704,7 @@ class JournalReplayer:
                 "again: replay is idempotent."
             ) from exc
         self._index.put_entry(ledger_id, entry_id, location)
+        return ReplayAction.RE_ADD
 
     def report(
         self, *, start_mark: LogMark, end_mark: LogMark, entries_rebuilt: int | None
@@ -701,6 +725,7 @@ class JournalReplayer:
             skipped_unknown=counts.get(ReplayAction.SKIP_UNKNOWN, 0)
             + counts.get(ReplayAction.SKIP_BAD_ID, 0),
             ignored=counts.get(ReplayAction.KEEP_KEY, 0) + counts.get(ReplayAction.IGNORE_LAC, 0),
+            entries_held=counts.get(ReplayAction.HOLD, 0),
         )
 
     def check_invariants(self) -> None:

@@ -144,6 +144,11 @@ class JournalReplay:
         self._survey()
 
     @property
+    def journal_names(self) -> dict[int, str]:
+        """Journal id -> its file name in the journal directory, for every journal found."""
+        return dict(self._files)
+
+    @property
     def journal_ids(self) -> list[int]:
         """The journals this replay reads, in order."""
         return list(self._ids)

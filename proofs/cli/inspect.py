@@ -75,6 +75,7 @@ from impl.format.names import (
     JOURNAL_FILE_SUFFIX,
     LAST_ID_FILE_NAME,
     LAST_MARK_FILE_NAME,
+    RESERVE_FILE_NAME,
     VERSION_FILE_NAME,
     is_bk_index_dir_name,
     log_file_name,
@@ -853,6 +854,10 @@ def _bk_index_contents(path: str) -> dict[str, object]:
     return out
 
 
+RESERVE_NOTE = (
+    "bkref's reserve: zeros the bookie frees when its own data fills the disk, for the "
+    "writes that bring it back (spec/format/identity.md, A full disk)"
+)
 COMPACTING_NOTE = (
     "a compaction log that was still being written when the bookie stopped (its entries are "
     "still in the source log). Recovery removes it, bkref's as BookKeeper's "
@@ -884,6 +889,7 @@ BOOKIE_KINDS = frozenset(
         "last_id",
         "identity",
         "coverage",
+        "reserve",
         "cookie",
         "instance_id",
         "bkref_index",
@@ -1246,6 +1252,8 @@ def _name_kind(name: str) -> str:
         return "identity"
     if name == COVERAGE_FILE_NAME:
         return "coverage"
+    if name == RESERVE_FILE_NAME:
+        return "reserve"
     if name == VERSION_FILE_NAME:
         return "cookie"
     if name == INSTANCE_ID_FILE_NAME:
@@ -1308,6 +1316,8 @@ def _describe_name(
         report.items.append(
             attrs.evolve(item, description="lastId: the last entry log id allocated")
         )
+    elif kind == "reserve":
+        report.items.append(attrs.evolve(item, description=RESERVE_NOTE))
     elif kind == "coverage":
         record = describe_coverage(fs, path)
         problems = () if record["error"] is None else (str(record["error"]),)
@@ -1622,12 +1632,17 @@ def describe_file(fs: FileSystem, path: str) -> tuple[dict[str, object], str, in
     if kind == "instance_id":
         obj = {"name": name, "path": path, "text": _read_text(fs, path)}
         return obj, _lines_of(obj), EXIT_OK
+    if kind == "reserve":
+        size = os.lstat(path).st_size
+        obj = {"name": name, "path": path, "size_bytes": size, "note": RESERVE_NOTE}
+        return obj, _lines_of(obj), EXIT_OK
     if kind == "coverage":
         obj = describe_coverage(fs, path)
         return obj, _lines_of(obj), EXIT_DAMAGED if obj["error"] else EXIT_OK
     if kind == "identity":
         obj = describe_identity(fs, path)
         return obj, _lines_of(obj), EXIT_DAMAGED if obj["error"] else EXIT_OK
+    assert kind in ("compacting_log", "compacted_log"), kind
     obj = _describe_leftover(fs, path, kind)
     return obj, _lines_of(obj), EXIT_OK
 

@@ -43,6 +43,8 @@ NOT_MODELLED = "not modelled: checked by "
 MODEL_MAP: dict[str, str] = {
     "impl/bookie/bookie.py": "models/bookie/bookie.py",
     "impl/bookie/driver.py": NOT_MODELLED + "tests/unit/impl/bookie/test_driver.py",
+    "impl/bookie/held.py": NOT_MODELLED + "tests/unit/impl/bookie/test_full_disk.py",
+    "impl/bookie/reserve.py": NOT_MODELLED + "tests/unit/impl/bookie/test_full_disk.py",
     "impl/bookie/gc.py": NOT_MODELLED + "tests/unit/impl/bookie/test_gc.py",
     "impl/clock.py": NOT_MODELLED + "tests/unit/impl/bookie/test_driver.py",
     "impl/config/bk_keys.py": NOT_MODELLED + "tests/unit/impl/config/test_config.py",

@@ -819,6 +819,24 @@ def test_a_failed_journal_fsync_fails_pending_acks_and_later_writes() -> None:
         bookie.add_entry(LedgerId(1), EntryId(1), KEY, b"b")
 
 
+def test_the_bookie_says_when_it_enters_its_failed_state() -> None:
+    """Issue 26: after a background I/O error the bookie refused writes without a word on
+    its progress stream (the adapter's standard error). It says it once, with what to do."""
+    disk = SimDisk()
+    lines: list[str] = []
+    bookie = open_bookie(disk, progress=lines.append)
+    add_and_ack(bookie, 1, 0, b"a")
+    lines.clear()
+    disk.fail_next("fsync", LEDGERS[0])
+    with pytest.raises(BookieIOError):
+        bookie.checkpoint()
+    failed = [line for line in lines if line.startswith("failed: ")]
+    assert len(failed) == 1, lines
+    assert "refuses writes" in failed[0] and "restart the bookie" in failed[0], failed
+    bookie.fail(RuntimeError("a second one"))
+    assert len([line for line in lines if line.startswith("failed: ")]) == 1
+
+
 def test_a_preallocation_the_disk_fails_is_a_typed_error() -> None:
     """The refinement machine found it: a failed fsync while preallocating an entry log
     escaped Bookie.preallocate as a raw FsIOError (the maintenance thread's step); it is a

@@ -657,6 +657,8 @@ def found_keys(capsys: pytest.CaptureFixture[str], root: Path) -> dict[str, set[
     add("identity", run_json(capsys, str(root / "own/ledgers/current/bkref-identity"))[1])
     deleted = root / "own/ledgers/current/bkref-index/deleted-ledgers"
     add("index_deleted", run_json(capsys, str(deleted))[1])
+    add("coverage", run_json(capsys, str(root / "own/journal/current/bkref-coverage"))[1])
+    add("reserve", run_json(capsys, str(root / "own/journal/current/bkref-reserve"))[1])
     return found
 
 
