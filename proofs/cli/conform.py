@@ -58,7 +58,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--adapter", metavar="CMD", required=True, help="the command that starts the bookie"
     )
-    parser.add_argument("--profile", choices=tuple(PROFILES), default="quick")
+    parser.add_argument(
+        "--profile",
+        choices=tuple(PROFILES),
+        default="quick",
+        help="how many scenarios and how long each (default quick; docs/conformance.md)",
+    )
     parser.add_argument(
         "--lazy-disk",
         action="store_true",

@@ -642,7 +642,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="a configuration pair for the header, besides CMD's --set pairs (repeatable)",
     )
     parser.add_argument("--source", metavar="TEXT", help="the header's source")
-    parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]")
+    parser.add_argument(
+        "cmd",
+        nargs=argparse.REMAINDER,
+        metavar="-- CMD [ARGS...]",
+        help="the bookie's adapter command, after --",
+    )
 
 
 def say(line: str) -> None:
