@@ -82,9 +82,8 @@ from impl.bookie.gc import (
     Throttle,
     suspension,
 )
-from impl.bookie.held import HeldEntries
+from impl.bookie.held import HeldEntries, read_only_message
 from impl.bookie.identity import (
-    accept_command,
     lock_directories,
     normalise_dir,
     release_locks,
@@ -444,20 +443,14 @@ class Bookie:
         read-only mode). lastMark stays where it was until a checkpoint finds room, which
         the driver retries after each disk check: service resumes by itself."""
         layout = self._layout
-        ledgers = [parent(d) for d in layout.ledger_dirs]
-        journals = [parent(layout.journal_dir)]
-        held = len(self._held)
-        served = f"{held} entries are served from the journal; " if held else ""
         say(
-            f"read-only: no ledger directory has room to make what the start replayed durable "
-            f"({exc}). {served}reads are served, adds answer no_space, and lastMark stays at "
-            f"{self._checkpointer.last_mark} until a checkpoint finds room. Free space in "
-            f"{', '.join(ledgers)}: the next disk check (every diskCheckInterval ms) sees it, "
-            "the next checkpoint writes what was served from the journal, and the bookie takes "
-            "adds again. Or stop the bookie, add an empty ledger directory with `"
-            + accept_command(journals, [*ledgers, "NEW_DIR"])
-            + "` (with the rest of its configuration), and start it with that directory "
-            "configured: the start replays into the new directory."
+            read_only_message(
+                exc,
+                held=len(self._held),
+                last_mark=str(self._checkpointer.last_mark),
+                journal_dirs=[parent(layout.journal_dir)],
+                ledger_dirs=[parent(d) for d in layout.ledger_dirs],
+            )
         )
 
     def _recovery_checkpoint(self, end: LogMark) -> None:

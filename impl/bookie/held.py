@@ -24,6 +24,7 @@ import threading
 
 import attrs
 
+from impl.bookie.identity import accept_command
 from impl.entrylog.logger import EntryLogger
 from impl.format.entry_log import decode_ids
 from impl.format.journal import MIN_PAYLOAD_SIZE, JournalRecord
@@ -135,3 +136,23 @@ class HeldEntries:
     def check_invariants(self) -> None:
         for where in self._held.values():
             assert where.length >= MIN_PAYLOAD_SIZE and where.offset >= 0, where
+
+
+def read_only_message(
+    exc: Exception, *, held: int, last_mark: str, journal_dirs: list[str], ledger_dirs: list[str]
+) -> str:
+    """What a start that found no room for its checkpoint says (spec/format/identity.md, "A
+    full disk"): that it is read-only, why, and both remedies, each tested
+    (tests/unit/impl/bookie/test_full_disk.py)."""
+    served = f"{held} entries are served from the journal; " if held else ""
+    return (
+        f"read-only: no ledger directory has room to make what the start replayed durable "
+        f"({exc}). {served}reads are served, adds answer no_space, and lastMark stays at "
+        f"{last_mark} until a checkpoint finds room. Free space in {', '.join(ledger_dirs)}: "
+        "the next disk check (every diskCheckInterval ms) sees it, the next checkpoint writes "
+        "what was served from the journal, and the bookie takes adds again. Or stop the "
+        "bookie, add an empty ledger directory with `"
+        + accept_command(journal_dirs, [*ledger_dirs, "NEW_DIR"])
+        + "` (with the rest of its configuration), and start it with that directory "
+        "configured: the start replays into the new directory."
+    )
