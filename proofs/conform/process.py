@@ -33,6 +33,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+from impl.limits import LIMITS
 from spec.errors import BkrefError
 
 #: How long a bookie may take to write its ready line (``--start-timeout``).
@@ -112,9 +113,18 @@ class BookieProcess:
     """A started bookie: write request lines, take response lines with a timeout, kill."""
 
     def __init__(
-        self, command: str, data_dir: str, stderr_path: str, *, cwd: str | None = None
+        self,
+        command: str,
+        data_dir: str,
+        stderr_path: str,
+        *,
+        cwd: str | None = None,
+        line_max_bytes: int = LIMITS.input_line_max_bytes,
     ) -> None:
+        """``line_max_bytes``: the longest line read from the bookie's standard output
+        (``Limits.input_line_max_bytes``)."""
         self.command = command
+        self._line_max_bytes = line_max_bytes
         self.argv = command_words(command, data_dir)
         self.stderr_path = stderr_path
         self.lines: queue.Queue[bytes] = queue.Queue()
@@ -160,6 +170,13 @@ class BookieProcess:
             *complete, pending = pending.split(b"\n")
             for line in complete:
                 self.lines.put(line + b"\n")
+            if len(pending) > self._line_max_bytes:
+                # A line that never ends: say so as a line the runner refuses (not JSON),
+                # and read no more (the bookie then blocks on a full pipe until it is
+                # killed) rather than hold it all in memory.
+                self.lines.put(b"<a line longer than %d bytes>\n" % self._line_max_bytes)
+                self.lines.put(EOF)
+                return
 
     @property
     def pid(self) -> int:

@@ -132,3 +132,25 @@ def test_a_signal_to_conform_unmounts_the_lazy_disk(tmp_path: Path) -> None:
     _stop_while_a_scenario_waits(tmp_path, signal.SIGTERM, "--lazy-disk")
     mounts = Path("/proc/mounts").read_text()
     assert str(tmp_path / "work") not in mounts, mounts
+
+
+def test_a_line_that_never_ends_is_cut_not_held_in_memory(tmp_path: Path) -> None:
+    """The bookie's standard output is input too: a line longer than the bound is refused as
+    a line (the runner fails it: not JSON), and nothing more is read."""
+    from proofs.conform.process import EOF, BookieProcess, wait_ready
+
+    endless = (
+        f"import sys,time; print({READY!r}, flush=True); "
+        "[sys.stdout.write('x' * 4096) or sys.stdout.flush() for _ in range(10**6)]"
+    )
+    data = tmp_path / "data"
+    data.mkdir()
+    process = BookieProcess(
+        adapter(endless), str(data), str(tmp_path / "stderr"), line_max_bytes=100_000
+    )
+    try:
+        assert wait_ready(process, 30).startswith(b'{"id":null')
+        assert process.take(30) == b"<a line longer than 100000 bytes>\n"
+        assert process.take(30) == EOF
+    finally:
+        process.kill()
