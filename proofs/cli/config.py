@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 
@@ -56,6 +57,8 @@ def read_conf_file(path: str) -> str:
     """The text of a configuration file, read bounded (proofs/cli/input_file.py: at most
     ``Limits.conf_file_max_bytes``, never waiting for ever on a FIFO; process substitution
     works). Raises ConfigError saying why it cannot be read."""
+    if not os.path.lexists(path):
+        raise ConfigError(f"{path}: no such configuration file; check the --conf path")
     try:
         data = read_input(
             path,

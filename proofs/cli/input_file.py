@@ -47,7 +47,7 @@ def read_input(
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
-        raise InputError(f"{path}: no such file; give {what}") from None
+        raise InputError(f"{path}: No such file or directory; give {what}") from None
     except OSError as exc:
         raise InputError(f"{path}: cannot open it: {exc.strerror or exc}; give {what}") from None
     try:
