@@ -129,6 +129,31 @@ class Limits:
     #: How long BookieDriver.stop waits for each thread before reporting it stuck.
     thread_join_timeout_ms: int = attrs.field(default=30_000, validator=_positive)
 
+    #: Bytes of ``bkref-reserve`` in every journal and ledger directory: room the bookie
+    #: frees, on a disk its own data filled to the byte, for the few writes that get it out
+    #: of there (an accept's identity stamps, the start's lastMark and index flush;
+    #: impl/bookie/reserve.py). Written at a start that finds it missing and has room.
+    dir_reserve_bytes: int = attrs.field(default=256 * KIB, validator=_positive)
+
+    # --- input a user names to a command (proofs/cli/input_file.py) ---------------------
+    #: The largest configuration file ``--conf`` reads (bkref config, adapter, dirs accept,
+    #: import): BookKeeper's own bk_server.conf is about 50 KiB; ``--conf /dev/zero`` stops
+    #: here with one line instead of filling the memory.
+    conf_file_max_bytes: int = attrs.field(default=16 * MIB, validator=_positive)
+    #: The largest trace check-trace, explain, check-traces and record read (spec/trace.md):
+    #: traces are read whole to be judged.
+    trace_file_max_bytes: int = attrs.field(default=1 << 30, validator=_positive)
+    #: The longest line of either: an add of the largest entry, base64 in a trace step, fits
+    #: (the adapter's own line bound is about 40 MiB).
+    input_line_max_bytes: int = attrs.field(default=64 * MIB, validator=_positive)
+    #: How long a FIFO named as input is given to find a writer before the command says it
+    #: has none (a FIFO without a writer would block its open, then its reads, forever).
+    #: Process substitution (``--conf <(...)``) has its writer from the start.
+    input_writer_wait_ms: int = attrs.field(default=2_000, validator=_positive)
+    #: How long a pipe or device named as input may send nothing before the command gives up
+    #: on it (a writer that never writes and never closes).
+    input_idle_ms: int = attrs.field(default=60_000, validator=_positive)
+
     # --- the adapter server (impl/server/) ----------------------------------------------
     #: Requests the adapter holds unanswered before its reader stops reading
     #: (impl/server/dispatcher.py, Dispatcher; spec/adapter.md, "Flow control").
@@ -157,6 +182,10 @@ class Limits:
         assert self.group_wait_min_ms <= self.journal_idle_ms, (
             f"group_wait_min_ms={self.group_wait_min_ms} is above "
             f"journal_idle_ms={self.journal_idle_ms}"
+        )
+        assert self.input_line_max_bytes <= self.trace_file_max_bytes, (
+            f"input_line_max_bytes={self.input_line_max_bytes} is above "
+            f"trace_file_max_bytes={self.trace_file_max_bytes}"
         )
         assert self.log_size_limit_max_bytes < LOCATION_OFFSET_END, (
             f"log_size_limit_max_bytes={self.log_size_limit_max_bytes} does not fit a "
@@ -191,6 +220,8 @@ TEST_LIMITS = Limits(
     pending_acks_prune_min=2,
     # An adapter under test stops reading after a handful of unanswered requests.
     in_flight_max=8,
+    # A reserve of two sectors: laid down at a first start, freed on a full disk.
+    dir_reserve_bytes=1024,
 )
 
 #: The checks' configuration, under BookKeeper's key names: entry logs of a few records so

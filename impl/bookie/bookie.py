@@ -63,6 +63,7 @@ interrupted recovery re-added elsewhere are copied by compaction with the rest o
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections.abc import Callable, Iterator
 
@@ -81,6 +82,7 @@ from impl.bookie.gc import (
     Throttle,
     suspension,
 )
+from impl.bookie.held import HeldEntries, read_only_message
 from impl.bookie.identity import (
     lock_directories,
     normalise_dir,
@@ -94,6 +96,7 @@ from impl.bookie.layout import (
     with_index_in,
 )
 from impl.bookie.recovery import Progress, recover
+from impl.bookie.reserve import ensure_reserve, release_reserve, with_reserve
 from impl.bookie.state import (
     BookieState,
     EntryLogInfos,
@@ -113,7 +116,7 @@ from impl.entrylog.compactor import (
 from impl.entrylog.compactor import (
     Throttle as CompactorThrottle,
 )
-from impl.entrylog.ledger_dirs import RandomSource
+from impl.entrylog.ledger_dirs import DirState, RandomSource
 from impl.entrylog.logger import EntryLogger, settings_from_config
 from impl.entrylog.manager import LogChannel, LogState
 from impl.entrylog.reader import extract_metadata
@@ -124,7 +127,7 @@ from impl.format.entry_log import (
 )
 from impl.format.journal import encode_fence_record, encode_key_record
 from impl.format.names import log_file_name
-from impl.fs.api import DirLock, FileSystem
+from impl.fs.api import DirLock, FileSystem, parent
 from impl.index.ledger_index import LedgerIndex
 from impl.journal.journal import (
     Journal,
@@ -226,11 +229,15 @@ class Bookie:
         limits: Limits,
         *,
         clock: Clock | None = None,
+        say: Progress | None = None,
+        held: HeldEntries | None = None,
     ) -> None:
         """Internal: use :meth:`open`, which recovers before the bookie takes requests.
         ``index`` and ``entry_logger`` are consistent with the journal up to
         ``recovery.end_mark``; lastMark is still ``recovery.start_mark``. ``clock`` times
-        the garbage collector's intervals and the compaction throttle."""
+        the garbage collector's intervals and the compaction throttle; ``say`` takes what
+        the bookie reports while it runs (the progress stream of ``open``); ``held``: the
+        entries replay could not write for lack of room, served from the journal."""
         self._fs = fs
         self._config = config
         self._limits = limits
@@ -241,8 +248,20 @@ class Bookie:
         self._index = index
         self._journal: Journal | None = None
         self._lock = threading.RLock()
+        #: Where the bookie says what happens to it while it runs (the progress stream).
+        self._say = say or _no_progress
+        #: Entries served from the journal until a checkpoint finds room (impl/bookie/held.py).
+        self._held = held if held is not None else HeldEntries(fs, layout.journal_dir, {})
         self._checkpointer = Checkpointer(
-            fs, layout.ledger_dirs, self._lock, entry_logger, index, recovery.start_mark
+            fs,
+            layout.ledger_dirs,
+            self._lock,
+            entry_logger,
+            index,
+            recovery.start_mark,
+            journal_dir=layout.journal_dir,
+            say=say or _no_progress,
+            held=self._held,
         )
         #: Guards ``_callback_errors`` (appended from the journal thread).
         self._errors_lock = threading.Lock()
@@ -321,6 +340,13 @@ class Bookie:
             )
             layout = with_index_in(layout, layout.ledger_dirs[ledgers.index(settled.index_dir)])
             ensure_durable_dir(fs, layout.index_dir)
+            for directory in dict.fromkeys([*journals, *ledgers]):
+                if not ensure_reserve(fs, directory, limits.dir_reserve_bytes):
+                    say(
+                        f"{directory}: no room for its reserve ({limits.dir_reserve_bytes} "
+                        "bytes the bookie frees when its own data fills the disk); it is "
+                        "written at a later start with room"
+                    )
             bookie = cls._open_locked(fs, config, layout, clock, rng, say, limits)
         except BaseException:
             release_locks(locks)
@@ -345,14 +371,46 @@ class Bookie:
         entry_logger = EntryLogger(fs, layout.ledger_dirs, settings, rng, limits=limits)
         bookie: Bookie | None = None
         try:
+            # The disk check first, so that replay writes into a directory that has room
+            # (a full one is where the active log never goes), as the running bookie does.
+            entry_logger.check_dirs()
             # Steps 0-3.
             recovered = recover(fs, config, layout, entry_logger, say, limits=limits)
             report = recovered.report
             bookie = cls(
-                fs, config, layout, entry_logger, recovered.index, report, limits, clock=clock
+                fs,
+                config,
+                layout,
+                entry_logger,
+                recovered.index,
+                report,
+                limits,
+                clock=clock,
+                say=say,
+                held=recovered.held,
             )
-            bookie._recovery_checkpoint(report.end_mark)  # step 4
-            bookie._start_journal(clock)  # step 5
+            # Step 5 before step 4: the recovery checkpoint persists the new journal's
+            # durable mark (its header's end), not where replay stopped. Everything before it
+            # was replayed, and a bkref lastMark is then always the end of a group bkref
+            # synced, so replay judges a later group after it as damage at the mark itself
+            # too (spec/format/journal.md, rows j4 and j15; issue 26). A crash between the
+            # two leaves the old mark and a header-only journal (row j11): replayed again.
+            # A journal directory full to the byte frees its reserve for the new journal's
+            # header (impl/bookie/reserve.py): the bookie starts and serves reads.
+            with_reserve(fs, [layout.journal_dir], functools.partial(bookie._start_journal, clock))
+            journal = bookie._journal
+            assert journal is not None
+            try:
+                bookie._recovery_checkpoint(journal.durable_mark())  # step 4
+            except (FsNoSpace, NoWritableLedgerDir):
+                # No room for lastMark or the index in a full directory: free its reserve
+                # (impl/bookie/reserve.py) and try once more, else start read-only.
+                try:
+                    if not bookie._release_full_reserves(say):
+                        raise
+                    bookie._recovery_checkpoint(journal.durable_mark())
+                except (FsNoSpace, NoWritableLedgerDir) as again:
+                    bookie._start_read_only(again, say)
         except BaseException:
             if bookie is not None:
                 bookie._abandon()
@@ -363,10 +421,43 @@ class Bookie:
         bookie.check_invariants()
         return bookie
 
+    def _release_full_reserves(self, say: Progress) -> bool:
+        """Free the reserve of every ledger directory the disk check finds full (and of
+        the index's); True when one was freed."""
+        states = self._entry_logger.check_dirs()
+        released = False
+        for directory in self._layout.ledger_dirs:
+            full = states.get(directory) is DirState.FULL
+            if (full or directory == parent(self._layout.index_dir)) and release_reserve(
+                self._fs, directory
+            ):
+                say(f"{directory}: full; freed its reserve for lastMark and the index")
+                released = True
+        return released
+
+    def _start_read_only(self, exc: Exception, say: Progress) -> None:
+        """The start's checkpoint found no room (issue 26, item 3): every ledger directory
+        is full. Nothing was applied that a later checkpoint cannot apply again, and what
+        replay could not write is served from the journal (impl/bookie/held.py), so the
+        bookie starts and serves reads; adds find no room and answer no_space (BookKeeper's
+        read-only mode). lastMark stays where it was until a checkpoint finds room, which
+        the driver retries after each disk check: service resumes by itself."""
+        layout = self._layout
+        say(
+            read_only_message(
+                exc,
+                held=len(self._held),
+                last_mark=str(self._checkpointer.last_mark),
+                journal_dirs=[parent(layout.journal_dir)],
+                ledger_dirs=[parent(d) for d in layout.ledger_dirs],
+            )
+        )
+
     def _recovery_checkpoint(self, end: LogMark) -> None:
-        """Recovery step 4. BookKeeper #2087: replay must advance the mark, or the next
-        restart replays (and re-adds) the same records again. No trim here, as in
-        BookieImpl's post-replay flush (checkpointComplete with compact=false)."""
+        """Recovery step 4, at ``end``: the new journal's durable mark, past every record
+        replay read. BookKeeper #2087: replay must advance the mark, or the next restart
+        replays (and re-adds) the same records again. No trim here, as in BookieImpl's
+        post-replay flush (checkpointComplete with compact=false)."""
         with self._checkpointer.lock:
             self._checkpointer.complete(end, None)
 
@@ -438,7 +529,7 @@ class Bookie:
                     # checkpoint may trust the log from now on (it would persist an index and
                     # a lastMark over lost bytes): the bookie stops taking writes, and the
                     # journal, which holds every record, brings them back at the restart.
-                    self._failure = self._failure or error
+                    self._enter_failed(error)
                 raise error from exc
             if new_key:
                 index.set_master_key(ledger_id, master_key)
@@ -488,6 +579,8 @@ class Bookie:
                 raise NoLedger(f"ledger {ledger_id} does not exist on this bookie")
             location = self._index.get_location(ledger_id, entry_id)
             if location is None:
+                if self._held.holds(ledger_id, entry_id):
+                    return self._held.read(ledger_id, entry_id)[MIN_SANE_ENTRY_SIZE:]
                 raise NoEntry(f"ledger {ledger_id} has no entry {entry_id} on this bookie")
             try:
                 payload = self._entry_logger.read_entry(ledger_id, entry_id, location)
@@ -513,20 +606,25 @@ class Bookie:
         self._check_id("ledger", ledger_id)
         with self._lock:
             self._require_ready()
+            deleted_before = self._index.deleted_records
             try:
                 self._index.delete_ledger(ledger_id)
             except FsNoSpace as exc:
                 # The tombstone's write was refused whole: nothing of it is on the disk.
                 raise NoSpace(
                     f"deleting ledger {ledger_id} found no room for its tombstone: {exc}. It "
-                    "is not deleted; free space in the ledger directories and retry."
+                    f"is not deleted; free space in {parent(self._layout.index_dir)} (it holds "
+                    "the ledger index) and retry."
                 ) from exc
             except FsError as exc:
                 raise BookieIOError(
                     f"deleting ledger {ledger_id} failed: {exc}. It is not deleted; retry."
                 ) from exc
             self._fence_acks.pop(ledger_id, None)
+            self._held.drop_ledger(ledger_id)
             assert self._index.is_deleted(ledger_id)
+            if self._index.deleted_records != deleted_before:
+                self._checkpointer.record_deletes()
             in_flight = self._pending.adds_of(ledger_id)
             refusal = NoLedger(
                 f"ledger {ledger_id} was deleted while this add was in flight: the add is not "
@@ -776,7 +874,10 @@ class Bookie:
         may have lost data the bookie counted on: the bookie fails (refuses writes until a
         restart replays the journal from the last good lastMark), as BookKeeper does."""
         if isinstance(exc, (NoWritableLedgerDir, FsNoSpace)):
-            return NoSpace(f"{step} found no room: {exc}. Free space; nothing was lost.")
+            return NoSpace(
+                f"{step} found no room: {exc}. Nothing was lost; free space and it succeeds "
+                "again (the driver retries it after the next disk check)."
+            )
         self.fail(exc)
         return BookieIOError(
             f"{step} failed: {exc}. The bookie refuses writes now; restart it after checking "
@@ -1176,7 +1277,8 @@ class Bookie:
         if isinstance(exc, (NoWritableLedgerDir, FsNoSpace)):
             return NoSpace(
                 f"{step} found no room: {exc}. Nothing was changed; free space (or add a "
-                "ledger directory) and run gc again."
+                "ledger directory with `bkref dirs accept`, the bookie stopped) and run gc "
+                "again."
             )
         return BookieIOError(
             f"{step} failed: {exc}. Nothing was changed: the source logs and the index are "
@@ -1190,10 +1292,22 @@ class Bookie:
             f"a background step failed: {error}. Writes that were not acknowledged are not "
             "durable; restart the bookie after checking the disk."
         )
-        with self._lock:
-            if self._failure is None:
-                self._failure = failure
+        self._enter_failed(failure)
         self._fail_pending(failure)
+
+    def _enter_failed(self, failure: BookieError) -> None:
+        """Enter the failed state (the first failure sticks) and say so on the progress
+        stream, once: an operator watching standard error learns that the bookie refuses
+        writes, why, and what to do (issue 26: it entered that state without a word)."""
+        with self._lock:
+            first = self._failure is None
+            if first:
+                self._failure = failure
+        if first:
+            self._say(
+                f"failed: {failure} It refuses writes from now on and serves reads; pending "
+                "adds and fences were answered io_error."
+            )
 
     def _fail_pending(self, failure: BookieError) -> None:
         with self._lock:

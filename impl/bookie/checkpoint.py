@@ -24,12 +24,21 @@ trimmed outside it.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
+from impl.bookie.held import HeldEntries
 from impl.entrylog.logger import EntryLogger
-from impl.fs.api import FileSystem
+from impl.format.names import COVERAGE_FILE_NAME
+from impl.fs.api import FileSystem, join
 from impl.index.ledger_index import LedgerIndex
 from impl.journal.journal import Journal
-from impl.journal.last_mark import IndexCoverage, LogMark, write_last_mark
+from impl.journal.last_mark import (
+    IndexCoverage,
+    LogMark,
+    write_coverage_record,
+    write_last_mark,
+)
+from spec.errors import FsError
 
 
 class Checkpointer:
@@ -43,8 +52,14 @@ class Checkpointer:
         entry_logger: EntryLogger,
         index: LedgerIndex,
         last_mark: LogMark,
+        *,
+        journal_dir: str | None = None,
+        say: Callable[[str], None] | None = None,
+        held: HeldEntries | None = None,
     ) -> None:
-        """``last_mark``: the lastMark on disk at start (what recovery replayed from)."""
+        """``last_mark``: the lastMark on disk at start (what recovery replayed from).
+        ``journal_dir``: the journal directory's ``current/``, where the coverage record is
+        kept (None: none is kept); ``say`` reports a record that could not be written."""
         #: Serialises checkpoints; held from the capture of a mark to the end of ``complete``.
         self.lock = threading.Lock()
         self._fs = fs
@@ -54,6 +69,15 @@ class Checkpointer:
         self._index = index
         self._start_mark = last_mark
         self._last_mark = last_mark
+        #: The index coverage the lastMark files hold (None: not written by this process).
+        self._last_coverage: IndexCoverage | None = None
+        self._journal_dir = journal_dir
+        self._say = say
+        #: Entries served from the journal: written to the entry logs before each flush.
+        self._held = held
+        #: Serialises writes of the coverage record (a checkpoint's and a delete's).
+        self._record_lock = threading.Lock()
+        self._recorded: tuple[LogMark, IndexCoverage] | None = None
 
     @property
     def last_mark(self) -> LogMark:
@@ -77,6 +101,11 @@ class Checkpointer:
         then flush the index. Raises what the disk raises; the caller holds ``lock``."""
         assert self.lock.locked(), "a checkpoint runs under the checkpoint lock"
         with self._state_lock:
+            # Entries a start served from the journal (no room then) go to the entry logs
+            # first: the mark about to be persisted lies past their records. No room still:
+            # NoWritableLedgerDir, nothing persisted, and they stay served from the journal.
+            if self._held is not None and len(self._held):
+                self._held.drain(self._entry_logger, self._index)
             # Entry logs first: the index must never name bytes that are not durable. flush
             # forces the active log and the rotated ones (SyncThread.flush in single-log mode).
             self._entry_logger.flush()
@@ -92,16 +121,53 @@ class Checkpointer:
         assert mark >= self._last_mark, f"lastMark would move back: {self._last_mark} -> {mark}"
         # Only now may the journal before the mark be forgotten: persist the mark in every
         # ledger directory (the largest wins at start, so it never moves back) ...
-        if journal is None or mark != self._last_mark:
-            # With the mark, what the index durably holds now: a later start refuses an index
-            # with less (a deleted newest segment, a shortened deleted-ledgers file).
-            index = self._index
-            coverage = IndexCoverage(index.newest_segment_seq, index.deleted_records)
+        # With the mark, what the index durably holds now: a later start refuses an index
+        # with less (a deleted newest segment, a shortened deleted-ledgers file). Written
+        # when either moved: a delete or a compaction's index flush moves only the coverage.
+        index = self._index
+        coverage = IndexCoverage(index.newest_segment_seq, index.deleted_records)
+        if journal is None or mark != self._last_mark or coverage != self._last_coverage:
             write_last_mark(self._fs, list(self._ledger_dirs), mark, coverage=coverage)
+            self._last_coverage = coverage
         self._last_mark = mark
+        self._record(mark, coverage)
         # ... and delete the journals wholly before it, keeping journalMaxBackups.
         if journal is not None:
             journal.trim(mark)
+
+    def record_deletes(self) -> None:
+        """A delete was made durable in the index: count it in the coverage record now, not
+        at the next checkpoint, so an old copy of the ledger directories put back after a
+        kill -9 is refused too (spec/format/identity.md, "Old copies"). The caller holds the
+        state lock (the index's counts are read under it)."""
+        index = self._index
+        coverage = IndexCoverage(index.newest_segment_seq, index.deleted_records)
+        self._record(self._last_mark, coverage)
+
+    def _record(self, mark: LogMark, coverage: IndexCoverage) -> None:
+        """Write the coverage record in the journal directory, after lastMark (``mark`` is
+        persisted) and the index (``coverage`` is durable): a lower bound of what the ledger
+        directories hold, which a start checks them against (impl/bookie/recovery.py,
+        ``coverage_record_damage``). A record that cannot be written is said and skipped: it
+        only checks, and a stale one is still a lower bound (the next checkpoint or delete
+        writes it again)."""
+        if self._journal_dir is None:
+            return
+        with self._record_lock:
+            if self._recorded == (mark, coverage):
+                return
+            try:
+                write_coverage_record(self._fs, self._journal_dir, mark, coverage)
+            except FsError as exc:
+                if self._say is not None:
+                    self._say(
+                        f"could not write {join(self._journal_dir, COVERAGE_FILE_NAME)}: "
+                        f"{exc}. Until a later checkpoint or delete writes it, a start checks "
+                        "the ledger directories against an older record (spec/format/"
+                        "identity.md, Old copies)"
+                    )
+                return
+            self._recorded = (mark, coverage)
 
     def check_invariants(self) -> None:
         assert self._last_mark >= self._start_mark, (self._last_mark, self._start_mark)

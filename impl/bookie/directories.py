@@ -23,6 +23,7 @@ import attrs
 
 from impl.format.identity import MAX_STAMP_BYTES, Stamp, StampFormatError, decode_stamp
 from impl.format.names import (
+    COVERAGE_FILE_NAME,
     CURRENT_DIR,
     DB_LEDGERS_DIR_NAME,
     DB_LOCATIONS_DIR_NAME,
@@ -31,6 +32,7 @@ from impl.format.names import (
     INSTANCE_ID_FILE_NAME,
     LAST_ID_FILE_NAME,
     LAST_MARK_FILE_NAME,
+    RESERVE_FILE_NAME,
     VERSION_FILE_NAME,
     is_bk_index_dir_name,
     is_tmp_file_name,
@@ -92,6 +94,13 @@ class DirInfo:
 def stamp_path(directory: str) -> str:
     """Where the identity stamp of a configured directory lives."""
     return join(directory, CURRENT_DIR, IDENTITY_FILE_NAME)
+
+
+#: Files of a bkref bookie that hold no data of their own (lastMark, lastId, the coverage
+#: record and the reserve): a directory with them only is no BookKeeper data directory.
+_BOOKIE_FILES = frozenset(
+    {LAST_MARK_FILE_NAME, LAST_ID_FILE_NAME, COVERAGE_FILE_NAME, RESERVE_FILE_NAME}
+)
 
 
 def _read_stamp(fs: FileSystem, path: str) -> tuple[Stamp | None, str | None]:
@@ -165,7 +174,7 @@ def classify_dir(fs: FileSystem, path: str) -> DirInfo:
             or parse_compacted_file_name(name) is not None
         ):
             data.append(name)
-        elif name in (LAST_MARK_FILE_NAME, LAST_ID_FILE_NAME) or is_tmp_file_name(name):
+        elif name in _BOOKIE_FILES or is_tmp_file_name(name):
             bookie.append(name)
         else:
             other.append(name)
@@ -175,7 +184,7 @@ def classify_dir(fs: FileSystem, path: str) -> DirInfo:
         kind = DirKind.BKREF_PRE_STAMP
     elif data or bk_only or bookie:
         # A stamp's own temporary file alone is what a crash during a first start leaves.
-        leftovers = [n for n in bookie if n != IDENTITY_FILE_NAME + ".tmp"]
+        leftovers = [n for n in bookie if n not in (IDENTITY_FILE_NAME + ".tmp", RESERVE_FILE_NAME)]
         kind = DirKind.BOOKKEEPER if (data or bk_only or leftovers) else DirKind.EMPTY
     elif other:
         kind = DirKind.NOT_A_BOOKIE

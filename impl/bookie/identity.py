@@ -45,6 +45,7 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from impl.bookie.directories import DirInfo, DirKind, classify_dir, stamp_path
+from impl.bookie.reserve import with_reserve
 from impl.clock import Clock
 from impl.format.identity import Stamp, StampFormatError, encode_stamp
 from impl.format.names import CURRENT_DIR, IDENTITY_FILE_NAME, tmp_file_name
@@ -56,6 +57,7 @@ __all__ = [
     "Settled",
     "accept_command",
     "apply_accept",
+    "damaged_stamp_message",
     "lock_directories",
     "normalise_dir",
     "plan_accept",
@@ -131,14 +133,20 @@ def _write_stamp(fs: FileSystem, stamp: Stamp) -> None:
     except StampFormatError as exc:
         raise DirectoryError(f"cannot stamp {stamp.directory}: {exc}") from exc
     tmp = join(current, tmp_file_name(IDENTITY_FILE_NAME))
-    if fs.exists(tmp):
-        fs.unlink(tmp)
-    handle = fs.open(tmp, create=True, exclusive=True)
-    try:
-        handle.pwrite(0, data)
-        handle.fsync()
-    finally:
-        handle.close()
+
+    def write_tmp() -> None:
+        if fs.exists(tmp):
+            fs.unlink(tmp)
+        handle = fs.open(tmp, create=True, exclusive=True)
+        try:
+            handle.pwrite(0, data)
+            handle.fsync()
+        finally:
+            handle.close()
+
+    # A directory the bookie's data filled to the byte has its reserve to free (issue 26:
+    # an accept adding an empty directory could not write this one's stamp).
+    with_reserve(fs, [current], write_tmp)
     fs.rename(tmp, join(current, IDENTITY_FILE_NAME))
     fs.fsync_dir(current)
 
@@ -245,6 +253,18 @@ def _list_changes(key: str, configured: Sequence[str], stamped: Sequence[str]) -
     ]
 
 
+def damaged_stamp_message(path: str, problem: str, accept: str) -> str:
+    """Row D1 of spec/format/identity.md, one decision for a start and for ``bkref inspect``:
+    a stamp that does not decode is damage (no crash leaves it), and what to do about it.
+    ``accept`` names the accept command (inspect does not know the configured set)."""
+    return (
+        f"{path}: the bkref identity stamp is damaged ({problem}). A crash never leaves a "
+        "damaged stamp (it is renamed into place only once complete and fsynced). Restore it "
+        f"from a backup, or move it aside and run {accept}, which re-stamps the directory "
+        "after checking what it holds."
+    )
+
+
 def _refusal(problems: Sequence[str], journals: Sequence[str], ledgers: Sequence[str]) -> str:
     """One line (the adapter's start error is one line on stderr)."""
     return (
@@ -277,12 +297,12 @@ def settle_identity(
     for info in infos.values():
         if info.stamp_problem is not None:
             raise DirectoryError(
-                f"{stamp_path(info.path)}: the bkref identity stamp is damaged "
-                f"({info.stamp_problem}). A crash never leaves a damaged stamp (it is renamed "
-                "into place only once complete and fsynced). Restore it from a backup, or "
-                "move it aside and run "
-                f"`{accept_command(journals, ledgers)}`, which re-stamps the directory after "
-                "checking what it holds. Nothing was changed."
+                damaged_stamp_message(
+                    stamp_path(info.path),
+                    info.stamp_problem,
+                    f"`{accept_command(journals, ledgers)}`",
+                )
+                + " Nothing was changed."
             )
     found = {d: infos[d].stamp for d in directories}
     stamps = {d: s for d, s in found.items() if s is not None}

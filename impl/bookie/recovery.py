@@ -21,8 +21,9 @@ The steps (BookieImpl's start, with InterleavedLedgerStorage):
    is rebuilt from the new log, not the source, which is gone);
 3. replay the journal from lastMark, applying each record to the entry logs and the index
    (:class:`JournalReplayer`); the replay checks the mark and every journal's stop first;
-4. a checkpoint at where replay ended, and 5. a new journal file: both are the composition
-   root's (impl/bookie/bookie.py, ``Bookie.open``), which owns the checkpoint and the journal.
+4. a new journal file, and 5. a checkpoint at its durable mark (past every record replay
+   read): both are the composition root's (impl/bookie/bookie.py, ``Bookie.open``), which
+   owns the checkpoint and the journal.
 
 Why the cut: the *decisions* are pure functions, state in and action out
 (:func:`replay_action`, :func:`must_rebuild_index`), so each choice below is tested on its own
@@ -50,7 +51,11 @@ Damage (spec/format/journal.md, entry_log.md, ledger_index.md: "Damage"): every 
 recovery input that no crash leaves, and that can be told, raises DamagedFile in steps 2 and
 3 before anything is written (replay surveys each journal before it yields a record), so the
 recovery checkpoint never makes the damage permanent. The advice in those errors never moves
-the index or lastMark aside over lost data and never resurrects a delete.
+the index or lastMark aside over lost data and never resurrects a delete. Each decision is one
+function that ``bkref inspect`` calls too (:func:`index_coverage_damage`,
+:func:`indexed_log_damage`, and impl/journal/damage.py for journals and lastMark), so the two
+never disagree about what is damage (tests/unit/impl/bookie/test_damage.py runs every row of
+the tables through both).
 
 Not verified here: multiple journal directories.
 """
@@ -62,6 +67,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from impl.bookie.held import HeldEntries
 from impl.bookie.layout import BookieLayout, sync_previous_run
 from impl.bookie.state import RecoveryReport
 from impl.config.config import ServerConfig
@@ -70,6 +76,7 @@ from impl.entrylog.logger import EntryLogger
 from impl.format.journal import MIN_PAYLOAD_SIZE, JournalRecord
 from impl.format.ledger_index import DELETED_RECORD_SIZE, MASTER_KEY_MAX_BYTES
 from impl.format.names import (
+    COVERAGE_FILE_NAME,
     DELETED_FILE_NAME,
     journal_file_name,
     log_file_name,
@@ -78,8 +85,15 @@ from impl.format.names import (
 from impl.fs.api import FileSystem, join
 from impl.index.ledger_index import LedgerIndex
 from impl.index.rebuild import may_hold_bk_metadata, rebuild_index
-from impl.journal.last_mark import IndexCoverage, LogMark, checked_last_mark
-from impl.journal.replay import Progress, replay
+from impl.journal.last_mark import (
+    CheckedMark,
+    DirMark,
+    IndexCoverage,
+    LogMark,
+    checked_last_mark,
+    read_coverage_record,
+)
+from impl.journal.replay import Progress, mark_damage, mark_problem, replay
 from impl.limits import LIMITS, Limits
 from spec.errors import (
     REPLICA_ADVICE,
@@ -96,9 +110,14 @@ __all__ = [
     "Progress",
     "Recovered",
     "ReplayAction",
+    "check_coverage_record",
     "check_index_coverage",
     "check_indexed_logs",
+    "check_other_marks",
     "cleanup_compaction_leftovers",
+    "coverage_record_damage",
+    "index_coverage_damage",
+    "indexed_log_damage",
     "must_rebuild_index",
     "recover",
     "replay_action",
@@ -119,6 +138,7 @@ class ReplayAction(enum.Enum):
     SKIP_UNKNOWN = "an entry of a ledger with no key and no index entry: skip (as BookKeeper)"
     SKIP_BAD_ID = "a negative ledger id (junk that parsed as a record): skip"
     IGNORE_LAC = "explicit LAC: not kept by bkref"
+    HOLD = "no ledger directory has room: served from the journal (impl/bookie/held.py)"
 
 
 def replay_action(
@@ -163,21 +183,35 @@ def must_rebuild_index(
 
 
 def check_index_coverage(index: LedgerIndex, coverage: IndexCoverage | None) -> None:
-    """Refuse an index that holds less than lastMark says it held when the mark was written
-    (impl/journal/last_mark.py): a checkpoint writes lastMark only after the index flush
-    returned and every counted delete was fsynced, so no crash leaves less. Less is a deleted
-    newest segment (or a deleted index), or a shortened or missing deleted-ledgers file.
-    None (a lastMark BookKeeper or an older bkref wrote): nothing to check against."""
+    """Refuse an index that holds less than lastMark says it held (``index_coverage_damage``,
+    rows i1, i3, d1, d2 of spec/format/ledger_index.md)."""
+    damage = index_coverage_damage(
+        index.index_dir, index.newest_segment_seq, index.deleted_records, coverage
+    )
+    if damage is not None:
+        raise damage
+
+
+def index_coverage_damage(
+    index_dir: str, newest_seq: int, deleted_records: int, coverage: IndexCoverage | None
+) -> DamagedFile | None:
+    """Whether an index whose newest segment is ``newest_seq`` (0: none) and whose
+    deleted-ledgers file holds ``deleted_records`` intact records holds less than lastMark
+    says it held when the mark was written (impl/journal/last_mark.py): the refusal, or None.
+    One decision for a start and for ``bkref inspect``. A checkpoint writes lastMark only
+    after the index flush returned and every counted delete was fsynced, so no crash leaves
+    less. Less is a deleted newest segment (or a deleted index), or a shortened or missing
+    deleted-ledgers file. None (a lastMark BookKeeper or an older bkref wrote): nothing to
+    check against."""
     if coverage is None:
-        return
-    if index.newest_segment_seq < coverage.segment_seq:
-        newest = index.newest_segment_seq
-        have = f"segment {newest:016x}" if newest else "no segment"
-        raise DamagedFile(
-            join(index.index_dir, segment_file_name(coverage.segment_seq)),
+        return None
+    if newest_seq is not None and newest_seq < coverage.segment_seq:
+        have = f"segment {newest_seq:016x}" if newest_seq else "no segment"
+        return DamagedFile(
+            join(index_dir, segment_file_name(coverage.segment_seq)),
             None,
             f"the ledger index was durable up to segment {coverage.segment_seq:016x} when "
-            f"lastMark was written, and {index.index_dir} now holds {have}: segments were "
+            f"lastMark was written, and {index_dir} now holds {have}: segments were "
             "deleted (or the index directory moved). The journal before lastMark may be gone, "
             "so the master keys, fences and entries in the missing segments exist nowhere else",
             "restore the missing segment files (or the whole index directory) from a backup "
@@ -187,57 +221,204 @@ def check_index_coverage(index: LedgerIndex, coverage: IndexCoverage | None) -> 
             "moved aside: a rebuild from the entry logs loses master keys, fences and deletes. "
             f"{REPLICA_ADVICE}",
         )
-    if index.deleted_records < coverage.deleted_records:
-        path = join(index.index_dir, DELETED_FILE_NAME)
-        raise DamagedFile(
-            path,
-            index.deleted_records * DELETED_RECORD_SIZE,
+    if deleted_records is not None and deleted_records < coverage.deleted_records:
+        return DamagedFile(
+            join(index_dir, DELETED_FILE_NAME),
+            deleted_records * DELETED_RECORD_SIZE,
             f"lastMark records {coverage.deleted_records} durable deletes, and the file holds "
-            f"{index.deleted_records} intact records: it was truncated or removed, and the "
+            f"{deleted_records} intact records: it was truncated or removed, and the "
             "ledgers deleted in the lost records would come back (unfenced, readable)",
             "restore the file from a backup taken while the bookie was stopped, or write the "
             "missing records back by hand (16 bytes each: 'BKDL', int64 ledger id, CRC32 of "
             f"those 12 bytes) if you know which ledgers were deleted. {REPLICA_ADVICE}",
         )
+    return None
+
+
+def check_coverage_record(
+    fs: FileSystem, journal_dir: str, checked: CheckedMark, index: LedgerIndex
+) -> None:
+    """Refuse ledger directories older than the journal directory's coverage record
+    (``coverage_record_damage``; spec/format/identity.md, "Old copies")."""
+    record = read_coverage_record(fs, journal_dir)
+    mark = checked.mark
+    journal = join(journal_dir, journal_file_name(mark.journal_id))
+    needed = mark.journal_id == 0 or fs.exists(journal)
+    damage = coverage_record_damage(
+        join(journal_dir, COVERAGE_FILE_NAME),
+        record,
+        mark if checked.marks else None,
+        index.newest_segment_seq,
+        index.deleted_records,
+        journal_present=needed,
+    )
+    if damage is not None:
+        raise damage
+
+
+def coverage_record_damage(
+    path: str,
+    record: DirMark,
+    largest_mark: LogMark | None,
+    newest_seq: int | None,
+    deleted_records: int | None,
+    *,
+    journal_present: bool = True,
+) -> DamagedFile | None:
+    """Whether the ledger directories hold less than the journal directory's coverage record
+    ``record`` (read from ``path``) says they held: the refusal, or None. One decision for a
+    start and for ``bkref inspect``.
+
+    The record is written only after what it says was durable in every ledger directory
+    (lastMark persisted, the index flushed, each delete fsynced: impl/bookie/checkpoint.py),
+    so no crash leaves the ledger directories behind it. Behind it means an older copy of
+    them put back (or their lastMark or deleted-ledgers files edited): the ledgers deleted
+    after that copy was taken would come back, and journals its lastMark needs may be
+    trimmed. ``largest_mark``: the largest lastMark in the ledger directories, None when
+    none has one (then only the index is compared: deleting every lastMark is a remedy of
+    spec/format/journal.md, "Damage"); ``newest_seq``/``deleted_records``: the index's, None
+    when not known (``bkref inspect`` without the index's directory). A missing record
+    checks nothing (a first start, a BookKeeper directory, bkref before it existed).
+    ``journal_present``: the journal the
+    ledger directories' lastMark names is there, so a start from them can replay (else the
+    advice does not offer one: it would be refused, row j8)."""
+    if record.damaged:
+        return DamagedFile(
+            path,
+            None,
+            f"{record.reason}; it is written whole through a rename, so no crash leaves it so",
+            f"delete {path}: it only records what the ledger directories held, for the check "
+            "of an old copy put back, and the next checkpoint writes it again (until then that "
+            "check is skipped)",
+        )
+    if record.mark is None or record.coverage is None:
+        return None
+    mark, coverage = record.mark, record.coverage
+    behind = []
+    if largest_mark is not None and largest_mark < mark:
+        behind.append(f"their lastMark is {largest_mark}, the record's {mark}")
+    if deleted_records is not None and deleted_records < coverage.deleted_records:
+        behind.append(
+            f"their deleted-ledgers file holds {deleted_records} deletes, the record counts "
+            f"{coverage.deleted_records}"
+        )
+    if newest_seq is not None and newest_seq < coverage.segment_seq:
+        have = f"segment {newest_seq:016x}" if newest_seq else "no segment"
+        behind.append(
+            f"their index holds {have}, the record names segment {coverage.segment_seq:016x}"
+        )
+    if not behind:
+        return None
+    if deleted_records is None:
+        comes_back = "the ledgers deleted after it was taken would come back"
+    elif deleted_records < coverage.deleted_records:
+        lost = coverage.deleted_records - deleted_records
+        comes_back = (
+            f"{lost} ledger{'s' if lost != 1 else ''} deleted after it was taken would come "
+            "back (readable, unfenced)"
+        )
+    else:
+        comes_back = (
+            "the adds, fences and keys acknowledged after it was taken are only in the "
+            "journals from its lastMark on"
+        )
+    anyway = (
+        f"; to start from the old copy anyway, delete {path}: then {comes_back}"
+        if journal_present
+        else ". The old copy cannot start at all: the journal its lastMark names was trimmed, "
+        "so what was acknowledged between that mark and the last checkpoint exists nowhere "
+        "on this bookie"
+    )
+    return DamagedFile(
+        path,
+        None,
+        "the ledger directories are an older copy than the journal directory: "
+        + "; ".join(behind)
+        + f". This record is written only once the ledger directories hold what it says, so "
+        f"no crash leaves them behind it: an old copy was put back, and {comes_back}",
+        "put back the ledger directories as the bookie left them (the copy taken when it "
+        "last stopped, or the directories moved aside), then start. If this old copy is all "
+        "there is, take the bookie out of service and let BookKeeper's autorecovery "
+        f"re-replicate its ledgers from the other bookies{anyway}",
+    )
 
 
 def check_indexed_logs(fs: FileSystem, index: LedgerIndex, entry_logger: EntryLogger) -> None:
     """Refuse an index that places entries in an entry log that is missing or too short to
-    hold them. A checkpoint forces the entry logs (and their names) before it flushes the
+    hold them (``indexed_log_damage``, rows e1 and e2 of spec/format/entry_log.md)."""
+    for log_id, (count, largest) in sorted(index.log_extents().items()):
+        path = entry_logger.find_log(EntryLogId(log_id))
+        size = None
+        if path is not None:
+            try:
+                handle = fs.open(path, read_only=True)
+                try:
+                    size = handle.size()
+                finally:
+                    handle.close()
+            except FsError as exc:
+                raise RecoveryError(
+                    f"cannot read entry log {path}: {exc}. Check the disk, then start again"
+                ) from exc
+        damage = indexed_log_damage(log_id, count, largest, path, size)
+        if damage is not None:
+            raise damage
+
+
+def indexed_log_damage(
+    log_id: int, count: int, largest: int, path: str | None, size: int | None
+) -> DamagedFile | None:
+    """Whether entry log ``log_id``, found at ``path`` with ``size`` bytes (None: in no
+    ledger directory), cannot hold the ``count`` entries the index places in it, the last at
+    offset ``largest``: the refusal, or None. One decision for a start and for ``bkref
+    inspect``. A checkpoint forces the entry logs (and their names) before it flushes the
     index, so no crash leaves that; reading on would answer those entries with io_error, and
     a replay would not re-add them (the index says they are there)."""
-    for log_id, (count, largest) in sorted(index.log_extents().items()):
-        name = log_file_name(log_id)
-        path = entry_logger.find_log(EntryLogId(log_id))
-        if path is None:
-            raise DamagedFile(
-                name,
-                None,
-                f"the ledger index places {count} entries in entry log {name}, which is in no "
-                "ledger directory: it was deleted or moved",
-                "put the file back into its ledger directory (look for it in a directory "
-                f"removed from ledgerDirectories, or in a backup). {REPLICA_ADVICE}",
-            )
-        try:
-            handle = fs.open(path, read_only=True)
-            try:
-                size = handle.size()
-            finally:
-                handle.close()
-        except FsError as exc:
-            raise RecoveryError(
-                f"cannot read entry log {path}: {exc}. Check the disk, then start again"
-            ) from exc
-        if size < largest + MIN_PAYLOAD_SIZE:
-            raise DamagedFile(
-                path,
-                size,
-                f"the file ends at offset {size}, and the ledger index places an entry at "
-                f"offset {largest}: the log was truncated after the checkpoint that made it "
-                "durable",
-                "restore the log from a backup taken while the bookie was stopped. "
-                f"{REPLICA_ADVICE}",
-            )
+    name = log_file_name(log_id)
+    if path is None or size is None:
+        return DamagedFile(
+            name,
+            None,
+            f"the ledger index places {count} entries in entry log {name}, which is in no "
+            "ledger directory: it was deleted or moved",
+            "put the file back into its ledger directory (look for it in a directory "
+            f"removed from ledgerDirectories, or in a backup). {REPLICA_ADVICE}",
+        )
+    if size < largest + MIN_PAYLOAD_SIZE:
+        return DamagedFile(
+            path,
+            size,
+            f"the file ends at offset {size}, and the ledger index places an entry at "
+            f"offset {largest}: the log was truncated after the checkpoint that made it "
+            "durable",
+            f"restore the log from a backup taken while the bookie was stopped. {REPLICA_ADVICE}",
+        )
+    return None
+
+
+def check_other_marks(
+    fs: FileSystem, journal_dir: str, checked: CheckedMark, config: ServerConfig, limits: Limits
+) -> None:
+    """Refuse a lastMark smaller than the one replay starts from that no checkpoint leaves:
+    past the end of its journal or off a record boundary (row m10 of spec/format/journal.md;
+    the largest is checked by replay itself, with the same ``mark_problem``). Recovery does
+    not read it, but the advice for a damaged lastMark is to delete that file, and then this
+    one would be where replay starts. A mark whose journal was trimmed is not judged."""
+    seen = {checked.mark}
+    for path, mark in checked.marks:
+        if mark in seen:
+            continue
+        seen.add(mark)
+        problem, _invalid = mark_problem(
+            fs,
+            journal_dir,
+            mark,
+            skip_invalid=config.skip_replay_journal_invalid_record,
+            max_record_bytes=config.netty_max_frame_size_bytes,
+            chunk_bytes=limits.replay_chunk_bytes,
+        )
+        if problem is not None:
+            raise mark_damage(path, problem)
 
 
 # --- the procedure ------------------------------------------------------------------------------
@@ -251,6 +432,8 @@ class Recovered:
 
     index: LedgerIndex
     report: RecoveryReport
+    #: The entries no ledger directory had room for, served from the journal.
+    held: HeldEntries
 
 
 def _has_bk_index_files(fs: FileSystem, ledger_dirs: Sequence[str]) -> bool:
@@ -346,6 +529,7 @@ def recover(
     checked = checked_last_mark(fs, list(layout.ledger_dirs))  # (1)
     index = LedgerIndex.load(fs, layout.index_dir, limits=limits)
     check_index_coverage(index, checked.coverage)
+    check_coverage_record(fs, layout.journal_dir, checked, index)
     cleanup_compaction_leftovers(fs, layout, index, entry_logger, say, limits=limits)  # (2)
     check_indexed_logs(fs, index, entry_logger)
     rebuilt: int | None = None
@@ -368,7 +552,7 @@ def recover(
             say(stats.summary())  # rebuild_index prints it itself on large directories
         rebuilt = stats.entries_indexed
     mark = checked.mark  # (3)
-    replayer = JournalReplayer(index, entry_logger, say)
+    check_other_marks(fs, layout.journal_dir, checked, config, limits)
     records = replay(
         fs,
         layout.journal_dir,
@@ -380,6 +564,8 @@ def recover(
         mark_file=checked.path,
         bkref_mark=checked.coverage is not None,
     )
+    held = HeldEntries(fs, layout.journal_dir, records.journal_names)
+    replayer = JournalReplayer(index, entry_logger, say, held)
     for record in records:
         replayer.apply(record)
     end = records.end_mark
@@ -387,7 +573,7 @@ def recover(
     report = replayer.report(start_mark=mark, end_mark=end, entries_rebuilt=rebuilt)
     if report.records_replayed:
         say(f"replayed {report.records_replayed} journal records up to {end}")
-    return Recovered(index, report)
+    return Recovered(index, report, held)
 
 
 # --- applying records -----------------------------------------------------------------------------
@@ -403,10 +589,19 @@ class JournalReplayer:
     journal order (BookieImpl.readJournal's scanner), and counts what it did with each kind.
     Single-threaded: it runs before the bookie takes requests."""
 
-    def __init__(self, index: LedgerIndex, entry_logger: EntryLogger, say: Progress) -> None:
+    def __init__(
+        self,
+        index: LedgerIndex,
+        entry_logger: EntryLogger,
+        say: Progress,
+        held: HeldEntries | None = None,
+    ) -> None:
+        """``held``: where entries go that no ledger directory has room for (served from
+        the journal: impl/bookie/held.py); None refuses the start instead."""
         self._index = index
         self._entry_logger = entry_logger
         self._say = say
+        self._held = held
         self._counts: dict[ReplayAction, int] = {}
         #: Ledgers whose skipped entries were reported once already.
         self._unknown_noted: set[LedgerId] = set()
@@ -422,9 +617,9 @@ class JournalReplayer:
         ):
             # replay_action's common case, inlined for replay speed: a known ledger (so not
             # deleted and a valid id) and an entry the index does not have -> RE_ADD.
-            self._re_add(record)
-            self._counts[ReplayAction.RE_ADD] = self._counts.get(ReplayAction.RE_ADD, 0) + 1
-            return ReplayAction.RE_ADD
+            done = self._re_add(record)
+            self._counts[done] = self._counts.get(done, 0) + 1
+            return done
         present = record.kind == "data" and self._entry_reads_back(record)
         action = replay_action(
             record.kind,
@@ -434,15 +629,16 @@ class JournalReplayer:
             index.master_key(ledger_id),
             present,
         )
-        self._act(action, record)
+        action = self._act(action, record)
         self._counts[action] = self._counts.get(action, 0) + 1
         return action
 
-    def _act(self, action: ReplayAction, record: JournalRecord) -> None:
+    def _act(self, action: ReplayAction, record: JournalRecord) -> ReplayAction:
+        """Do ``action``; returns what was done (RE_ADD may become HOLD)."""
         ledger_id = LedgerId(record.ledger_id)
         if action is ReplayAction.RE_ADD:
-            self._re_add(record)
-        elif action is ReplayAction.SET_KEY:
+            return self._re_add(record)
+        if action is ReplayAction.SET_KEY:
             self._set_key(record)
         elif action is ReplayAction.FENCE:
             self._index.set_fenced(ledger_id)
@@ -459,6 +655,7 @@ class JournalReplayer:
                 f"{_where(record)}: skipping the entries of ledger {ledger_id}: no key record "
                 "and not in the index (BookKeeper skips them too, as a deleted ledger's)"
             )
+        return action
 
     def _set_key(self, record: JournalRecord) -> None:
         if len(record.payload) > MASTER_KEY_MAX_BYTES:
@@ -484,15 +681,22 @@ class JournalReplayer:
             return False
         return stored == record.payload
 
-    def _re_add(self, record: JournalRecord) -> None:
+    def _re_add(self, record: JournalRecord) -> ReplayAction:
+        """Append the entry again and index it (RE_ADD); when no ledger directory has room,
+        hold it to be served from the journal (HOLD), or refuse the start without ``held``."""
         ledger_id, entry_id = LedgerId(record.ledger_id), EntryId(record.entry_id)
         try:
             location = self._entry_logger.add_entry(ledger_id, record.payload)
         except NoWritableLedgerDir as exc:
-            raise RecoveryError(
-                f"cannot replay entry {entry_id} of ledger {ledger_id} from journal "
-                f"{journal_file_name(record.journal_id)}: {exc}"
-            ) from exc
+            if self._held is None:
+                raise RecoveryError(
+                    f"cannot replay entry {entry_id} of ledger {ledger_id} from journal "
+                    f"{journal_file_name(record.journal_id)}: {exc}"
+                ) from exc
+            # No ledger directory has room (each was checked before replay, and this write
+            # met ENOSPC): serve the entry from the journal until a checkpoint finds room.
+            self._held.hold(record)
+            return ReplayAction.HOLD
         except FsError as exc:
             raise RecoveryError(
                 f"cannot replay entry {entry_id} of ledger {ledger_id} from journal "
@@ -500,6 +704,7 @@ class JournalReplayer:
                 "again: replay is idempotent."
             ) from exc
         self._index.put_entry(ledger_id, entry_id, location)
+        return ReplayAction.RE_ADD
 
     def report(
         self, *, start_mark: LogMark, end_mark: LogMark, entries_rebuilt: int | None
@@ -520,6 +725,7 @@ class JournalReplayer:
             skipped_unknown=counts.get(ReplayAction.SKIP_UNKNOWN, 0)
             + counts.get(ReplayAction.SKIP_BAD_ID, 0),
             ignored=counts.get(ReplayAction.KEEP_KEY, 0) + counts.get(ReplayAction.IGNORE_LAC, 0),
+            entries_held=counts.get(ReplayAction.HOLD, 0),
         )
 
     def check_invariants(self) -> None:

@@ -97,6 +97,9 @@ class RecoveryReport:
     skipped_deleted: int = 0
     skipped_unknown: int = 0
     ignored: int = 0
+    #: Data records no ledger directory had room for: served from the journal until a
+    #: checkpoint finds room (impl/bookie/held.py; the bookie is read-only meanwhile).
+    entries_held: int = 0
 
 
 def bookie_state(

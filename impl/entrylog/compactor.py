@@ -567,15 +567,7 @@ class LeftoverRecovery:
         reason = self.malformed(path, new_id)
         if reason is not None:
             if source_path is None:
-                raise DamagedFile(
-                    path,
-                    None,
-                    f"the compaction log of entry log {log_file_name(src_id)} is not well "
-                    f"formed ({reason}) and the source log is gone: the live entries it "
-                    "copied exist nowhere else on this bookie",
-                    "restore the source log from a backup taken while the bookie was "
-                    f"stopped, or move this file aside. {REPLICA_ADVICE}",
-                )
+                raise malformed_leftover_damage(path, src_id, reason)
             self._fs.unlink(path)
             self._fs.fsync_dir(directory)
             self._removed_compacted.append(path)
@@ -630,6 +622,21 @@ class LeftoverRecovery:
         a good header and either a whole ledgers map equal to its scan or records that scan
         to the end of the file (what phase 2 fsyncs before it links ``.compacted``)."""
         return malformed_compaction_log(self._fs, path, log_id, self._limits)
+
+
+def malformed_leftover_damage(path: str, src_id: int, reason: str) -> DamagedFile:
+    """The refusal of a ``.compacted`` file that is not well formed (``reason``) when its
+    source log is in no ledger directory (spec/protocol/compaction.md, "Recovery"): one
+    decision for a start and for ``bkref inspect``."""
+    return DamagedFile(
+        path,
+        None,
+        f"the compaction log of entry log {log_file_name(src_id)} is not well formed "
+        f"({reason}) and the source log is gone: the live entries it copied exist nowhere "
+        "else on this bookie",
+        "restore the source log from a backup taken while the bookie was stopped, or move "
+        f"this file aside. {REPLICA_ADVICE}",
+    )
 
 
 def malformed_compaction_log(

@@ -166,8 +166,10 @@ class LedgerDirs:
             + ", ".join(parts)
             + f". A directory is full above diskUsageThreshold={self._threshold} or after a "
             f"write in it ran out of space (diskUsageWarnThreshold={self._warn_threshold} "
-            "only moves the active log away). Free disk space or add a ledger directory, "
-            "then run the disk check again; entries already written are not lost."
+            "only moves the active log away). Free disk space (the next disk check, every "
+            "diskCheckInterval ms, sees it) or add a ledger directory (stop the bookie, run "
+            "`bkref dirs accept` with it added to ledgerDirectories, start it); entries "
+            "already written are not lost."
         )
 
     def _set_state(self, directory: str, new: DirState) -> None:

@@ -395,8 +395,9 @@ class SingleEntryLogManager:
             shown = ", ".join(f"{d} ({free} bytes free)" for free, d in spaces)
             raise NoWritableLedgerDir(
                 f"no ledger directory has room for a compaction log of up to {need} bytes "
-                f"(logSizeLimit): {shown}. Nothing was created; free space or add a ledger "
-                "directory, then run garbage collection again"
+                f"(logSizeLimit): {shown}. Nothing was created; free space (or add a ledger "
+                "directory: stop the bookie, `bkref dirs accept` with it added, start it), "
+                "then run garbage collection again"
             )
         directory = max(roomy, key=lambda pair: pair[0])[1]
         return self._allocate(directory, compacting_file_name, register=False)
@@ -527,6 +528,8 @@ def _no_space_message(directory: str, path: str, action: str) -> str:
     return (
         f"{directory}: no space left on device while {action} ({path}). Nothing of that "
         "write was accepted and entries already written are kept (in memory until the log "
-        f"can be flushed). Free space in {directory} or add a ledger directory, run the "
-        "disk check again, then retry."
+        f"can be flushed). Free space in {directory} (the next disk check, every "
+        "diskCheckInterval ms, sees it) or add a ledger directory (stop the bookie, run "
+        "`bkref dirs accept` with the directory added to ledgerDirectories, start it), then "
+        "retry."
     )

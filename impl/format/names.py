@@ -48,6 +48,14 @@ LAST_MARK_FILE_NAME: Final = "lastMark"
 DELETED_FILE_NAME: Final = "deleted-ledgers"
 #: bkref's identity stamp, in every journal and ledger directory (spec/format/identity.md).
 IDENTITY_FILE_NAME: Final = "bkref-identity"
+#: What the ledger directories held at least (the last lastMark and the index's coverage,
+#: its deletes counted as they are acknowledged), in the journal directory: an old copy of
+#: the ledger directories cannot hide it (spec/format/journal.md, "The coverage record").
+COVERAGE_FILE_NAME: Final = "bkref-coverage"
+#: Room kept free for the bookie's own small writes on a disk its data filled (identity
+#: stamps, lastMark, the index at a start), in every journal and ledger directory
+#: (impl/bookie/reserve.py; spec/format/identity.md, "A full disk").
+RESERVE_FILE_NAME: Final = "bkref-reserve"
 #: BookKeeper's cookie and an instance id file: read and shown by ``bkref inspect`` only.
 VERSION_FILE_NAME: Final = "VERSION"
 INSTANCE_ID_FILE_NAME: Final = "instanceId"

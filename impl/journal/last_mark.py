@@ -33,7 +33,12 @@ from collections.abc import Sequence
 import attrs
 
 from impl.format.journal import LAST_MARK_SIZE
-from impl.format.names import LAST_MARK_FILE_NAME, journal_file_name, tmp_file_name
+from impl.format.names import (
+    COVERAGE_FILE_NAME,
+    LAST_MARK_FILE_NAME,
+    journal_file_name,
+    tmp_file_name,
+)
 from impl.fs.api import FileSystem, join
 from spec.errors import DamagedFile, FsError, FsNotFound
 from spec.ids import INT64_MAX
@@ -215,6 +220,8 @@ class CheckedMark:
     mark: LogMark
     path: str | None
     coverage: IndexCoverage | None
+    #: Every lastMark file read and its mark, the largest's included.
+    marks: tuple[tuple[str, LogMark], ...] = ()
 
 
 def checked_last_mark(
@@ -242,7 +249,8 @@ def checked_last_mark(
     coverage = IndexCoverage(max(seqs), max(deletes)) if seqs else None
     mark = largest_mark(marks)
     holders = [join(m.directory, file_name) for m in marks if m.mark == mark]
-    return CheckedMark(mark, holders[0] if holders else None, coverage)
+    every = tuple((join(m.directory, file_name), m.mark) for m in marks if m.mark is not None)
+    return CheckedMark(mark, holders[0] if holders else None, coverage, every)
 
 
 def write_last_mark(
@@ -284,3 +292,20 @@ def _write_one(
     fs.fsync_dir(directory)
     written = read_dir_mark(fs, directory, file_name)
     assert written.mark == mark and written.coverage == coverage, (written, mark, coverage)
+
+
+def read_coverage_record(fs: FileSystem, journal_dir: str) -> DirMark:
+    """The coverage record of a journal directory's ``current/`` (``journal_dir``): what the
+    ledger directories held at least when the bookie last wrote it (spec/format/journal.md,
+    "The coverage record"). Read like a lastMark file: missing or empty is no record."""
+    return read_dir_mark(fs, journal_dir, COVERAGE_FILE_NAME)
+
+
+def write_coverage_record(
+    fs: FileSystem, journal_dir: str, mark: LogMark, coverage: IndexCoverage
+) -> None:
+    """Persist the coverage record in ``journal_dir`` as a lastMark file is written (a
+    ``.tmp``, fsync, rename, directory fsync). ``mark`` must be persisted as lastMark in every
+    ledger directory, and ``coverage`` durable in the index, before: the record is a lower
+    bound a start checks the ledger directories against. FsError propagates."""
+    _write_one(fs, journal_dir, COVERAGE_FILE_NAME, mark, coverage)

@@ -13,9 +13,11 @@ takes the data records out of a chunk in one tight loop (``_data_run``), falling
 record at a time only at a chunk boundary, padding, a meta record or the end.
 
 Damage (spec/format/journal.md, "Damage"): before it yields the first record, a replay checks
-that lastMark lies on a record boundary of its journal and, for every journal it will read,
-that a crash can leave the place its scan will stop (``_survey``), so a refused start has
-written nothing. Both raise DamagedFile.
+that lastMark lies on a record boundary of its journal (``mark_problem``) and, for every
+journal it will read, that a crash can leave the place its scan will stop (``_survey``), so a
+refused start has written nothing. Both raise DamagedFile. The facts are read here
+(``walk_lengths``, ``stop_facts``) and judged by impl/journal/damage.py, the decisions
+``bkref inspect`` makes too.
 
 Where this differs from BookKeeper is listed on :class:`JournalReplay`.
 """
@@ -45,6 +47,7 @@ from impl.format.journal import (
 )
 from impl.format.names import journal_file_name
 from impl.fs.api import FileHandle, FileSystem, join
+from impl.journal.damage import StopFacts, StopReason, WalkStop, judge_mark, judge_stop
 from impl.journal.journal import list_journal_files
 from impl.journal.last_mark import LogMark
 from impl.limits import LIMITS, Limits
@@ -139,6 +142,11 @@ class JournalReplay:
         if self._ids and self._ids[0] == mark.journal_id:
             self._check_mark()
         self._survey()
+
+    @property
+    def journal_names(self) -> dict[int, str]:
+        """Journal id -> its file name in the journal directory, for every journal found."""
+        return dict(self._files)
 
     @property
     def journal_ids(self) -> list[int]:
@@ -334,110 +342,35 @@ class JournalReplay:
             if key in self._verified:
                 damage = self._verified[key]
             else:
-                damage = self._check_stop(handle, where, offset, zero=why.startswith("a zero"))
+                reason: StopReason = "zero" if why.startswith("a zero") else "cut"
+                damage = self._check_stop(handle, where, offset, reason)
             if damage is not None:
                 return self._damaged(where, offset, damage)
         self._say(f"journal {where[0]}: replay stopped at offset {offset}: {why}")
         return offset
 
-    # --- damage (spec/format/journal.md, "Damage") ---------------------------------------
+    # --- damage (spec/format/journal.md, "Damage"; the decisions are impl/journal/damage.py) ---
 
-    def _check_stop(self, handle: FileHandle, where: _Where, offset: int, zero: bool) -> str | None:
-        """Why a stop at ``offset`` cannot come from a crash, or None when it can.
-
-        bkref writes a journal one group at a time (records, then padding to the alignment,
-        a multiple of 512), syncs it, and only then writes the next; it never preallocates.
-        So after a crash only the last group of a file can be incomplete, and it is missing
-        whole 512-byte sectors (zeros where the size reached the disk and the data did not)
-        or ends early. Two shapes are therefore damage (V5+ journals, which pad):
-
-        - a zero length inside a sector that holds data: a sector reaches the disk whole, and
-          the writer never writes a zero length (BookKeeper's preallocated zeros start on an
-          aligned boundary too, after its padding);
-        - a later group after the stop: a padding record ending on a sector boundary before
-          the end of the file, followed by a record. Only in journals bkref wrote after its
-          own mark: BookKeeper may have several groups in flight when it crashes.
-
-        The end of the file, and zeros up to it, are always a crash state (and BookKeeper's
-        preallocated tail)."""
+    def _check_stop(
+        self, handle: FileHandle, where: _Where, offset: int, reason: StopReason
+    ) -> str | None:
+        """Why a stop at ``offset`` cannot come from a crash, or None when it can: the facts
+        read from the file (``stop_facts``), judged by ``judge_stop`` (impl/journal/damage.py,
+        the decision ``bkref inspect`` makes too). Strict (the later-group rule) in every
+        journal after a lastMark bkref wrote, at the mark's own offset too: such a mark is the
+        end of a group bkref synced (a start's recovery checkpoint puts its mark at the start
+        of the new journal, impl/bookie/bookie.py), so a later group after it is damage."""
         _path, version, size = where
-        if version < V5 or not self._nonzero_after(handle, offset, size):
-            return None
-        if zero and self._sectors_hold_data(handle, offset, size):
-            return (
-                "a zero length where a record belongs, inside a 512-byte sector that holds "
-                "data: a crash leaves whole sectors unwritten, and the writer never writes a "
-                "zero length"
-            )
-        at_mark = self._current == self._mark.journal_id and offset == self._mark.offset
-        if self._bkref_mark and not at_mark:
-            later = self._later_group(handle, offset, size)
-            if later is not None:
-                return (
-                    f"replay would stop here, yet a later group of records starts at offset "
-                    f"{later} (after a padding record): bkref syncs each group before it "
-                    "writes the next, so a crash leaves only the last group incomplete"
-                )
-        return None
-
-    def _nonzero_after(self, handle: FileHandle, offset: int, size: int) -> bool:
-        """Whether any byte from ``offset`` to the end of the file is not zero."""
-        position = offset
-        while position < size:
-            chunk = handle.pread(position, self._chunk_bytes)
-            if not chunk:
-                return False
-            if chunk.count(0) != len(chunk):
-                return True
-            position += len(chunk)
-        return False
-
-    def _sectors_hold_data(self, handle: FileHandle, offset: int, size: int) -> bool:
-        """Whether every 512-byte sector the length field at ``offset`` touches holds a byte
-        that is not zero."""
-        first, last = offset // SECTOR_SIZE, min(offset + RECORD_SIZE_PREFIX, size) - 1
-        for sector in range(first, last // SECTOR_SIZE + 1):
-            data = handle.pread(sector * SECTOR_SIZE, SECTOR_SIZE)
-            if data.count(0) == len(data):
-                return False
-        return True
-
-    def _later_group(self, handle: FileHandle, offset: int, size: int) -> int | None:
-        """The offset of a group that starts after ``offset``: the end of a padding record
-        found after it, on a sector boundary, before the end of the file, where a record or
-        another padding record starts. None when there is none."""
-        step = max(self._chunk_bytes, SECTOR_SIZE)
-        start = offset + RECORD_SIZE_PREFIX
-        for base in range(start, size, step):
-            chunk = handle.pread(base, step + PADDING_HEADER_SIZE)
-            found = chunk.find(_PADDING_HEAD)
-            while 0 <= found < step:
-                group = self._padding_end(handle, base + found, size)
-                if group is not None:
-                    return group
-                found = chunk.find(_PADDING_HEAD, found + 1)
-        return None
-
-    def _padding_end(self, handle: FileHandle, position: int, size: int) -> int | None:
-        """Where the padding record at ``position`` ends, if it is one whose end is a sector
-        boundary inside the file with a record (or padding) starting there."""
-        head = handle.pread(position, PADDING_HEADER_SIZE)
-        if len(head) < PADDING_HEADER_SIZE:
-            return None
-        zeros: int = _LEN.unpack_from(head, RECORD_SIZE_PREFIX)[0]
-        end: int = position + PADDING_HEADER_SIZE + zeros
-        if zeros < 0 or end % SECTOR_SIZE or end + RECORD_SIZE_PREFIX > size:
-            return None
-        if handle.pread(position + PADDING_HEADER_SIZE, zeros).count(0) != zeros:
-            return None
-        length = _LEN.unpack_from(handle.pread(end, RECORD_SIZE_PREFIX), 0)[0]
-        if length == PADDING_MASK:
-            return end
-        if MIN_PAYLOAD_SIZE <= length <= self._max_record_bytes and (
-            end + RECORD_SIZE_PREFIX + length <= size
-        ):
-            return end
-        return None
+        facts = stop_facts(
+            handle,
+            version,
+            offset,
+            size,
+            reason,
+            chunk_bytes=self._chunk_bytes,
+            max_record_bytes=self._max_record_bytes,
+        )
+        return judge_stop(facts, strict=self._bkref_mark).damage
 
     def _damaged(self, where: _Where, offset: int, problem: str, kind: str = "damaged") -> int:
         """A stop no crash leaves (``kind``: damaged, or an invalid record): skip the rest of
@@ -462,90 +395,21 @@ class JournalReplay:
         )
 
     def _check_mark(self) -> None:
-        """The mark must lie in its journal, on a record boundary: lastMark is written only
-        once the journal bytes before it are durable, at the end of a group (or where a
-        replay stopped). Raises DamagedFile otherwise, before anything is replayed."""
-        mark = self._mark
-        path = join(self._dir, self._files[mark.journal_id])
-        mark_file = self._mark_file or "lastMark"
-        with self._reading(path) as handle:
-            size = handle.size()
-            version = decode_version(handle.pread(0, VERSION_HEADER_SIZE))
-            if not MIN_COMPAT_VERSION <= version <= CURRENT_VERSION:
-                return  # the scan refuses the file with its own message
-            if mark.offset <= header_size(version) and mark.offset <= size:
-                return  # replay starts at the header's end: nothing is skipped
-            problem = None
-            if mark.offset > size:
-                problem = f"lastMark {mark} points past the end of journal {path} ({size} bytes)"
-            else:
-                reached, stop = self._walk(handle, version, size, header_size(version), mark.offset)
-                if reached > mark.offset:
-                    problem = (
-                        f"lastMark {mark} is not on a record boundary of journal {path}: a "
-                        f"record runs from before offset {mark.offset} to offset {reached}"
-                    )
-                elif reached < mark.offset and not (
-                    stop == "invalid" and self._skip_invalid and mark.offset == size
-                ):
-                    problem = (
-                        f"lastMark {mark} lies past the records of journal {path}: they end at "
-                        f"offset {reached} ({stop})"
-                    )
-        if problem is not None:
-            raise DamagedFile(
-                mark_file,
-                None,
-                f"{problem}; lastMark is written only once the journal bytes before it are "
-                "durable, at the end of a group",
-                "either lastMark or the journal is damaged. If the journal is intact (compare "
-                "it with a copy), delete the lastMark files holding this mark: replay then "
-                "starts from the largest other mark, or from the oldest journal present, and "
-                "re-applies records the storage already holds, which loses nothing. If the "
-                f"journal lost bytes, restore it from a copy. {REPLICA_ADVICE}",
-            )
-
-    def _walk(
-        self, handle: FileHandle, version: int, size: int, start: int, target: int
-    ) -> tuple[int, str]:
-        """Follow the records of a journal from ``start`` as the scan does, reading only the
-        length fields, ``replay_chunk_bytes`` at a time, to the first offset at or past
-        ``target``: (that offset, ""), or (where the scan would stop before it, why): "end"
-        (the end of the file, or a padding record cut short), "zero" (a zero length), "cut"
-        (a record cut short) or "invalid" (an invalid length)."""
-        position = start
-        buf, base, in_hand = b"", position, 0
-        max_record, chunk_bytes, unpack = (
-            self._max_record_bytes,
-            self._chunk_bytes,
-            _LEN.unpack_from,
+        """The mark must lie in its journal, on a record boundary (``mark_problem``). Raises
+        DamagedFile otherwise, before anything is replayed: the lastMark's, or the journal's
+        own for an invalid record before the mark."""
+        problem, invalid = mark_problem(
+            self._fs,
+            self._dir,
+            self._mark,
+            skip_invalid=self._skip_invalid,
+            max_record_bytes=self._max_record_bytes,
+            chunk_bytes=self._chunk_bytes,
         )
-        while position < target:
-            i = position - base
-            if in_hand - i < PADDING_HEADER_SIZE:
-                buf, base, i = handle.pread(position, chunk_bytes), position, 0
-                in_hand = len(buf)
-            if in_hand - i < RECORD_SIZE_PREFIX:
-                return position, "end"
-            length: int = unpack(buf, i)[0]
-            if MIN_PAYLOAD_SIZE <= length <= max_record:
-                position += RECORD_SIZE_PREFIX + length
-                if position > size:
-                    return position - RECORD_SIZE_PREFIX - length, "cut"
-            elif length == 0:
-                return position, "zero"
-            elif length == PADDING_MASK and version >= V5:
-                if in_hand - i < PADDING_HEADER_SIZE:
-                    return position, "end"
-                zeros: int = unpack(buf, i + RECORD_SIZE_PREFIX)[0]
-                if not 0 <= zeros <= max_record:
-                    return position, "invalid"
-                if position + PADDING_HEADER_SIZE + zeros > size:
-                    return position, "end"
-                position += PADDING_HEADER_SIZE + zeros
-            else:
-                return position, "invalid"
-        return position, ""
+        if invalid is not None:
+            self._scan_refuses(self._mark.journal_id, invalid)
+        if problem is not None:
+            raise mark_damage(self._mark_file or "lastMark", problem)
 
     def _survey(self) -> None:
         """Before any record is yielded, find where the scan of each journal will stop and
@@ -566,11 +430,19 @@ class JournalReplay:
                 start = header_size(version)
                 if journal_id == self._mark.journal_id:
                     start = max(start, self._mark.offset)
-                stop, why = self._walk(handle, version, size, start, size + 1)
+                stop, why = walk_lengths(
+                    handle,
+                    version,
+                    size,
+                    start,
+                    size + 1,
+                    max_record_bytes=self._max_record_bytes,
+                    chunk_bytes=self._chunk_bytes,
+                )
                 where = (path, version, size)
                 self._current = journal_id
-                if why in ("zero", "cut"):
-                    damage = self._check_stop(handle, where, stop, zero=why == "zero")
+                if why == "zero" or why == "cut":
+                    damage = self._check_stop(handle, where, stop, why)
                     if damage is not None and not self._skip_invalid:
                         self._damaged(where, stop, damage)
                     self._verified[journal_id, stop] = damage
@@ -602,6 +474,211 @@ class JournalReplay:
             f"{reason}{hint}; replay cannot go past it (BookKeeper refuses to start too)",
             kind="invalid record",
         )
+
+
+def mark_problem(
+    fs: FileSystem,
+    journal_dir: str,
+    mark: LogMark,
+    *,
+    skip_invalid: bool,
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+    chunk_bytes: int = LIMITS.replay_chunk_bytes,
+) -> tuple[str | None, int | None]:
+    """Why ``mark`` cannot be where a checkpoint left it in its journal (rows m6, m7, m10 of
+    spec/format/journal.md; the decision is ``judge_mark``), with the journal's path; and the
+    offset of an invalid record met before the mark (the journal's damage, which the scan
+    reports). (None, None) when the mark is fine, or when its journal is absent, unreadable
+    or of a version no reader takes: replay says so (rows j8, j13)."""
+    path = join(journal_dir, journal_file_name(mark.journal_id))
+    if mark.journal_id == 0 and mark.offset == 0:
+        return None, None
+    try:
+        handle = fs.open(path, read_only=True)
+    except FsError:
+        return None, None
+    try:
+        size = handle.size()
+        version = decode_version(handle.pread(0, VERSION_HEADER_SIZE))
+        if not MIN_COMPAT_VERSION <= version <= CURRENT_VERSION:
+            return None, None
+        header_end = header_size(version)
+        reached: int = header_end
+        stop: WalkStop = ""
+        if header_end < mark.offset <= size:
+            reached, stop = walk_lengths(
+                handle,
+                version,
+                size,
+                header_end,
+                mark.offset,
+                max_record_bytes=max_record_bytes,
+                chunk_bytes=chunk_bytes,
+            )
+    except FsError:
+        return None, None
+    finally:
+        handle.close()
+    problem = judge_mark(
+        journal=path,
+        mark_offset=mark.offset,
+        size=size,
+        header_end=header_end,
+        reached=reached,
+        stop=stop,
+        skip_invalid=skip_invalid,
+    )
+    invalid = reached if stop == "invalid" and not skip_invalid else None
+    if problem is None:
+        return None, invalid
+    return f"lastMark {mark} {problem}", invalid
+
+
+def mark_damage(mark_file: str, problem: str) -> DamagedFile:
+    """The refusal of a lastMark ``mark_problem`` found wrong, with what to do."""
+    return DamagedFile(
+        mark_file,
+        None,
+        f"{problem}; lastMark is written only once the journal bytes before it are durable, "
+        "at the end of a group",
+        "either lastMark or the journal is damaged. If the journal is intact (compare it with "
+        "a copy), delete the lastMark files holding this mark: replay then starts from the "
+        "largest other mark, or from the oldest journal present, and re-applies records the "
+        "storage already holds, which loses nothing. If the journal lost bytes, restore it "
+        f"from a copy. {REPLICA_ADVICE}",
+    )
+
+
+def walk_lengths(
+    handle: FileHandle,
+    version: int,
+    size: int,
+    start: int,
+    target: int,
+    *,
+    max_record_bytes: int,
+    chunk_bytes: int,
+) -> tuple[int, WalkStop]:
+    """Follow the records of a journal from ``start`` as the scan does, reading only the
+    length fields, ``chunk_bytes`` at a time, to the first offset at or past ``target``:
+    (that offset, ""), or (where the scan would stop before it, why): "end" (the end of the
+    file, or a padding record cut short), "zero" (a zero length), "cut" (a record cut short)
+    or "invalid" (an invalid length)."""
+    position = start
+    buf, base, in_hand = b"", position, 0
+    unpack = _LEN.unpack_from
+    while position < target:
+        i = position - base
+        if in_hand - i < PADDING_HEADER_SIZE:
+            buf, base, i = handle.pread(position, chunk_bytes), position, 0
+            in_hand = len(buf)
+        if in_hand - i < RECORD_SIZE_PREFIX:
+            return position, "end"
+        length: int = unpack(buf, i)[0]
+        if MIN_PAYLOAD_SIZE <= length <= max_record_bytes:
+            position += RECORD_SIZE_PREFIX + length
+            if position > size:
+                return position - RECORD_SIZE_PREFIX - length, "cut"
+        elif length == 0:
+            return position, "zero"
+        elif length == PADDING_MASK and version >= V5:
+            if in_hand - i < PADDING_HEADER_SIZE:
+                return position, "end"
+            zeros: int = unpack(buf, i + RECORD_SIZE_PREFIX)[0]
+            if not 0 <= zeros <= max_record_bytes:
+                return position, "invalid"
+            if position + PADDING_HEADER_SIZE + zeros > size:
+                return position, "end"
+            position += PADDING_HEADER_SIZE + zeros
+        else:
+            return position, "invalid"
+    return position, ""
+
+
+def stop_facts(
+    handle: FileHandle,
+    version: int,
+    offset: int,
+    size: int,
+    reason: StopReason,
+    *,
+    chunk_bytes: int,
+    max_record_bytes: int,
+) -> StopFacts:
+    """What the bytes of a journal say about a scan's stop at ``offset`` (impl/journal/
+    damage.py judges them): how many bytes after it are not zero, whether a zero length
+    there lies in sectors that hold data, and where a later group starts."""
+    nonzero = _nonzero_after(handle, offset, size, chunk_bytes)
+    in_data = False
+    later = None
+    if nonzero and version >= V5:
+        in_data = reason == "zero" and _sectors_hold_data(handle, offset, size)
+        later = _later_group(handle, offset, size, chunk_bytes, max_record_bytes)
+    return StopFacts(version, reason, offset, size, nonzero, in_data, later)
+
+
+def _nonzero_after(handle: FileHandle, offset: int, size: int, chunk_bytes: int) -> int:
+    """How many bytes from ``offset`` to the end of the file are not zero."""
+    count, position = 0, offset
+    while position < size:
+        chunk = handle.pread(position, min(chunk_bytes, size - position))
+        if not chunk:
+            break
+        count += len(chunk) - chunk.count(0)
+        position += len(chunk)
+    return count
+
+
+def _sectors_hold_data(handle: FileHandle, offset: int, size: int) -> bool:
+    """Whether every 512-byte sector the length field at ``offset`` touches holds a byte that
+    is not zero."""
+    first, last = offset // SECTOR_SIZE, min(offset + RECORD_SIZE_PREFIX, size) - 1
+    for sector in range(first, last // SECTOR_SIZE + 1):
+        data = handle.pread(sector * SECTOR_SIZE, SECTOR_SIZE)
+        if data.count(0) == len(data):
+            return False
+    return True
+
+
+def _later_group(
+    handle: FileHandle, offset: int, size: int, chunk_bytes: int, max_record_bytes: int
+) -> int | None:
+    """The offset of a group that starts after ``offset``: the end of a padding record found
+    after it, on a sector boundary, before the end of the file, where a record or another
+    padding record starts. None when there is none."""
+    step = max(chunk_bytes, SECTOR_SIZE)
+    start = offset + RECORD_SIZE_PREFIX
+    for base in range(start, size, step):
+        chunk = handle.pread(base, step + PADDING_HEADER_SIZE)
+        found = chunk.find(_PADDING_HEAD)
+        while 0 <= found < step:
+            group = _padding_end(handle, base + found, size, max_record_bytes)
+            if group is not None:
+                return group
+            found = chunk.find(_PADDING_HEAD, found + 1)
+    return None
+
+
+def _padding_end(handle: FileHandle, position: int, size: int, max_record_bytes: int) -> int | None:
+    """Where the padding record at ``position`` ends, if it is one whose end is a sector
+    boundary inside the file with a record (or padding) starting there."""
+    head = handle.pread(position, PADDING_HEADER_SIZE)
+    if len(head) < PADDING_HEADER_SIZE:
+        return None
+    zeros: int = _LEN.unpack_from(head, RECORD_SIZE_PREFIX)[0]
+    end: int = position + PADDING_HEADER_SIZE + zeros
+    if zeros < 0 or end % SECTOR_SIZE or end + RECORD_SIZE_PREFIX > size:
+        return None
+    if handle.pread(position + PADDING_HEADER_SIZE, zeros).count(0) != zeros:
+        return None
+    length = _LEN.unpack_from(handle.pread(end, RECORD_SIZE_PREFIX), 0)[0]
+    if length == PADDING_MASK:
+        return end
+    if MIN_PAYLOAD_SIZE <= length <= max_record_bytes and (
+        end + RECORD_SIZE_PREFIX + length <= size
+    ):
+        return end
+    return None
 
 
 def _version_error(path: str, version: int) -> DamagedFile:

@@ -56,6 +56,9 @@ class Ending(enum.Enum):
     SHUTDOWN_FAILED = "shutdown_failed"
     #: An internal error, a bug: the traceback was logged; no clean shutdown was attempted.
     INTERNAL_ERROR = "internal_error"
+    #: Served and shut down cleanly, but the responses could not be written to standard
+    #: output (a full disk: ``> /dev/full``), so the client never saw them (issue 26).
+    OUTPUT_FAILED = "output_failed"
 
 
 def take_stdout() -> BinaryIO:
@@ -107,6 +110,9 @@ class LineWriter:
         self._log = log
         self._lock = threading.Condition(threading.Lock())
         self._broken = False
+        #: Why standard output could not be written, when it was not the reader leaving
+        #: (a closed pipe is the client's choice; a full disk is a failure).
+        self.write_error: OSError | None = None
         self._closed = False
         self._queued: list[bytes] = []
         self._queued_max = queued_max
@@ -184,6 +190,8 @@ class LineWriter:
             self._out.flush()
         except (OSError, ValueError) as exc:
             self._log(f"cannot write responses ({exc}); dropping them from now on")
+            if isinstance(exc, OSError) and not isinstance(exc, BrokenPipeError):
+                self.write_error = exc
             return False
         return True
 
@@ -213,9 +221,12 @@ def serve(
     the ready line says the bookie supports; the dispatcher serves exactly those ops."""
     writer = LineWriter(out, log, background=True, queued_max=limits.in_flight_max)
     try:
-        return _serve(writer, bookie, start, shutdown, bounds, stdin, log, limits, claims)
+        ending = _serve(writer, bookie, start, shutdown, bounds, stdin, log, limits, claims)
     finally:
         writer.close()  # every answer given is written before serve returns
+    if ending is Ending.CLEAN and writer.write_error is not None:
+        return Ending.OUTPUT_FAILED
+    return ending
 
 
 def _serve(

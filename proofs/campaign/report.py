@@ -394,6 +394,16 @@ def nice_ticks(top: float, want: int = 5) -> list[float]:
     return [i * step for i in range(count + 1)]
 
 
+def seconds_text(value: float) -> str:
+    """A duration for a person: "5.6 s", "12 s", "0.25 s" (issue 26: a bar's width was
+    printed "5.59206 s")."""
+    if value >= 10:
+        return f"{value:.0f} s"
+    if value >= 1:
+        return f"{value:.1f}".rstrip("0").rstrip(".") + " s"
+    return f"{value:.2g} s"
+
+
 def short_number(value: float) -> str:
     """A tick label: 950, 1.5k, 12k, 3M, 0.05."""
     for limit, suffix in ((1e6, "M"), (1e3, "k")):
@@ -490,7 +500,7 @@ def _bar(frame: _Frame, bucket: int, value: float, bucket_seconds: float, unit: 
     """One bucket's bar, its figure in its tooltip (an SVG title: no script needed)."""
     start = bucket * bucket_seconds
     width = max(1.0, frame.x(bucket_seconds) - frame.x(0) - 1)
-    when = f"{start:.4g}-{start + bucket_seconds:.4g} s"
+    when = f"{seconds_text(start)[:-2]}-{seconds_text(start + bucket_seconds)}"
     return (
         f'<rect class="bar" x="{frame.x(start):.1f}" y="{frame.y(value):.1f}" '
         f'width="{width:.1f}" height="{frame.bottom - frame.y(value):.1f}">'
@@ -642,7 +652,7 @@ def _throughput_html(summary: CampaignSummary) -> str:
     return (
         f'<div class="plots">{figures_html}</div>'
         f'<p class="legend">Each bar: the scenarios that finished (run and shrinking) in '
-        f"{width:g} s, by their steps and crash states. Over the whole run: "
+        f"{seconds_text(width)}, by their steps and crash states. Over the whole run: "
         f"{per_s(t.steps, summary.wall_seconds):,.0f} steps/s and "
         f"{per_s(t.crash_states, summary.wall_seconds):,.0f} crash states/s.</p>"
     )

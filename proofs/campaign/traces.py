@@ -21,7 +21,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from impl.limits import LIMITS
 from proofs.campaign.scenario import commit
+from proofs.cli.input_file import InputError, read_input
 from proofs.harness.replay import ReplayError, replay_trace
 from spec.errors import TraceError
 from spec.operations import Crash
@@ -62,11 +64,15 @@ def judge_file(item: Sequence[Any]) -> dict[str, Any]:
         "worker": f"{socket.gethostname()}:{os.getpid()}",
         "commit": commit(),
     }
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError as exc:
-        row["message"] = f"cannot read it: {exc.strerror or type(exc).__name__}"
+    try:  # bounded, and never waiting for ever on a FIFO (proofs/cli/input_file.py)
+        data = read_input(
+            path,
+            what="a trace file (spec/trace.md)",
+            max_bytes=LIMITS.trace_file_max_bytes,
+            field="trace_file_max_bytes",
+        )
+    except InputError as exc:
+        row["message"] = f"cannot read it: {exc}"
         return _timed(row, began)
     row["bytes"] = len(data)
     try:

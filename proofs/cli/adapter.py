@@ -48,6 +48,7 @@ EXIT_BY_ENDING: Mapping[Ending, int] = {
     Ending.CLEAN: EXIT_OK,
     Ending.SHUTDOWN_FAILED: EXIT_FAILED,
     Ending.INTERNAL_ERROR: EXIT_INTERNAL,
+    Ending.OUTPUT_FAILED: EXIT_FAILED,
 }
 #: The buffer of standard input. Python's default (8 KiB) made a read system call every five
 #: or so adds of 1 KiB, each giving up the GIL to the journal thread and waiting to get it
@@ -135,13 +136,16 @@ def run(args: argparse.Namespace) -> int:
 
     clock = SystemClock()
     limits = LIMITS  # one object for the bookie, its driver and the server (impl/limits.py)
+    # What the bookie says goes to stderr: "recovery: ..." while it opens, "bookie: ..."
+    # while it serves (a failed background step, issue 26: once said nowhere).
+    phase = ["recovery"]
     try:
         bookie = Bookie.open(
             OsFileSystem(),
             config,
             clock=clock,
             rng=random.Random(seed),
-            progress=lambda line: say(f"recovery: {line}"),
+            progress=lambda line: say(f"{phase[0]}: {line}"),
             limits=limits,
             write_bookkeeper_dirs=args.write_bookkeeper_dirs,
         )
@@ -154,6 +158,7 @@ def run(args: argparse.Namespace) -> int:
     except BkrefError as exc:
         say(f"cannot start the bookie: {exc}")
         return EXIT_FAILED
+    phase[0] = "bookie"
     driver = BookieDriver(bookie, clock, config, limits=limits, log=say)
 
     def shutdown() -> None:

@@ -24,6 +24,8 @@ from typing import Any
 
 import attrs
 
+from impl.limits import LIMITS
+from proofs.cli.input_file import InputError, read_input, read_stdin
 from proofs.harness.replay import ReplayError, Verdict, plural, replay_trace
 from spec.errors import TraceError
 from spec.operations import (
@@ -252,20 +254,16 @@ def context_lines(steps: Sequence[Step], failing: int, context_steps: int) -> li
 def load_trace(path: str) -> tuple[str, Trace]:
     """The trace's name for messages and the trace, from a file or (``-``) stdin. Raises
     ReplayError when it cannot be read and TraceError when it is not a valid trace."""
-    if path == "-":
-        name = "<stdin>"
-        data = sys.stdin.buffer.read()
-    else:
-        name = path
-        try:
-            with open(path, "rb") as source:
-                data = source.read()
-        except OSError as exc:
-            reason = exc.strerror or type(exc).__name__
-            raise ReplayError(
-                f"cannot read {path}: {reason}; give the path of a trace file "
-                "(spec/trace.md) or - for stdin"
-            ) from None
+    what = "a trace file (spec/trace.md), or - for stdin"
+    most, field = LIMITS.trace_file_max_bytes, "trace_file_max_bytes"
+    name = "<stdin>" if path == "-" else path
+    try:
+        if path == "-":
+            data = read_stdin(what=what, max_bytes=most, field=field)
+        else:
+            data = read_input(path, what=what, max_bytes=most, field=field)
+    except InputError as exc:
+        raise ReplayError(f"cannot read it: {exc}") from None
     return name, read_trace_bytes(data, name)
 
 

@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from impl.config.config import ServerConfig, load_config
 from impl.config.keys import KEYS_BY_NAME, NOT_BUILT, status_of
 from impl.config.properties import render_value
+from impl.limits import LIMITS
+from proofs.cli.input_file import InputError, read_input
 from spec.errors import ConfigError
 
 #: Exit status for a configuration that cannot be used (as argparse uses for bad arguments).
@@ -52,16 +54,21 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def read_conf_file(path: str) -> str:
-    """The text of a configuration file. Raises ConfigError saying why it cannot be read."""
+    """The text of a configuration file, read bounded (proofs/cli/input_file.py: at most
+    ``Limits.conf_file_max_bytes``, never waiting for ever on a FIFO; process substitution
+    works). Raises ConfigError saying why it cannot be read."""
+    if not os.path.lexists(path):
+        raise ConfigError(f"{path}: no such configuration file; check the --conf path")
     try:
-        return Path(path).read_bytes().decode(PROPERTIES_ENCODING)
-    except FileNotFoundError as exc:
-        raise ConfigError(f"{path}: no such configuration file; check the --conf path") from exc
-    except IsADirectoryError as exc:
-        raise ConfigError(f"{path}: is a directory; --conf takes a bk_server.conf file") from exc
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise ConfigError(f"{path}: cannot read the configuration file: {reason}") from exc
+        data = read_input(
+            path,
+            what="a bk_server.conf file to --conf",
+            max_bytes=LIMITS.conf_file_max_bytes,
+            field="conf_file_max_bytes",
+        )
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
+    return data.decode(PROPERTIES_ENCODING)
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:

@@ -14,15 +14,18 @@ not be run (its stderr tail printed), its ready line is not a consistent claim, 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from proofs.cli.check_trace import whole_number
-from proofs.conform.process import DEFAULT_START_TIMEOUT_S
+from proofs.conform.process import DEFAULT_START_TIMEOUT_S, kill_all
 from proofs.conform.report import terminal_summary, write_reports
 from proofs.conform.results import EXIT_CANNOT_RUN, EXIT_DIVERGENCE, EXIT_PASS
 from proofs.conform.runner import (
+    DEFAULT_RESPONSE_TIMEOUT_S,
     DEFAULT_SHRINK_RUNS,
     Conformance,
     lazy_disk_unavailable,
@@ -46,8 +49,11 @@ exit codes:
   {EXIT_PASS}  every scenario passed
   {EXIT_DIVERGENCE}  a scenario failed: its shrunk trace is written and the commands that
      replay it (bkref check-trace, bkref explain) and run it again are printed
-  {EXIT_CANNOT_RUN}  the bookie cannot be run (its standard error is shown), its ready line is
-     not a consistent claim, or --lazy-disk cannot mount here
+  {EXIT_CANNOT_RUN}  the bookie cannot be run (its standard error is shown: it did not start, or
+     wrote its ready line and then answered nothing), its ready line is not a consistent
+     claim, or --lazy-disk cannot mount here
+  128+N  stopped by signal N (SIGTERM 143, SIGINT 130): the bookie under test is killed
+     (its process group) and its lazy disk unmounted before the exit
 """
 
 
@@ -58,7 +64,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--adapter", metavar="CMD", required=True, help="the command that starts the bookie"
     )
-    parser.add_argument("--profile", choices=tuple(PROFILES), default="quick")
+    parser.add_argument(
+        "--profile",
+        choices=tuple(PROFILES),
+        default="quick",
+        help="how many scenarios and how long each (default quick; docs/conformance.md)",
+    )
     parser.add_argument(
         "--lazy-disk",
         action="store_true",
@@ -88,6 +99,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help=f"re-runs a failure's shrinking may spend (default {DEFAULT_SHRINK_RUNS}; 0: none)",
     )
     parser.add_argument(
+        "--response-timeout",
+        metavar="S",
+        type=float,
+        default=DEFAULT_RESPONSE_TIMEOUT_S,
+        help=f"seconds the bookie may take to answer a request (default "
+        f"{DEFAULT_RESPONSE_TIMEOUT_S:g}); a bookie that answers nothing is found within it",
+    )
+    parser.add_argument(
         "--start-timeout",
         metavar="S",
         type=float,
@@ -95,6 +114,34 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help=f"seconds the bookie may take to write its ready line "
         f"(default {DEFAULT_START_TIMEOUT_S:g})",
     )
+
+
+class _Signalled(BaseException):
+    """SIGTERM or SIGINT arrived while scenarios ran (raised in the main thread by the
+    handler, so that each scenario's ``finally`` unmounts its lazy disk on the way out)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _stopped_by_signals() -> Iterator[None]:
+    """SIGTERM and SIGINT kill every bookie the run started (their process groups:
+    proofs/conform/process.py ``kill_all``) before anything else, then unwind the run (issue
+    26: SIGTERM left the bookie under test running and its lazy disk mounted)."""
+
+    def handler(signum: int, _frame: object) -> None:
+        kill_all()
+        raise _Signalled(signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+        kill_all()  # whatever a scenario left, however it ended
 
 
 def say(line: str) -> None:
@@ -120,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
         shrink=args.shrink_runs > 0,
         shrink_runs=args.shrink_runs,
         start_timeout=args.start_timeout,
+        response_timeout=args.response_timeout,
     )
     indices: Sequence[int] | None = args.scenario
     if indices is not None:
@@ -130,7 +178,15 @@ def run(args: argparse.Namespace) -> int:
                 f"{conformance.scenario_count() - 1}"
             )
             return EXIT_CANNOT_RUN
-    result = conformance.run(indices)
+    try:
+        with _stopped_by_signals():
+            result = conformance.run(indices)
+    except _Signalled as stop:
+        say(
+            f"stopped by {signal.Signals(stop.signum).name}: the bookie under test was killed "
+            "(its process group) and its lazy disk, if any, unmounted; no verdict"
+        )
+        return 128 + stop.signum
     if args.report:
         try:
             write_reports(result, args.report)

@@ -55,7 +55,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     accept.add_argument(
         "--dry-run", action="store_true", help="print what would change; write nothing"
     )
-    parser.epilog = (
+    parser.epilog = accept.epilog = (
         "Exit status: 0 when the stamps were written or nothing changed, 1 when refused "
         "(no stamp written), 2 for a configuration that cannot be used."
     )

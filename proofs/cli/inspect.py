@@ -42,7 +42,9 @@ from collections.abc import Sequence
 
 import attrs
 
-from impl.entrylog.compactor import malformed_compaction_log
+from impl.bookie.identity import damaged_stamp_message
+from impl.bookie.recovery import index_coverage_damage, indexed_log_damage
+from impl.entrylog.compactor import malformed_compaction_log, malformed_leftover_damage
 from impl.entrylog.reader import (
     MetadataResult,
     ScanResult,
@@ -53,14 +55,6 @@ from impl.entrylog.reader import (
 )
 from impl.format.entry_log import LOGFILE_HEADER_SIZE, MAGIC, MAX_LOG_ID, Header
 from impl.format.identity import MAX_STAMP_BYTES, StampFormatError, decode_stamp
-from impl.format.journal import (
-    CURRENT_VERSION,
-    MIN_COMPAT_VERSION,
-    VERSION_HEADER_SIZE,
-    JournalRecord,
-    decode_version,
-    header_size,
-)
 from impl.format.ledger_index import (
     SEGMENT_KIND_FULL,
     DeletedFileDamage,
@@ -70,6 +64,7 @@ from impl.format.ledger_index import (
 from impl.format.names import (
     COMPACTED_SUFFIX,
     COMPACTING_SUFFIX,
+    COVERAGE_FILE_NAME,
     CURRENT_DIR,
     DB_LEDGERS_DIR_NAME,
     DB_LOCATIONS_DIR_NAME,
@@ -80,9 +75,9 @@ from impl.format.names import (
     JOURNAL_FILE_SUFFIX,
     LAST_ID_FILE_NAME,
     LAST_MARK_FILE_NAME,
+    RESERVE_FILE_NAME,
     VERSION_FILE_NAME,
     is_bk_index_dir_name,
-    journal_file_name,
     log_file_name,
     log_id_prefix,
     parse_bk_index_file_name,
@@ -92,13 +87,30 @@ from impl.format.names import (
     parse_log_file_name,
     parse_segment_file_name,
 )
-from impl.fs.api import DirLock, DiskSpace, FileHandle, FileSystem, join, split
+from impl.fs.api import FileHandle, FileSystem, join, split
 from impl.fs.os_backend import OsFileSystem
 from impl.index.bk_metadata import describe_idx_file
 from impl.index.ledger_index import LedgerIndex
-from impl.journal.last_mark import NO_MARK, LogMark, decode_last_mark_file
-from impl.journal.replay import JournalReplay
-from spec.errors import BkrefError, DamagedFile, FsError, FsIOError, FsNotFound
+from impl.journal.last_mark import IndexCoverage
+from proofs.cli.inspect_fs import (
+    ReadOnlyFs,
+    file_type,
+    not_regular,
+    read_small,
+)
+from proofs.cli.inspect_journal import (
+    MarkContext,
+    coverage_problem,
+    describe_coverage,
+    describe_journal,
+    describe_last_mark,
+    journal_summary,
+    mark_context,
+    other_mark_problems,
+    replay_plan,
+    replay_text,
+)
+from spec.errors import BkrefError
 from spec.ids import EntryLogId
 
 #: Every file described; warnings (torn tails, padding, unknown files) may have been printed.
@@ -121,10 +133,6 @@ TEXT_LEDGERS_MAX = 40
 TEXT_RECORDS_MAX = 20
 #: The text report folds long lines at this many columns.
 TEXT_WIDTH = 100
-#: Read at most this much of a small text file (VERSION, instanceId, lastId).
-TEXT_FILE_MAX_BYTES = 64 * 1024
-#: Read a journal's tail in chunks of this size to tell preallocated zeros from data.
-ZERO_CHECK_CHUNK = 1 << 20
 
 EPILOG = f"""\
 PATH is a bookie's journal directory, a ledger directory, their current/ sub-directory,
@@ -286,9 +294,9 @@ def inspect_log(fs: FileSystem, path: str) -> LogReport:
         return attrs.evolve(bare, error=reason)
     if log_id > MAX_LOG_ID:
         return attrs.evolve(bare, error=f"log id {log_id:#x} is larger than a Java int")
-    not_regular = _not_regular(path)
-    if not_regular is not None:
-        return attrs.evolve(bare, error=not_regular)
+    unreadable = not_regular(path)
+    if unreadable is not None:
+        return attrs.evolve(bare, error=unreadable)
     try:
         handle = fs.open(path, read_only=True)
     except BkrefError as exc:
@@ -510,143 +518,6 @@ def _aligned(rows: Sequence[Sequence[str]], align: str) -> list[str]:
     return out
 
 
-# --- reading without writing, without hanging -----------------------------------------------
-
-
-def _file_type(mode: int) -> str:
-    """What ``lstat`` says a name is, in words."""
-    for test, name in (
-        (stat.S_ISREG, "file"),
-        (stat.S_ISDIR, "directory"),
-        (stat.S_ISLNK, "symlink"),
-        (stat.S_ISFIFO, "fifo"),
-        (stat.S_ISSOCK, "socket"),
-        (stat.S_ISCHR, "char device"),
-        (stat.S_ISBLK, "block device"),
-    ):
-        if test(mode):
-            return name
-    return "other"
-
-
-def _not_regular(path: str) -> str | None:
-    """Why ``path`` must not be opened (not a regular file, following a link given as the
-    path), or None. A FIFO would block the open; a device could be anything."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError as exc:
-        return f"cannot be examined: {exc.strerror or exc}"
-    except ValueError as exc:
-        return f"not a usable path: {exc}"
-    if stat.S_ISREG(mode):
-        return None
-    return f"a {_file_type(mode)}, not a regular file: never opened"
-
-
-class _ReadOnlyHandle:
-    """A FileHandle that reads and refuses to write; fsyncs do nothing (nothing was written)."""
-
-    def __init__(self, inner: FileHandle) -> None:
-        self._inner = inner
-
-    @property
-    def path(self) -> str:
-        return self._inner.path
-
-    def pwrite(self, offset: int, data: bytes) -> None:
-        raise FsIOError(self.path, "write (bkref inspect never writes)")
-
-    def append(self, data: bytes) -> int:
-        raise FsIOError(self.path, "append (bkref inspect never writes)")
-
-    def pread(self, offset: int, length: int) -> bytes:
-        return self._inner.pread(offset, length)
-
-    def size(self) -> int:
-        return self._inner.size()
-
-    def truncate(self, length: int) -> None:
-        raise FsIOError(self.path, "truncate (bkref inspect never writes)")
-
-    def fsync(self) -> None:
-        return None
-
-    def fdatasync(self) -> None:
-        return None
-
-    def close(self) -> None:
-        self._inner.close()
-
-
-class ReadOnlyFs:
-    """The engine's FileSystem seam for inspect: reads through ``inner``, opens only regular
-    files (read-only), refuses every change, and makes fsyncs no-ops, so that the engine's own
-    readers (journal replay, the index load, which fsyncs what it found) can describe a bookie
-    without touching it. ``only`` hides every name of a directory but the given ones (to
-    replay one journal file by itself)."""
-
-    def __init__(self, inner: FileSystem, only: dict[str, set[str]] | None = None) -> None:
-        self._inner = inner
-        self._only = only or {}
-
-    def open(
-        self, path: str, *, create: bool = False, exclusive: bool = False, read_only: bool = False
-    ) -> FileHandle:
-        if create:
-            raise FsIOError(path, "create (bkref inspect never writes)")
-        if not self.exists(path):
-            raise FsNotFound(path)
-        reason = _not_regular(path)
-        if reason is not None:
-            raise FsError(path, reason)
-        return _ReadOnlyHandle(self._inner.open(path, read_only=True))
-
-    def exists(self, path: str) -> bool:
-        head, name = split(path)
-        if head in self._only and name not in self._only[head]:
-            return False
-        return self._inner.exists(path)
-
-    def is_dir(self, path: str) -> bool:
-        return self._inner.is_dir(path)
-
-    def listdir(self, path: str) -> list[str]:
-        names = self._inner.listdir(path)
-        if path in self._only:
-            names = [name for name in names if name in self._only[path]]
-        return names
-
-    def mkdir(self, path: str) -> None:
-        raise FsIOError(path, "mkdir (bkref inspect never writes)")
-
-    def rename(self, src: str, dst: str) -> None:
-        raise FsIOError(src, "rename (bkref inspect never writes)")
-
-    def link(self, src: str, dst: str) -> None:
-        raise FsIOError(dst, "link (bkref inspect never writes)")
-
-    def unlink(self, path: str) -> None:
-        raise FsIOError(path, "unlink (bkref inspect never writes)")
-
-    def fsync_dir(self, path: str) -> None:
-        return None
-
-    def disk_space(self, path: str) -> DiskSpace:
-        return self._inner.disk_space(path)
-
-    def lock_dir(self, path: str) -> DirLock:
-        raise FsIOError(path, "lock (bkref inspect never locks: a running bookie holds it)")
-
-
-def _read_small(fs: FileSystem, path: str, limit: int = TEXT_FILE_MAX_BYTES) -> bytes:
-    """The first ``limit`` bytes of a regular file (FsError when it cannot be read)."""
-    handle = ReadOnlyFs(fs).open(path, read_only=True)
-    try:
-        return handle.pread(0, min(limit, handle.size()))
-    finally:
-        handle.close()
-
-
 # --- one file of each kind ------------------------------------------------------------------
 
 
@@ -676,218 +547,11 @@ class Item:
         }
 
 
-def describe_journal(fs: FileSystem, path: str) -> dict[str, object]:
-    """One journal file, scanned from its header by the engine's replay
-    (impl/journal/replay.py) as if it were the only journal: its records, padding, and where
-    and why the scan stops. Never raises for what the file holds."""
-    directory, name = split(path)
-    journal_id = parse_journal_file_name(name)
-    out: dict[str, object] = {
-        "name": name,
-        "path": path,
-        "journal_id": journal_id,
-        "size_bytes": None,
-        "version": None,
-        "header_bytes": None,
-        "records": [],
-        "counts": {"data": 0, "key": 0, "fence": 0, "lac": 0},
-        "padding_records": 0,
-        "padding_bytes": 0,
-        "scan_end_offset": None,
-        "stop": None,
-        "stop_reason": None,
-        "bytes_after_stop": None,
-        "problems": [],
-        "warnings": [],
-    }
-    problems: list[str] = []
-    warnings: list[str] = []
-    out["problems"], out["warnings"] = problems, warnings
-    if journal_id is None:
-        problems.append(
-            f"{name!r} is not a journal name BookKeeper reads (<hex id>.txn, id a Java long)"
-        )
-        return out
-    reason = _not_regular(path)
-    if reason is not None:
-        problems.append(reason)
-        out["stop"] = "unreadable"
-        return out
-    ro = ReadOnlyFs(fs, only={directory: {name}})
-    try:
-        first = _read_small(fs, path, VERSION_HEADER_SIZE)
-        size = ro.open(path).size()
-    except BkrefError as exc:
-        problems.append(f"cannot read: {exc}")
-        out["stop"] = "unreadable"
-        return out
-    version = decode_version(first)
-    out["size_bytes"], out["version"] = size, version
-    valid_version = MIN_COMPAT_VERSION <= version <= CURRENT_VERSION
-    start = header_size(version) if valid_version else 0
-    out["header_bytes"] = start if valid_version else None
-    records: list[dict[str, object]] = []
-    counts = {"data": 0, "key": 0, "fence": 0, "lac": 0}
-    pads = pad_bytes = 0
-    previous = start
-    end: int | None = None
-    error: str | None = None
-    damaged: DamagedFile | None = None
-    # Replay surveys every journal's stop before it yields a record and refuses damage
-    # (spec/format/journal.md, "Damage"); so a damaged journal is scanned a second time with
-    # skipReplayJournalInvalidRecord's rule, which yields the records before the damage.
-    for skip_invalid in (False, True):
-        records.clear()
-        counts = dict.fromkeys(counts, 0)
-        pads = pad_bytes = 0
-        previous = start
-        try:
-            replay = JournalReplay(ro, directory, LogMark(journal_id, 0), skip_invalid=skip_invalid)
-            for record in replay:  # one at a time: the payloads are not kept
-                counts[record.kind] += 1
-                if record.offset > previous:
-                    pads, pad_bytes = pads + 1, pad_bytes + record.offset - previous
-                previous = record.end_offset
-                records.append(_record_json(record))
-            if not skip_invalid:
-                end = replay.end_mark.offset
-        except DamagedFile as exc:
-            if skip_invalid:
-                break
-            error, damaged = str(exc), exc
-            continue
-        except BkrefError as exc:
-            if not skip_invalid:
-                error = str(exc)
-        break
-    if end is not None and end > previous:
-        pads, pad_bytes = pads + 1, pad_bytes + end - previous
-    out["counts"], out["padding_records"], out["padding_bytes"] = counts, pads, pad_bytes
-    out["records"] = records
-    if error is not None:
-        stop_at = previous
-        if damaged is not None and damaged.offset is not None:
-            stop_at = damaged.offset
-        out["scan_end_offset"], out["bytes_after_stop"] = stop_at, max(0, size - stop_at)
-        out["stop"], out["stop_reason"] = _damage_stop(fs, path, damaged, error, stop_at, size)
-        problems.append(error)
-        return out
-    assert end is not None
-    out["scan_end_offset"], out["bytes_after_stop"] = end, size - end
-    why = next(
-        (note.split(": ", 2)[-1] for note in reversed(replay.notes) if "replay stopped" in note),
-        "",
-    )
-    stop, text = _classify_stop(fs, path, why, end, size)
-    out["stop"], out["stop_reason"] = stop, text
-    if stop == "zero_length_then_data":
-        problems.append(text)
-    elif stop == "torn_record":
-        warnings.append(text)
-    return out
-
-
-def _damage_stop(
-    fs: FileSystem, path: str, damaged: DamagedFile | None, error: str, at: int, size: int
-) -> tuple[str, str]:
-    """The stable stop code and the sentence for a journal the scan refuses (damage, or a
-    file that cannot be read)."""
-    if damaged is None:
-        return "unreadable", error
-    if damaged.problem.startswith("a zero length"):
-        return _classify_stop(fs, path, "zero length", at, size)
-    if "invalid record" in damaged.problem:
-        return "invalid_record", error
-    return "damaged", error
-
-
-def _classify_stop(fs: FileSystem, path: str, why: str, end: int, size: int) -> tuple[str, str]:
-    """The stable stop code and the sentence for where a journal scan stopped."""
-    if "zero length" in why:
-        nonzero = _nonzero_bytes(fs, path, end, size)
-        if nonzero == 0:
-            return "preallocated_zeros", (
-                f"a zero length at offset {end}, zeros to the end of the file ({size - end} "
-                "bytes): BookKeeper's preallocation (bkref never preallocates); normal"
-            )
-        return "zero_length_then_data", (
-            f"a zero length at offset {end}, but {nonzero} of the {size - end} bytes after it "
-            "are not zero: the scan (BookKeeper's and bkref's) stops there and never sees what "
-            "follows. A crash cannot leave this in a bkref journal: the file is damaged"
-        )
-    if "cut short" in why:
-        return "torn_record", (
-            f"a record cut short at offset {end} ({size - end} bytes): a write cut by a crash, "
-            "or a journal still being written; never acknowledged, replay stops there"
-        )
-    return "end_of_file", f"the end of the file at offset {end}"
-
-
-def _nonzero_bytes(fs: FileSystem, path: str, start: int, size: int) -> int:
-    handle = ReadOnlyFs(fs).open(path, read_only=True)
-    try:
-        count, offset = 0, start
-        while offset < size:
-            chunk = handle.pread(offset, min(ZERO_CHECK_CHUNK, size - offset))
-            if not chunk:
-                break
-            count += len(chunk) - chunk.count(0)
-            offset += len(chunk)
-        return count
-    finally:
-        handle.close()
-
-
-def _record_json(record: JournalRecord) -> dict[str, object]:
-    out: dict[str, object] = {
-        "kind": record.kind,
-        "ledger": record.ledger_id,
-        "entry": record.entry_id,
-        "offset": record.offset,
-        "size": record.end_offset - record.offset - 4,
-    }
-    out["body_bytes"] = len(record.payload) if record.kind != "data" else len(record.payload) - 16
-    return out
-
-
-def describe_last_mark(fs: FileSystem, path: str) -> dict[str, object]:
-    """A lastMark file: the journal and offset it names (``lastMark.<n>`` is the mark of
-    journal directory n when BookKeeper runs several journals)."""
-    name = split(path)[1]
-    match = _LAST_MARK_NAME.fullmatch(name)
-    out: dict[str, object] = {
-        "name": name,
-        "path": path,
-        "journal_index": int(match.group(1)) if match and match.group(1) else 0,
-        "journal_id": None,
-        "journal_file": None,
-        "offset": None,
-        "size_bytes": None,
-        "used": False,
-        "index_segment": None,
-        "index_deleted_records": None,
-        "error": None,
-    }
-    try:
-        data = _read_small(fs, path, 64)
-        mark, coverage = decode_last_mark_file(data)
-    except (BkrefError, ValueError) as exc:
-        out["error"] = f"not a lastMark: {exc}"
-        return out
-    out["size_bytes"] = len(data)
-    out["journal_id"], out["offset"] = mark.journal_id, mark.offset
-    if coverage is not None:
-        out["index_segment"] = coverage.segment_seq
-        out["index_deleted_records"] = coverage.deleted_records
-    out["journal_file"] = journal_file_name(mark.journal_id)
-    return out
-
-
 def describe_last_id(fs: FileSystem, path: str) -> dict[str, object]:
     """lastId as BookKeeper reads it: hex on the first line; <= 0 or junk count as absent."""
     out: dict[str, object] = {"name": split(path)[1], "path": path, "text": None, "value": None}
     try:
-        text = _read_small(fs, path, 256).decode("utf-8", "backslashreplace")
+        text = read_small(fs, path, 256).decode("utf-8", "backslashreplace")
     except BkrefError:
         return out
     out["text"] = text
@@ -924,7 +588,7 @@ def describe_cookie(fs: FileSystem, path: str) -> dict[str, object]:
         "error": None,
     }
     try:
-        text = _read_small(fs, path).decode("utf-8")
+        text = read_small(fs, path).decode("utf-8")
     except (BkrefError, UnicodeDecodeError) as exc:
         out["error"] = f"cannot read the cookie: {exc}"
         return out
@@ -976,6 +640,11 @@ def _unescape(text: str) -> str:
 def describe_index(fs: FileSystem, path: str) -> dict[str, object]:
     """bkref's own index (spec/format/ledger_index.md), loaded by the engine's code
     (LedgerIndex.load) through ReadOnlyFs, and each file decoded on its own."""
+    return load_index(fs, path)[0]
+
+
+def load_index(fs: FileSystem, path: str) -> tuple[dict[str, object], LedgerIndex | None]:
+    """``describe_index``'s object and the index loaded (None when it does not load)."""
     out: dict[str, object] = {
         "path": path,
         "segments": [],
@@ -996,21 +665,16 @@ def describe_index(fs: FileSystem, path: str) -> dict[str, object]:
         names = ro.listdir(path)
     except BkrefError as exc:
         out["error"] = str(exc)
-        return out
+        return out, None
     for name in names:
         seq = parse_segment_file_name(name)
         full = join(path, name)
         if name == DELETED_FILE_NAME:
-            try:
-                data = _read_small(fs, full, 1 << 62)
-            except BkrefError as exc:
-                out["error"] = f"{full}: {exc}"
-                continue
-            decoded = decode_deleted_file(data)
-            if isinstance(decoded, DeletedFileDamage):
-                out["error"] = f"{full}: offset {decoded.offset}: {decoded.problem}"
+            deleted = describe_deleted(fs, full)
+            if deleted["error"] is not None:
+                out["error"] = deleted["error"]
             else:
-                out["deleted_torn_bytes"] = len(data) - decoded[1]
+                out["deleted_torn_bytes"] = deleted["torn_bytes"]
             continue
         if seq is None:
             other.append(name)
@@ -1021,7 +685,7 @@ def describe_index(fs: FileSystem, path: str) -> dict[str, object]:
         index = LedgerIndex.load(ro, path)
     except BkrefError as exc:
         out["error"] = out["error"] or str(exc)
-        return out
+        return out, None
     ledgers = index.ledgers()
     out["chain"] = index.segment_seqs()
     out["ledgers"] = len(ledgers)
@@ -1029,6 +693,34 @@ def describe_index(fs: FileSystem, path: str) -> dict[str, object]:
     out["keyed_ledgers"] = sum(index.master_key(ledger) is not None for ledger in ledgers)
     out["fenced_ledgers"] = [ledger for ledger in ledgers if index.is_fenced(ledger)]
     out["deleted_ledgers"] = sorted(index.deleted_ledgers())
+    return out, index
+
+
+def describe_deleted(fs: FileSystem, path: str) -> dict[str, object]:
+    """bkref's deleted-ledgers file (spec/format/ledger_index.md), decoded by the codec the
+    index load uses (``decode_deleted_file``): its ledgers, and the torn last record a crash
+    may leave (rows d6; d3 to d7 are damage)."""
+    out: dict[str, object] = {
+        "name": split(path)[1],
+        "path": path,
+        "size_bytes": None,
+        "records": None,
+        "deleted_ledgers": None,
+        "torn_bytes": None,
+        "error": None,
+    }
+    try:
+        data = read_small(fs, path, 1 << 62)
+    except BkrefError as exc:
+        out["error"] = f"{path}: {exc}"
+        return out
+    out["size_bytes"] = len(data)
+    decoded = decode_deleted_file(data)
+    if isinstance(decoded, DeletedFileDamage):
+        out["error"] = f"{path}: offset {decoded.offset}: {decoded.problem}"
+        return out
+    ledgers, good = decoded
+    out.update(records=len(ledgers), deleted_ledgers=sorted(ledgers), torn_bytes=len(data) - good)
     return out
 
 
@@ -1162,6 +854,10 @@ def _bk_index_contents(path: str) -> dict[str, object]:
     return out
 
 
+RESERVE_NOTE = (
+    "bkref's reserve: zeros the bookie frees when its own data fills the disk, for the "
+    "writes that bring it back (spec/format/identity.md, A full disk)"
+)
 COMPACTING_NOTE = (
     "a compaction log that was still being written when the bookie stopped (its entries are "
     "still in the source log). Recovery removes it, bkref's as BookKeeper's "
@@ -1192,6 +888,8 @@ BOOKIE_KINDS = frozenset(
         "last_mark",
         "last_id",
         "identity",
+        "coverage",
+        "reserve",
         "cookie",
         "instance_id",
         "bkref_index",
@@ -1226,6 +924,12 @@ class DirReport:
     #: Problems of the directory as a whole (a lastMark a crash cannot leave, replay failing).
     dir_problems: list[str] = attrs.Factory(list)
     error: str | None = None
+    #: Journals found by the walk, described once lastMark is known: (rel, path, item).
+    pending_journals: list[tuple[str, str, Item]] = attrs.Factory(list)
+    #: The index loaded from ``bkref-index/``, for the checks a start makes against it.
+    loaded_index: LedgerIndex | None = None
+    #: The identity stamp of this directory, when it reads.
+    identity: dict[str, object] | None = None
 
     @property
     def is_bookie_dir(self) -> bool:
@@ -1263,7 +967,9 @@ def _severity(code: int) -> int:
 def inspect_dir(fs: FileSystem, given: str, extra_ledger_dirs: Sequence[str] = ()) -> DirReport:
     """Describe every name of a bookie directory: its ``current/`` sub-directory when it has
     one (BookKeeper keeps everything there), and the names beside it. ``extra_ledger_dirs``
-    add their lastMark to the replay plan of the journals found here."""
+    are the bookie's other ledger directories: their lastMark joins this directory's, and
+    their entry logs are where the index may place entries. What is damage is judged as a
+    start judges it, by the same functions (docs/inspect.md; issue 26)."""
     current = join(given, CURRENT_DIR)
     has_current = os.path.isdir(current)
     report = DirReport(given_path=given, path=current if has_current else given)
@@ -1291,13 +997,166 @@ def inspect_dir(fs: FileSystem, given: str, extra_ledger_dirs: Sequence[str] = (
         log = inspect_log(fs, path)
         report.logs.append(log)
         _progress(done, len(logs_to_read))
-    if report.journals or extra_ledger_dirs:
-        report.replay = _replay_plan(fs, report, extra_ledger_dirs)
-    else:
-        _choose_mark(report.last_marks)
-    _mark_problems(report)
+    marks = list(report.last_marks)
+    for directory in extra_ledger_dirs:
+        base = _current_of(directory)
+        path = join(base, LAST_MARK_FILE_NAME)
+        if _lstat(path) is not None:
+            marks.append(describe_last_mark(fs, path))
+            report.last_marks.append(marks[-1])
+    context = mark_context(marks)
+    _describe_journals(fs, report, context)
+    journal_dir = _journal_dir(report)
+    if report.journals or extra_ledger_dirs or journal_dir is not None:
+        report.replay, problem = replay_plan(fs, journal_dir, context, context.path is not None)
+        if problem is not None:
+            report.dir_problems.append(problem)
+    if journal_dir is not None:
+        report.dir_problems.extend(other_mark_problems(fs, journal_dir, marks, context))
+        problem = coverage_problem(
+            fs, journal_dir, context, bool(marks), _index_counts(fs, extra_ledger_dirs)
+        )
+        if problem is not None:
+            report.dir_problems.append(problem)
+    _index_problems(report, marks, extra_ledger_dirs)
+    _leftover_problems(report, extra_ledger_dirs)
     report.items.sort(key=lambda item: item.name)
     return report
+
+
+def _leftover_problems(report: DirReport, extra_ledger_dirs: Sequence[str]) -> None:
+    """A malformed ``.compacted`` whose source is in no ledger directory given is refused by
+    a start (``malformed_leftover_damage``, the error recovery raises); one whose source is
+    in another ledger directory is removed."""
+    for leftover in report.compaction_leftovers:
+        if leftover["recovery"] != "refuse":
+            continue
+        source = log_file_name(int(str(leftover["src_log_id"])))
+        if any(_lstat(join(_current_of(d), source)) is not None for d in extra_ledger_dirs):
+            leftover["recovery"] = "remove"
+            leftover["recovery_steps"] = [f"unlink {leftover['name']}"]
+            continue
+        damage = malformed_leftover_damage(
+            str(leftover["path"]), int(str(leftover["src_log_id"])), str(leftover["malformed"])
+        )
+        report.dir_problems.append(str(damage))
+
+
+def _index_counts(fs: FileSystem, ledger_dirs: Sequence[str]) -> tuple[int, int] | None:
+    """The newest segment and the deletes of the index in one of ``ledger_dirs`` (the one
+    holding ``bkref-index/``), loaded read-only; None when none holds one or it does not
+    load (inspecting that directory says why)."""
+    for directory in ledger_dirs:
+        path = join(_current_of(directory), INDEX_DIR_NAME)
+        if os.path.isdir(path):
+            try:
+                index = LedgerIndex.load(ReadOnlyFs(fs), path)
+            except BkrefError:
+                return None
+            return index.newest_segment_seq, index.deleted_records
+    return None
+
+
+def _current_of(directory: str) -> str:
+    current = join(directory, CURRENT_DIR)
+    return current if os.path.isdir(current) else directory
+
+
+def _describe_journals(fs: FileSystem, report: DirReport, context: MarkContext) -> None:
+    """The journals the walk found, judged as a start after ``context``'s lastMark would judge
+    them: strictly after a bkref lastMark; a journal wholly before the mark is never
+    replayed, so its damage is a warning."""
+    for _rel, path, item in sorted(report.pending_journals, key=lambda j: j[1]):
+        journal_id = parse_journal_file_name(split(path)[1])
+        replayed = journal_id is None or journal_id >= context.mark.journal_id
+        journal = describe_journal(fs, path, strict=context.strict and replayed, replayed=replayed)
+        report.journals.append(journal)
+        report.items.append(
+            attrs.evolve(
+                item,
+                description=journal_summary(journal),
+                problems=tuple(map(str, _as_list(journal["problems"]))),
+                warnings=tuple(map(str, _as_list(journal["warnings"]))),
+            )
+        )
+    report.pending_journals.clear()
+    report.journals.sort(key=lambda j: str(j["name"]))
+
+
+def _journal_dir(report: DirReport) -> str | None:
+    """Where the journals are: the one directory the journals found are in, or this
+    directory when its identity stamp says it is a journal directory."""
+    dirs = {split(str(j["path"]))[0] for j in report.journals}
+    if len(dirs) == 1:
+        return dirs.pop()
+    stamp = report.identity
+    if not dirs and stamp is not None and stamp["directory"] in _as_list(stamp["journal_dirs"]):
+        return report.path
+    return None
+
+
+def _index_problems(
+    report: DirReport, marks: list[dict[str, object]], extra_ledger_dirs: Sequence[str]
+) -> None:
+    """What a start checks of the index here against lastMark and the entry logs (rows i1,
+    i3, d1, d2 and e1, e2), by recovery's own decisions: ``index_coverage_damage`` and
+    ``indexed_log_damage`` (impl/bookie/recovery.py)."""
+    stamp = report.identity
+    holds_index = report.loaded_index is not None or (
+        stamp is not None and stamp["index_dir"] == stamp["directory"]
+    )
+    if not holds_index:
+        return
+    index = report.loaded_index
+    coverage = _coverage(marks)
+    index_dir = join(report.path, INDEX_DIR_NAME)
+    newest = index.newest_segment_seq if index is not None else 0
+    deleted = index.deleted_records if index is not None else 0
+    damage = index_coverage_damage(index_dir, newest, deleted, coverage)
+    if damage is not None:
+        report.dir_problems.append(str(damage))
+    if index is None:
+        return
+    logs = _log_sizes(report, extra_ledger_dirs)
+    for log_id, (count, largest) in sorted(index.log_extents().items()):
+        path, size = logs.get(log_id, (None, None))
+        damage = indexed_log_damage(log_id, count, largest, path, size)
+        if damage is not None:
+            report.dir_problems.append(str(damage))
+
+
+def _coverage(marks: list[dict[str, object]]) -> IndexCoverage | None:
+    """The index coverage a start checks against: the largest recorded in any lastMark read
+    (impl/journal/last_mark.py, ``checked_last_mark``)."""
+    found = [m for m in marks if m["error"] is None and m["index_segment"] is not None]
+    if not found:
+        return None
+    return IndexCoverage(
+        max(int(str(m["index_segment"])) for m in found),
+        max(int(str(m["index_deleted_records"])) for m in found),
+    )
+
+
+def _log_sizes(
+    report: DirReport, extra_ledger_dirs: Sequence[str]
+) -> dict[int, tuple[str, int | None]]:
+    """Every entry log of this directory and of ``extra_ledger_dirs``: id -> (path, size)."""
+    out: dict[int, tuple[str, int | None]] = {}
+    for log in report.logs:
+        if log.log_id is not None:
+            out[log.log_id] = (log.path, log.size_bytes)
+    for directory in extra_ledger_dirs:
+        base = _current_of(directory)
+        try:
+            names = os.listdir(base)
+        except OSError:
+            continue
+        for name in names:
+            log_id = parse_log_file_name(name)
+            st = _lstat(join(base, name))
+            if log_id is not None and st is not None and stat.S_ISREG(st.st_mode):
+                out.setdefault(log_id, (join(base, name), st.st_size))
+    return out
 
 
 def _lstat(path: str) -> os.stat_result | None:
@@ -1307,19 +1166,68 @@ def _lstat(path: str) -> os.stat_result | None:
         return None
 
 
-def _describe_identity(fs: FileSystem, path: str) -> tuple[str, tuple[str, ...]]:
-    """bkref's identity stamp (spec/format/identity.md): whose directory this is, in one line,
-    or why the stamp does not read (a problem: the next start refuses it)."""
+#: How inspect names the accept command: it does not know the bookie's configuration.
+_ACCEPT_HINT = "`bkref dirs accept` with the bookie's configuration (--conf FILE, --set ...)"
+
+
+def describe_identity(fs: FileSystem, path: str) -> dict[str, object]:
+    """bkref's identity stamp (spec/format/identity.md), decoded by the engine's codec; a
+    stamp that does not decode is row D1, said as a start says it
+    (impl/bookie/identity.py ``damaged_stamp_message``)."""
+    out: dict[str, object] = {
+        "name": split(path)[1],
+        "path": path,
+        "instance": None,
+        "generation": None,
+        "sealed": None,
+        "directory": None,
+        "journal_dirs": None,
+        "ledger_dirs": None,
+        "index_dir": None,
+        "error": None,
+    }
     try:
-        stamp = decode_stamp(_read_small(fs, path, MAX_STAMP_BYTES + 1))
+        stamp = decode_stamp(read_small(fs, path, MAX_STAMP_BYTES + 1))
     except (BkrefError, StampFormatError) as exc:
-        return "bkref identity stamp", (f"the identity stamp does not read: {exc}",)
-    state = "sealed" if stamp.sealed else "pending (a first start or an accept not finished)"
+        out["error"] = damaged_stamp_message(path, str(exc), _ACCEPT_HINT)
+        return out
+    out.update(
+        instance=stamp.instance,
+        generation=stamp.generation,
+        sealed=stamp.sealed,
+        directory=stamp.directory,
+        journal_dirs=list(stamp.journal_dirs),
+        ledger_dirs=list(stamp.ledger_dirs),
+        index_dir=stamp.index_dir,
+    )
+    return out
+
+
+def _describe_identity(fs: FileSystem, path: str) -> tuple[str, tuple[str, ...]]:
+    """The identity stamp in one line, or why it does not read (a problem: the next start
+    refuses it)."""
+    stamp = describe_identity(fs, path)
+    if stamp["error"] is not None:
+        return "bkref identity stamp", (str(stamp["error"]),)
+    state = "sealed" if stamp["sealed"] else "pending (a first start or an accept not finished)"
     return (
-        f"bkref identity stamp: instance {stamp.instance}, generation {stamp.generation}, "
-        f"{state}; directory {stamp.directory}; journal {','.join(stamp.journal_dirs)}; "
-        f"ledgers {','.join(stamp.ledger_dirs)}; index in {stamp.index_dir}"
+        f"bkref identity stamp: instance {stamp['instance']}, generation "
+        f"{stamp['generation']}, {state}; directory {stamp['directory']}; journal "
+        f"{','.join(map(str, _as_list(stamp['journal_dirs'])))}; ledgers "
+        f"{','.join(map(str, _as_list(stamp['ledger_dirs'])))}; index in {stamp['index_dir']}"
     ), ()
+
+
+def _coverage_text(record: dict[str, object]) -> str:
+    if record["error"] is not None:
+        return "bkref coverage record, damaged"
+    if record["journal_id"] is None:
+        return "bkref coverage record, empty"
+    return (
+        f"bkref coverage record: the ledger directories held at least lastMark journal "
+        f"{record['journal_file']}, offset {record['offset']}, index segment "
+        f"{record['index_segment']}, {record['index_deleted_records']} deletes"
+    )
 
 
 def _name_kind(name: str) -> str:
@@ -1342,6 +1250,10 @@ def _name_kind(name: str) -> str:
         return "last_id"
     if name == IDENTITY_FILE_NAME:
         return "identity"
+    if name == COVERAGE_FILE_NAME:
+        return "coverage"
+    if name == RESERVE_FILE_NAME:
+        return "reserve"
     if name == VERSION_FILE_NAME:
         return "cookie"
     if name == INSTANCE_ID_FILE_NAME:
@@ -1359,7 +1271,7 @@ def _describe_name(
     if st is None:
         report.items.append(Item(rel, path, "missing", None, "unknown", "vanished while read"))
         return
-    kind_of_type = _file_type(st.st_mode)
+    kind_of_type = file_type(st.st_mode)
     name = split(path)[1]
     if kind_of_type == "symlink":
         try:
@@ -1387,21 +1299,14 @@ def _describe_name(
         text = EMPTY_LOG_NOTE if size == 0 else "entry log"
         report.items.append(attrs.evolve(item, description=text))
     elif kind == "journal":
-        journal = describe_journal(fs, path)
-        report.journals.append(journal)
-        report.items.append(
-            attrs.evolve(
-                item,
-                description=_journal_summary(journal),
-                problems=tuple(map(str, _as_list(journal["problems"]))),
-                warnings=tuple(map(str, _as_list(journal["warnings"]))),
-            )
-        )
+        report.pending_journals.append((rel, path, item))
     elif kind == "last_mark":
         mark = describe_last_mark(fs, path)
         report.last_marks.append(mark)
         error = mark["error"]
         text = f"lastMark: journal {mark['journal_file']}, offset {mark['offset']}"
+        if mark["journal_id"] is None:
+            text = f"lastMark: {mark['note'] or 'no mark'}"
         problems = (str(error),) if error is not None else ()
         report.items.append(
             attrs.evolve(item, description=text if not error else "lastMark", problems=problems)
@@ -1411,7 +1316,17 @@ def _describe_name(
         report.items.append(
             attrs.evolve(item, description="lastId: the last entry log id allocated")
         )
+    elif kind == "reserve":
+        report.items.append(attrs.evolve(item, description=RESERVE_NOTE))
+    elif kind == "coverage":
+        record = describe_coverage(fs, path)
+        problems = () if record["error"] is None else (str(record["error"]),)
+        report.items.append(
+            attrs.evolve(item, description=_coverage_text(record), problems=problems)
+        )
     elif kind == "identity":
+        stamp = describe_identity(fs, path)
+        report.identity = stamp if stamp["error"] is None else None
         text, problems = _describe_identity(fs, path)
         report.items.append(attrs.evolve(item, description=text, problems=problems))
     elif kind == "cookie":
@@ -1443,7 +1358,7 @@ def _describe_name(
 
 def _read_text(fs: FileSystem, path: str) -> str | None:
     try:
-        return _read_small(fs, path, 256).decode("utf-8", "backslashreplace")
+        return read_small(fs, path, 256).decode("utf-8", "backslashreplace")
     except BkrefError:
         return None
 
@@ -1521,7 +1436,7 @@ def _describe_subdir(
 ) -> None:
     name = split(path)[1]
     if name == INDEX_DIR_NAME:
-        index = describe_index(fs, path)
+        index, report.loaded_index = load_index(fs, path)
         report.index = index
         error = index["error"]
         text = _index_summary(index)
@@ -1566,7 +1481,7 @@ def _walk_bk_index(report: DirReport, rel: str, path: str) -> int:
         sub_path, sub_rel = join(path, sub), f"{rel}/{sub}"
         st = _lstat(sub_path)
         if st is None or not stat.S_ISDIR(st.st_mode) or not is_bk_index_dir_name(sub):
-            kind_of_type = "missing" if st is None else _file_type(st.st_mode)
+            kind_of_type = "missing" if st is None else file_type(st.st_mode)
             size = st.st_size if st is not None and stat.S_ISREG(st.st_mode) else None
             report.items.append(
                 Item(sub_rel, sub_path, kind_of_type, size, "unknown", "unknown: not read")
@@ -1598,7 +1513,7 @@ def _walk_bk_index(report: DirReport, rel: str, path: str) -> int:
                     )
                 )
                 continue
-            kind_of_type = "missing" if st is None else _file_type(st.st_mode)
+            kind_of_type = "missing" if st is None else file_type(st.st_mode)
             size = st.st_size if regular and st is not None else None
             report.items.append(
                 Item(file_rel, file_path, kind_of_type, size, "unknown", "unknown: not read")
@@ -1619,7 +1534,7 @@ def _index_items(report: DirReport, rel: str, path: str, index: dict[str, object
     for name in names:
         full = join(path, name)
         st = _lstat(full)
-        kind_of_type = "missing" if st is None else _file_type(st.st_mode)
+        kind_of_type = "missing" if st is None else file_type(st.st_mode)
         size = st.st_size if st is not None and stat.S_ISREG(st.st_mode) else None
         if name in segments:
             seg = segments[name]
@@ -1660,111 +1575,6 @@ def _describe_rocksdb(path: str) -> dict[str, object]:
     }
 
 
-def _replay_plan(
-    fs: FileSystem, report: DirReport, extra_ledger_dirs: Sequence[str]
-) -> dict[str, object]:
-    """Where journal replay would start (the largest lastMark of journal 0 among the
-    directories given) and where it would stop, by the engine's replay over the journals
-    found here (read-only)."""
-    marks = [m for m in report.last_marks if m["journal_index"] == 0]
-    for directory in extra_ledger_dirs:
-        base = (
-            join(directory, CURRENT_DIR)
-            if os.path.isdir(join(directory, CURRENT_DIR))
-            else directory
-        )
-        path = join(base, LAST_MARK_FILE_NAME)
-        if _lstat(path) is None:
-            marks.append({**describe_last_mark(fs, path), "error": f"{path} does not exist"})
-        else:
-            marks.append(describe_last_mark(fs, path))
-            report.last_marks.append(marks[-1])
-    best = _choose_mark(marks)
-    mark = (
-        NO_MARK if best is None else LogMark(int(str(best["journal_id"])), int(str(best["offset"])))
-    )
-    out: dict[str, object] = {
-        "last_mark": None
-        if best is None
-        else {
-            "journal_file": best["journal_file"],
-            "journal_id": mark.journal_id,
-            "offset": mark.offset,
-        },
-        "last_mark_path": None if best is None else best["path"],
-        "journals": [],
-        "records": 0,
-        "end": None,
-        "error": None,
-        "note": None,
-    }
-    if best is None:
-        out["note"] = (
-            "no lastMark found among the directories given (lastMark lives in the ledger "
-            "directories: pass them with --ledger-dir); without one, replay reads every journal"
-        )
-    journal_dirs = {split(str(j["path"]))[0] for j in report.journals}
-    if len(journal_dirs) != 1:
-        return out
-    journal_dir = journal_dirs.pop()
-    try:
-        replay = JournalReplay(ReadOnlyFs(fs), journal_dir, mark, skip_invalid=False)
-        out["journals"] = [journal_file_name(jid) for jid in replay.journal_ids]
-        count = 0
-        for _ in replay:
-            count += 1
-        out["records"] = count
-        end = replay.end_mark
-        out["end"] = {
-            "journal_file": journal_file_name(end.journal_id),
-            "journal_id": end.journal_id,
-            "offset": end.offset,
-        }
-    except BkrefError as exc:
-        out["error"] = str(exc)
-        report.dir_problems.append(f"journal replay would fail: {exc}")
-    return out
-
-
-def _choose_mark(marks: list[dict[str, object]]) -> dict[str, object] | None:
-    """The mark recovery uses: the largest readable lastMark of journal 0 (LastLogMark.readLog);
-    sets ``used`` on every mark."""
-    usable = [m for m in marks if m["error"] is None and m["journal_index"] == 0]
-    best = max(
-        usable, key=lambda m: (int(str(m["journal_id"])), int(str(m["offset"]))), default=None
-    )
-    for mark in marks:
-        mark["used"] = mark is best
-    return best
-
-
-def _mark_problems(report: DirReport) -> None:
-    """A lastMark that a crash cannot produce: past the end of its journal, or not at a
-    record boundary of it (bkref and BookKeeper write a mark at the end of a flushed group)."""
-    journals = {j["journal_id"]: j for j in report.journals}
-    extra: list[str] = []
-    for mark in report.last_marks:
-        journal = journals.get(mark["journal_id"])
-        if mark["error"] is not None or journal is None or journal["header_bytes"] is None:
-            continue
-        offset, size = int(str(mark["offset"])), journal["size_bytes"]
-        boundaries = {0, journal["header_bytes"], journal["scan_end_offset"]}
-        for rec in _as_list(journal["records"]):
-            assert isinstance(rec, dict)
-            boundaries.update({rec["offset"], rec["offset"] + rec["size"] + 4})
-        if isinstance(size, int) and offset > size:
-            extra.append(
-                f"{mark['path']}: offset {offset} is past the end of journal "
-                f"{journal['name']} ({size} bytes): a crash cannot leave this; damaged"
-            )
-        elif offset not in boundaries and journal["stop"] != "invalid_record":
-            extra.append(
-                f"{mark['path']}: offset {offset} is not a record boundary of journal "
-                f"{journal['name']}: a crash cannot leave this; damaged"
-            )
-    report.dir_problems.extend(extra)
-
-
 def _progress(done: int, total: int) -> None:
     if total < PROGRESS_MIN_LOGS:
         return
@@ -1788,6 +1598,10 @@ def describe_file(fs: FileSystem, path: str) -> tuple[dict[str, object], str, in
     if kind == "unknown" and _idx_ledger(name) is not None:
         obj = _describe_bk_index(path)
         return obj, _lines_of(obj), EXIT_OK
+    deleted_file = parent_name == INDEX_DIR_NAME and name == DELETED_FILE_NAME
+    if kind == "unknown" and deleted_file and not_regular(path) is None:
+        obj = describe_deleted(ReadOnlyFs(fs), path)
+        return obj, _lines_of(obj), EXIT_OK if obj["error"] is None else EXIT_DAMAGED
     if kind == "unknown" and parent_name == INDEX_DIR_NAME:
         seq = parse_segment_file_name(name)
         if seq is not None:
@@ -1796,7 +1610,7 @@ def describe_file(fs: FileSystem, path: str) -> tuple[dict[str, object], str, in
     if kind == "entry_log":
         log = inspect_log(fs, path)
         return log_json(log), format_log(log), log.exit_code
-    reason = _not_regular(path)
+    reason = not_regular(path)
     if kind in ("unknown", "tmp"):
         return None
     if reason is not None:
@@ -1818,6 +1632,17 @@ def describe_file(fs: FileSystem, path: str) -> tuple[dict[str, object], str, in
     if kind == "instance_id":
         obj = {"name": name, "path": path, "text": _read_text(fs, path)}
         return obj, _lines_of(obj), EXIT_OK
+    if kind == "reserve":
+        size = os.lstat(path).st_size
+        obj = {"name": name, "path": path, "size_bytes": size, "note": RESERVE_NOTE}
+        return obj, _lines_of(obj), EXIT_OK
+    if kind == "coverage":
+        obj = describe_coverage(fs, path)
+        return obj, _lines_of(obj), EXIT_DAMAGED if obj["error"] else EXIT_OK
+    if kind == "identity":
+        obj = describe_identity(fs, path)
+        return obj, _lines_of(obj), EXIT_DAMAGED if obj["error"] else EXIT_OK
+    assert kind in ("compacting_log", "compacted_log"), kind
     obj = _describe_leftover(fs, path, kind)
     return obj, _lines_of(obj), EXIT_OK
 
@@ -1876,7 +1701,7 @@ def format_dir(report: DirReport) -> str:
     if report.journals:
         lines.append(f"  journals        {len(report.journals)}")
         for journal in report.journals:
-            lines.append(_wrapped("    ", f"{journal['name']}: {_journal_summary(journal)}"))
+            lines.append(_wrapped("    ", f"{journal['name']}: {journal_summary(journal)}"))
     for mark in report.last_marks:
         used = " (the largest inspected: recovery uses the largest of all)" if mark["used"] else ""
         if mark["error"] is None:
@@ -1885,7 +1710,7 @@ def format_dir(report: DirReport) -> str:
             text = f"{mark['path']}: {mark['error']}"
         lines.append(_wrapped("  lastMark        ", text))
     if report.replay is not None:
-        lines.append(_wrapped("  replay          ", _replay_text(report.replay)))
+        lines.append(_wrapped("  replay          ", replay_text(report.replay)))
     if report.last_id is not None:
         lines.append(f"  lastId          {_last_id_text(report)}")
     for cookie in report.cookies:
@@ -1928,7 +1753,7 @@ def format_dir(report: DirReport) -> str:
 
 def format_journal(journal: dict[str, object]) -> str:
     """The human report of one journal: summary, the first records, problems."""
-    lines = [f"{journal['name']}  ({journal['path']})", _wrapped("  ", _journal_summary(journal))]
+    lines = [f"{journal['name']}  ({journal['path']})", _wrapped("  ", journal_summary(journal))]
     records = _as_list(journal["records"])
     for rec in records[:TEXT_RECORDS_MAX]:
         assert isinstance(rec, dict)
@@ -1941,41 +1766,6 @@ def format_journal(journal: dict[str, object]) -> str:
     lines.extend(_wrapped("  error: ", str(p)) for p in _as_list(journal["problems"]))
     lines.extend(_wrapped("  warning: ", str(w)) for w in _as_list(journal["warnings"]))
     return "\n".join(lines)
-
-
-def _journal_summary(journal: dict[str, object]) -> str:
-    if journal["version"] is None:
-        return "journal, not readable"
-    counts = journal["counts"]
-    assert isinstance(counts, dict)
-    kinds = ", ".join(f"{counts[k]} {k}" for k in ("data", "key", "fence", "lac"))
-    return (
-        f"journal version {journal['version']}, {journal['size_bytes']} bytes, "
-        f"{len(_as_list(journal['records']))} records ({kinds}), "
-        f"{journal['padding_records']} padding ({journal['padding_bytes']} bytes); "
-        f"the scan stops at offset {journal['scan_end_offset']}: {journal['stop_reason']}"
-    )
-
-
-def _replay_text(replay: dict[str, object]) -> str:
-    mark = replay["last_mark"]
-    start = "the oldest journal (no lastMark)"
-    if isinstance(mark, dict):
-        start = f"journal {mark['journal_file']}, offset {mark['offset']} (lastMark)"
-    text = f"would start at {start}"
-    journals = _as_list(replay["journals"])
-    end = replay["end"]
-    if isinstance(end, dict):
-        text += (
-            f", read {len(journals)} journal(s) ({', '.join(map(str, journals))}), "
-            f"{replay['records']} records, and end at journal {end['journal_file']}, "
-            f"offset {end['offset']}"
-        )
-    if replay["error"] is not None:
-        text += f"; it would fail: {replay['error']}"
-    if replay["note"] is not None:
-        text += f". {replay['note']}"
-    return text
 
 
 def _cookie_summary(cookie: dict[str, object]) -> str:

@@ -75,7 +75,9 @@ from typing import IO, Any
 
 import attrs
 
+from impl.limits import LIMITS
 from impl.server.protocol import Rejection, Request, RequestBounds, parse_request
+from proofs.cli.input_file import InputError, read_input
 from spec.crash import Unknown
 from spec.errors import TraceError
 from spec.operations import (
@@ -588,13 +590,17 @@ class Start:
 
 def read_start(path: str, header: TraceHeader) -> Start:
     """Read FILE (UsageError if it is not a trace or cannot be read)."""
-    try:
-        with open(path, "rb") as source:
-            data = source.read()
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return Start(header, 0, True, False)
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:  # bounded, and never waiting for ever on a FIFO (proofs/cli/input_file.py)
+        data = read_input(
+            path,
+            what="a trace file to append the run to (spec/trace.md)",
+            max_bytes=LIMITS.trace_file_max_bytes,
+            field="trace_file_max_bytes",
+        )
+    except InputError as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from None
     if not data.strip():
         return Start(header, 0, True, False)
     try:
@@ -636,7 +642,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="a configuration pair for the header, besides CMD's --set pairs (repeatable)",
     )
     parser.add_argument("--source", metavar="TEXT", help="the header's source")
-    parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]")
+    parser.add_argument(
+        "cmd",
+        nargs=argparse.REMAINDER,
+        metavar="-- CMD [ARGS...]",
+        help="the bookie's adapter command, after --",
+    )
 
 
 def say(line: str) -> None:

@@ -51,14 +51,43 @@ exit codes:
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG
-    parser.add_argument("--seed", type=whole_number, required=True)
-    parser.add_argument("--index", type=whole_number, required=True)
-    parser.add_argument("--steps", metavar="K", type=whole_number, default=DEFAULT_STEPS)
-    parser.add_argument("--stretch-max", metavar="M", type=whole_number, default=STRETCH_MAX)
+    parser.add_argument(
+        "--seed", type=whole_number, required=True, help="the campaign's seed (its row's seed)"
+    )
+    parser.add_argument(
+        "--index",
+        type=whole_number,
+        required=True,
+        help="the scenario's index in the campaign (its row's index)",
+    )
+    parser.add_argument(
+        "--steps",
+        metavar="K",
+        type=whole_number,
+        default=DEFAULT_STEPS,
+        help=f"steps per scenario, as the campaign's --steps (default {DEFAULT_STEPS})",
+    )
+    parser.add_argument(
+        "--stretch-max",
+        metavar="M",
+        type=whole_number,
+        default=STRETCH_MAX,
+        help=f"the most adds in a healthy stretch (between faults), as the campaign's "
+        f"--stretch-max (default {STRETCH_MAX})",
+    )
     parser.add_argument("--focus", default="", help="the row's focus (second pass)")
-    parser.add_argument("--variant", metavar="MODULE:NAME", default="")
+    parser.add_argument(
+        "--variant",
+        metavar="MODULE:NAME",
+        default="",
+        help="a known-bad bookie class instead of bkref's, as the campaign's --variant",
+    )
     parser.add_argument("--adapter", metavar="CMD", help="the bookie of an adapter campaign")
-    parser.add_argument("--lazy-disk", action="store_true")
+    parser.add_argument(
+        "--lazy-disk",
+        action="store_true",
+        help="the adapter campaign ran with --lazy-disk (power loss through FUSE)",
+    )
     parser.add_argument(
         "--shrink", action="store_true", help="print the shrunk failing trace instead"
     )

@@ -23,6 +23,7 @@ Why it is shaped so:
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import queue
 import shlex
@@ -32,6 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from impl.limits import LIMITS
 from spec.errors import BkrefError
 
 #: How long a bookie may take to write its ready line (``--start-timeout``).
@@ -43,6 +45,30 @@ STDERR_TAIL_LINES = 30
 EXIT_TIMEOUT_S = 30.0
 #: The end of standard output, as an item of the line queue.
 EOF = b""
+#: How a failure for an answer that never came begins (the runner's ``_wait``): such a
+#: scenario is not shrunk, since every re-run would wait the whole response timeout for a
+#: bookie that is simply not answering (issue 26: 20 minutes for the quick profile).
+NO_RESPONSE = "no response within"
+
+
+def no_response(message: str) -> bool:
+    """Whether a failure's message says an answer never came (:data:`NO_RESPONSE`)."""
+    return message.startswith(NO_RESPONSE)
+
+
+#: Every bookie started and not yet killed or exited, so that SIGTERM or SIGINT to the
+#: runner kills them (their process groups) before it exits (:func:`kill_all`).
+_LIVE: set[BookieProcess] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def kill_all() -> int:
+    """SIGKILL the process group of every bookie still running; how many there were."""
+    with _LIVE_LOCK:
+        live = list(_LIVE)
+    for process in live:
+        process.kill()
+    return len(live)
 
 
 class CannotRun(BkrefError):
@@ -87,9 +113,18 @@ class BookieProcess:
     """A started bookie: write request lines, take response lines with a timeout, kill."""
 
     def __init__(
-        self, command: str, data_dir: str, stderr_path: str, *, cwd: str | None = None
+        self,
+        command: str,
+        data_dir: str,
+        stderr_path: str,
+        *,
+        cwd: str | None = None,
+        line_max_bytes: int = LIMITS.input_line_max_bytes,
     ) -> None:
+        """``line_max_bytes``: the longest line read from the bookie's standard output
+        (``Limits.input_line_max_bytes``)."""
         self.command = command
+        self._line_max_bytes = line_max_bytes
         self.argv = command_words(command, data_dir)
         self.stderr_path = stderr_path
         self.lines: queue.Queue[bytes] = queue.Queue()
@@ -113,6 +148,8 @@ class BookieProcess:
         self._reader = threading.Thread(target=self._read, name="conform-stdout", daemon=True)
         self._reader.start()
         self.killed = False
+        with _LIVE_LOCK:
+            _LIVE.add(self)
 
     def _read(self) -> None:
         stdout = self.child.stdout
@@ -133,6 +170,13 @@ class BookieProcess:
             *complete, pending = pending.split(b"\n")
             for line in complete:
                 self.lines.put(line + b"\n")
+            if len(pending) > self._line_max_bytes:
+                # A line that never ends: say so as a line the runner refuses (not JSON),
+                # and read no more (the bookie then blocks on a full pipe until it is
+                # killed) rather than hold it all in memory.
+                self.lines.put(b"<a line longer than %d bytes>\n" % self._line_max_bytes)
+                self.lines.put(EOF)
+                return
 
     @property
     def pid(self) -> int:
@@ -185,6 +229,7 @@ class BookieProcess:
             self.child.kill()
         then()
         code = self.child.wait()
+        self._forget()
         self._reader.join(timeout=5)
         self.close_stdin()
         return code
@@ -203,6 +248,12 @@ class BookieProcess:
         """Kill whatever is left of the process group (helpers the leader started)."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.child.pid, signal.SIGKILL)
+        if self.child.poll() is not None:
+            self._forget()
+
+    def _forget(self) -> None:
+        with _LIVE_LOCK:
+            _LIVE.discard(self)
 
 
 def wait_ready(process: BookieProcess, timeout: float) -> bytes:
@@ -226,6 +277,40 @@ def wait_ready(process: BookieProcess, timeout: float) -> bytes:
             f"({shlex.join(process.argv)})",
             process.stderr_tail(),
         )
+    return line
+
+
+def hello(process: BookieProcess, start_timeout: float, response_timeout: float) -> bytes:
+    """The ready line, then a ``shutdown`` request that must be answered (ok, or an error for
+    an op the bookie does not offer: any response line of id 1) within ``response_timeout``
+    seconds: a bookie that writes its ready line and then answers nothing is found here, in
+    one timeout, and CannotRun says so (issue 26: it was found only after every scenario
+    and its shrinking had waited out the timeout). The process then exits or is killed."""
+    line = wait_ready(process, start_timeout)
+    deadline = time.monotonic() + response_timeout
+    answered = False
+    if process.send(b'{"id":1,"op":"shutdown"}\n'):
+        while not answered:
+            got = process.take(deadline - time.monotonic())
+            if got is None or got == EOF:
+                break
+            try:
+                document = json.loads(got)
+            except ValueError:
+                continue  # not a response: the runner's scenarios judge such lines
+            answered = isinstance(document, dict) and document.get("id") == 1
+    process.close_stdin()
+    if not answered:
+        process.kill()
+        raise CannotRun(
+            f"the bookie wrote its ready line and then answered nothing: no response to a "
+            f"shutdown request within {response_timeout:g} s ({shlex.join(process.argv)}); "
+            "every request must get one line back (spec/adapter.md, Framing), an error for an "
+            "op it does not offer",
+            process.stderr_tail(),
+        )
+    if process.wait_exit(response_timeout) is None:
+        process.kill()
     return line
 
 

@@ -54,8 +54,11 @@ from proofs.conform.process import (
     DEFAULT_START_TIMEOUT_S,
     EOF,
     EXIT_TIMEOUT_S,
+    NO_RESPONSE,
     BookieProcess,
     CannotRun,
+    hello,
+    no_response,
     wait_ready,
 )
 from proofs.conform.results import CHECKS, Capabilities, Cell, Failure, RunResult, ScenarioResult
@@ -351,7 +354,7 @@ class _Session:
                 raise _Stop(
                     self._failure(
                         "progress",
-                        f"no response within {self.conf.response_timeout:g} s waiting for "
+                        f"{NO_RESPONSE} {self.conf.response_timeout:g} s waiting for "
                         f"{what}; in flight: {waiting or 'nothing'}",
                     )
                 )
@@ -605,12 +608,8 @@ class Conformance:
         os.mkdir(data_dir)
         process = BookieProcess(self.adapter, data_dir, os.path.join(scratch, "stderr.log"))
         try:
-            line = wait_ready(process, self.start_timeout)
+            line = hello(process, self.start_timeout, self.response_timeout)
             caps = parse_ready(line)
-            process.send(b'{"id":1,"op":"shutdown"}\n')
-            process.close_stdin()
-            if process.wait_exit(self.response_timeout) is None:
-                process.kill()
         finally:
             process.reap_group()
             if process.child.poll() is None:
@@ -866,7 +865,7 @@ class Conformance:
         before = len(execution.lines) - 1
         whole = self._write_trace(scenario.index, execution.lines, suffix="-unshrunk")
         context = failure_context(trace, failure.step) if trace is not None else []
-        if self.shrink:
+        if self.shrink and not no_response(failure.message):  # a re-run waits it out again
             scenario, failure, execution, trace = self._shrink(scenario, failure, execution, trace)
         path = self._write_trace(scenario.index, execution.lines)
         told = tell(trace) if trace is not None else []
@@ -939,6 +938,11 @@ class Conformance:
                 return self._result(caps, results, started, str(exc))
             results.append(result)
             self.progress(describe_result(result, len(chosen)))
+            if result.failure is not None and no_response(result.failure.message):
+                left = len(chosen) - len(results)
+                if left:  # each would wait the response timeout out on a silent bookie
+                    self.progress(f"the bookie stopped answering: {left} scenario(s) not run")
+                break
         return self._result(caps, results, started, None)
 
     def _result(

@@ -81,8 +81,12 @@ COMPACTING_SUFFIX: Final = ".log.compacting"
 COMPACTED_SUFFIX: Final = ".compacted"
 #: The files every ledger directory's ``current`` holds besides its entry logs: lastId,
 #: lastMark (spec/format/entry_log.md, spec/format/journal.md) and the identity stamp
-#: (spec/format/identity.md); the index directory is a directory, not a file.
-FIXED_LEDGER_FILES: Final = frozenset({"lastId", "lastMark", "bkref-identity"})
+#: (spec/format/identity.md); the index directory is a directory, not a file. The journal
+#: directory's coverage record (spec/format/journal.md) is here too, for a directory that is
+#: both, and every directory's reserve (spec/format/identity.md, "A full disk").
+FIXED_LEDGER_FILES: Final = frozenset(
+    {"lastId", "lastMark", "bkref-identity", "bkref-coverage", "bkref-reserve"}
+)
 
 _I32 = struct.Struct(">i")
 _SIZE_AND_LEDGER = struct.Struct(">iq")

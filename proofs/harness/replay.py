@@ -33,9 +33,10 @@ from collections.abc import Sequence
 
 import attrs
 
+from impl.config.config import load_config
 from models.bookie.bookie import BookieModel, ModelConfig, ModelUsageError
 from proofs.harness.judge import Judge, Judgement
-from spec.errors import BkrefError
+from spec.errors import BkrefError, ConfigError
 from spec.operations import Add, Crash, Restart
 from spec.properties import PropertyMonitor
 from spec.trace import Step, Trace, TraceHeader
@@ -126,6 +127,21 @@ class Verdict:
 # --- the replay -----------------------------------------------------------------------------
 
 
+def _check_config_keys(header: TraceHeader) -> None:
+    """Read the header's configuration as a bookie reads its own (impl/config/config.py):
+    an unknown or misspelt key, or one bkref refuses (entryLogPerLedgerEnabled=true, which
+    the adapter refuses too), is an unusable trace, not a run judged with default limits
+    (issue 26). Values the model takes are checked by the model first, in its own words."""
+    # One line per key: a line break inside a value is written as the properties escape.
+    lines = [
+        f"{key}=" + value.replace("\r", "\\r").replace("\n", "\\n") for key, value in header.config
+    ]
+    try:
+        load_config("\n".join(lines) + "\n", "the trace header's config", [])
+    except ConfigError as exc:
+        raise ReplayError(f"the trace's configuration: {exc}") from None
+
+
 class Replay:
     """The judge (model and property monitor) fed a trace one step at a time. After a
     failure no further step is taken."""
@@ -141,6 +157,7 @@ class Replay:
                 f"the model cannot run the trace's configuration ({_first_line(exc)}); "
                 "logSizeLimit must be more than the 1024-byte entry log header"
             ) from None
+        _check_config_keys(header)
         self.judge = Judge(model, PropertyMonitor(header.profile))
         self.model = model
         self.monitor = self.judge.monitor

@@ -80,6 +80,8 @@ LOSS = (
     # ... or a durable lastMark pointing past the durable journal (recovery persisted a mark
     # over records that were never fsynced), before any entry is read.
     "disk: the durable lastMark",
+    # ... or a log sealed with a ledgers map over records a failed fsync dropped.
+    "is sealed, but its ledgers map says",
     # ... and the crash's outcomes, checked on the first state after the restart.
     "after the crash: ",
 )

@@ -107,3 +107,52 @@ def test_the_quick_examples_run_verbatim(line: str, tmp_path: Path) -> None:
     assert result.returncode == 0, (line, result.stderr.decode(errors="replace"))
     assert result.stdout.strip(), line
     assert b"Traceback" not in result.stderr, result.stderr
+
+
+# --- the import example (issue 26: it named /path/to/bookkeeper/bk_server.conf) ----------------
+
+#: A BookKeeper bookie for the README's `bkref import` example, written by the pages'
+#: independent writers (tests/unit/bk_layout.py, bk_journal_layout.py, bk_index_layout.py).
+BOOKKEEPER_EXAMPLE = ROOT / "docs" / "examples" / "bookkeeper"
+
+
+def write_bookkeeper_example(root: Path) -> None:
+    """The example's directories under ``root`` (journal, ledgers0, ledgers1)."""
+    from impl.fs.os_backend import OsFileSystem
+    from tests.unit.impl.bookie.test_bookie_bk_metadata import add_idx_files
+    from tests.unit.impl.bookie.test_bookie_interop import build_bk_directory
+
+    add_idx_files(OsFileSystem(), build_bk_directory(OsFileSystem(), str(root)))
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {
+        str(path.relative_to(root)): path.read_bytes()
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and path.name not in ("bk_server.conf", "README.md")
+    }
+
+
+def test_the_bookkeeper_example_is_what_the_independent_writers_write(tmp_path: Path) -> None:
+    write_bookkeeper_example(tmp_path)
+    assert _tree(BOOKKEEPER_EXAMPLE) == _tree(tmp_path)
+
+
+def test_the_import_example_runs_verbatim(tmp_path: Path) -> None:
+    (line,) = [line for line in _examples() if line.split()[1] == "import"]
+    assert "/path/to" not in line
+    command = _program(tmp_path) + line.removeprefix(PROGRAM)
+    # The same bash runs the line and removes its target ($$ is that bash's process id).
+    command = f"{command.split('  #', 1)[0]}; status=$?; rm -rf /tmp/bkref-import-$$; "
+    command += "exit $status"
+    before = _tree(BOOKKEEPER_EXAMPLE)
+    result = subprocess.run(
+        ["bash", "-c", command],
+        capture_output=True,
+        timeout=120,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert result.returncode == 0, (line, result.stderr.decode(errors="replace"))
+    assert b"Traceback" not in result.stderr, result.stderr
+    assert _tree(BOOKKEEPER_EXAMPLE) == before, "the import changed its source"

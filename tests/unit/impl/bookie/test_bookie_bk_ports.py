@@ -325,10 +325,13 @@ def test_the_last_mark_file_follows_the_journal_mark_at_each_checkpoint() -> Non
         journal_id, offset = struct.unpack_from(">qq", disk.read_file(mark_path))
         return journal_id, offset
 
+    start_mark = bookie.inspect().journal_mark
     for ledger in range(2):
         for entry in range(5):
             add_and_ack(bookie, ledger, entry, b"data")
-    assert mark_file() == (0, 0)  # no checkpoint since the (first) start
+    # No checkpoint since the (first) start: lastMark is where the start's recovery
+    # checkpoint put it, the end of the new journal's header (bkref; BookKeeper: (0, 0)).
+    assert mark_file() == (start_mark.journal_id, start_mark.offset) == (0x18BCFE56800, 512)
     journal_mark = bookie.inspect().journal_mark
     bookie.checkpoint()
     assert mark_file() == (journal_mark.journal_id, journal_mark.offset)

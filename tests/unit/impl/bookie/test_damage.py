@@ -9,6 +9,13 @@ DamagedFile naming the file (and the offset where one applies), and with the dis
 it was: nothing written, so the recovery checkpoint never made the damage permanent. The test
 ids are the rows' ids on the pages (tests/unit/impl/bookie/test_damage.py::ROWS keeps them
 in step).
+
+Every row also runs through ``bkref inspect`` (issue 26, item 1): ``refused`` and ``starts``
+write the damaged disk to real directories first and inspect them as an operator would (the
+journal directory with ``--ledger-dir`` for each ledger directory, and each ledger directory
+with the others), and both recovery and inspect must agree with the row's verdict on its
+page: "refuses" is a refused start and a problem in inspect's report (exit 1), "accepts" a
+start and no problem (warnings allowed).
 """
 
 from __future__ import annotations
@@ -16,7 +23,8 @@ from __future__ import annotations
 import re
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -24,8 +32,11 @@ from impl.bookie.bookie import Bookie
 from impl.format import names
 from impl.format.journal import HEADER_SIZE, SECTOR_SIZE
 from impl.fs.api import join
+from impl.fs.os_backend import OsFileSystem
 from impl.journal.last_mark import LogMark
+from impl.limits import Limits
 from models.fs.simdisk import SimDisk
+from proofs.cli.inspect import inspect_dir
 from spec.crash import LoseUnsynced
 from spec.errors import BookieIOError, DamagedFile, NoEntry
 from spec.ids import EntryId, LedgerId
@@ -37,6 +48,7 @@ from tests.unit.impl.bookie.test_bookie import (
     add_and_ack,
     body,
     journal_files,
+    make_config,
     open_bookie,
 )
 
@@ -121,9 +133,85 @@ def checkpointed(*, deletes: int = 2) -> tuple[SimDisk, Bookie]:
     return disk, bookie
 
 
+def _table_verdicts() -> dict[str, str]:
+    """Row id -> "refuses" or "accepts", from the "what recovery does" column of each page's
+    Damage table."""
+    verdicts: dict[str, str] = {}
+    for page in PAGES:
+        text = (ROOT / "spec" / "format" / page).read_text(encoding="utf-8")
+        section = text.split("\n## Damage\n", 1)[1].split("\n## ", 1)[0]
+        for row, does in re.findall(
+            r"^\| ([a-z]\d+) \|(?:[^|]*\|){2} *([a-z]+)", section, flags=re.MULTILINE
+        ):
+            verdicts[row] = does
+    return verdicts
+
+
+#: The row the running test checks (set by the autouse fixture below), and the rows checked
+#: through both recovery and inspect so far.
+_ROW: list[str] = []
+AGREED: set[str] = set()
+
+
+@pytest.fixture(autouse=True)
+def _row_under_test(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[None]:
+    name = request.node.originalname
+    row = name.split("_")[1] if name.startswith("test_") else ""
+    _ROW[:] = [row, str(tmp_path)]
+    yield
+    _ROW.clear()
+    if row in _table_verdicts():
+        assert row in AGREED, f"row {row}'s test never ran the disk through recovery and inspect"
+
+
+def materialize(disk: SimDisk, root: Path) -> None:
+    """The simulated disk's current tree, files and directories, under ``root``."""
+    pending = ["/"]
+    while pending:
+        directory = pending.pop()
+        (root / directory.lstrip("/")).mkdir(parents=True, exist_ok=True)
+        for name in disk.listdir(directory):
+            path = join(directory, name)
+            if disk.is_dir(path):
+                pending.append(path)
+            else:
+                (root / path.lstrip("/")).write_bytes(disk.read_file(path))
+
+
+def inspect_problems(disk: SimDisk, under: Path | None = None) -> list[str]:
+    """What ``bkref inspect`` calls damage in the bookie on ``disk``: the journal directory
+    with every ledger directory's lastMark, and each ledger directory with the others. The
+    disk is written to a new directory under ``under`` (the running row's own by default)."""
+    base = under if under is not None else Path(_ROW[1])
+    root = base / f"inspect-{len(list(base.glob('inspect-*')))}"
+    materialize(disk, root)
+    ledgers = [str(root / d.lstrip("/")) for d in LEDGERS]
+    fs = OsFileSystem()
+    problems = inspect_dir(fs, str(root / JOURNAL.lstrip("/")), ledgers).problems
+    for ledger in ledgers:
+        others = [other for other in ledgers if other != ledger]
+        problems += inspect_dir(fs, ledger, others).problems
+    return problems
+
+
+def agree(disk: SimDisk, recovery: str) -> None:
+    """Recovery did ``recovery`` ("refuses" or "accepts") with the disk as it is now (before
+    recovery wrote anything): the row's table verdict must say the same, and so must
+    inspect."""
+    row = _ROW[0] if _ROW else ""
+    expected = _table_verdicts().get(row)
+    if expected is None:
+        return  # a helper used by a test that is no row of a table
+    assert recovery == expected, f"row {row}: the table says {expected}, recovery {recovery}"
+    problems = inspect_problems(disk)
+    said = "refuses" if problems else "accepts"
+    assert said == expected, f"row {row}: the table says {expected}, inspect: {problems}"
+    AGREED.add(row)
+
+
 def refused(disk: SimDisk, path: str, offset: int | None = None, *, text: str = "") -> DamagedFile:
     """Starting refuses the disk with DamagedFile naming ``path`` (and ``offset``), and
-    writes nothing."""
+    writes nothing; inspect agrees (``agree``)."""
     before = disk.current_snapshot()
     with pytest.raises(DamagedFile) as caught:
         open_bookie(disk)
@@ -134,12 +222,22 @@ def refused(disk: SimDisk, path: str, offset: int | None = None, *, text: str = 
     assert text in str(error)
     assert "What to do:" in str(error)
     assert disk.current_snapshot() == before, "recovery wrote before it refused"
+    agree(disk, "refuses")
     return error
 
 
 def starts(disk: SimDisk) -> Bookie:
+    """Starting accepts the disk; inspect, run on the disk as it was before, agrees."""
+    pending_inspect = inspect_problems(disk) if _ROW and _ROW[0] in _table_verdicts() else None
     bookie = open_bookie(disk)
     bookie.check_invariants()
+    if pending_inspect is not None:
+        expected = _table_verdicts()[_ROW[0]]
+        assert expected == "accepts", f"row {_ROW[0]}: the table says {expected}, recovery accepts"
+        assert not pending_inspect, (
+            f"row {_ROW[0]}: the table says accepts, inspect: {pending_inspect}"
+        )
+        AGREED.add(_ROW[0])
     return bookie
 
 
@@ -192,9 +290,7 @@ def test_j6_a_length_turned_into_another_legal_one_is_refused() -> None:
     disk, journal = groups_after_mark()
     second, length = record_offsets(disk.read_file(journal))[1]
     patch(disk, journal, second, struct.pack(">i", length + 40))  # misparses from there
-    with pytest.raises(DamagedFile) as caught:
-        open_bookie(disk)
-    assert caught.value.path == journal
+    refused(disk, journal)
 
 
 def test_j7_a_flipped_payload_byte_is_not_detectable() -> None:
@@ -240,17 +336,21 @@ def test_j11_an_empty_or_header_only_newest_journal_is_a_crash_state() -> None:
 def test_j12_a_journal_between_the_mark_and_the_newest_deleted_is_not_detectable() -> None:
     """Journal ids are not consecutive (clock milliseconds), so a missing middle journal
     cannot be told from one never written: its records are lost without a word."""
-    disk, first = groups_after_mark()
-    first_end = LogMark(int(first.rsplit("/", 1)[1][:-4], 16), len(disk.read_file(first)))
-    for ledger in (2, 3):  # two more journals, one per start
-        bookie = starts(disk)
-        add_and_ack(bookie, ledger, 0, body(ledger, 0))
-        disk.crash(LoseUnsynced())
-    middle = sorted(journal_files(disk), key=lambda n: int(n[:-4], 16))[-2]
-    _bookkeeper_mark(disk, first_end)  # the mark still in the first journal
+    disk = SimDisk()
+    bookie = open_bookie(disk, limits=Limits(journal_file_max_bytes=2048))
+    for ledger in (1, 2, 3):  # each ledger in its own journal: they roll over at 2 KiB
+        for entry in range(3):
+            add_and_ack(bookie, ledger, entry, body(ledger, entry, size=600))
+    disk.crash(LoseUnsynced())
+    journals = sorted(journal_files(disk), key=lambda n: int(n[:-4], 16))
+    assert len(journals) >= 3
+    mark_journal = names.journal_file_name(bookie.last_mark.journal_id)
+    middle = journals[len(journals) // 2]
+    assert middle not in (mark_journal, journals[-1])
     disk.unlink(join(JOURNAL_DIR, middle))
     bookie = starts(disk)
-    assert bookie.read_entry(LedgerId(3), EntryId(0)) == body(3, 0)
+    assert bookie.read_entry(LedgerId(1), EntryId(0)) == body(1, 0, size=600)
+    assert bookie.read_entry(LedgerId(3), EntryId(2)) == body(3, 2, size=600)
 
 
 def test_j13_a_version_outside_1_to_6_is_refused() -> None:
@@ -269,6 +369,97 @@ def test_j14_a_journal_cut_inside_an_earlier_group_is_not_detectable() -> None:
     bookie = starts(disk)
     with pytest.raises(NoEntry):
         bookie.read_entry(LedgerId(1), EntryId(5))
+
+
+def groups_after_checkpoint() -> tuple[SimDisk, str, LogMark]:
+    """Issue 26, item 1: adds, a checkpoint, a fence and a delete, then ten adds each in a
+    group of its own after lastMark, and a crash that loses nothing acknowledged. Returns
+    the disk, the journal and lastMark (the end of a group)."""
+    disk = SimDisk()
+    bookie = open_bookie(disk)
+    for entry in range(3):
+        add_and_ack(bookie, 1, entry, body(1, entry))
+    bookie.checkpoint()
+    mark = bookie.last_mark
+    bookie.fence(LedgerId(1), KEY)
+    add_and_ack(bookie, 5, 0, body(5, 0))
+    bookie.delete_ledger(LedgerId(5))
+    for entry in range(10):
+        add_and_ack(bookie, 2, entry, body(2, entry))
+    disk.crash(LoseUnsynced())
+    journal = join(JOURNAL_DIR, names.journal_file_name(mark.journal_id))
+    assert len(disk.read_file(journal)) > mark.offset + 9 * SECTOR_SIZE
+    return disk, journal, mark
+
+
+def test_j15_the_group_at_lastmarks_offset_zeroed_with_groups_after_it_is_refused() -> None:
+    """The issue's silent loss: the later-group check was skipped at the mark itself, so the
+    start replayed nothing after it and lost ten acknowledged adds for good (the recovery
+    checkpoint moved lastMark past them)."""
+    disk, journal, mark = groups_after_checkpoint()
+    patch(disk, journal, mark.offset, bytes(SECTOR_SIZE))
+    refused(disk, journal, mark.offset, text="a later group of records starts")
+
+
+def test_j16_the_last_groups_first_sector_zeroed_and_a_later_one_written_is_a_crash_state() -> None:
+    """A group's sectors reach the disk in any order: its first may be zeros (the size
+    durable, the data not) while a later one holds data. Nothing of it was acknowledged."""
+    disk = SimDisk()
+    bookie = open_bookie(disk)
+    for entry in range(3):
+        add_and_ack(bookie, 1, entry, body(1, entry, size=300))
+    last = bookie.add_entry(LedgerId(1), EntryId(3), KEY, body(1, 3, size=900))
+    bookie.journal_force()
+    assert last.wait(5)
+    disk.crash(LoseUnsynced())
+    journal = newest_journal(disk)
+    raw = disk.read_file(journal)
+    group = record_offsets(raw)[-1][0]
+    assert group % SECTOR_SIZE == 0 and len(raw) - group == 2 * SECTOR_SIZE
+    patch(disk, journal, group, bytes(SECTOR_SIZE))
+    bookie = starts(disk)
+    assert bookie.read_entry(LedgerId(1), EntryId(2)) == body(1, 2, size=300)
+
+
+def test_j17_zeros_inside_a_v4_journal_are_an_end() -> None:
+    """Without padding a group does not start on a sector: a crash can leave zeros anywhere
+    in the last group of a V4 journal, so a zero length there is an end."""
+    disk = SimDisk()
+    bookie = open_bookie(disk, make_config("journalFormatVersionToWrite=4"))
+    for entry in range(4):
+        add_and_ack(bookie, 1, entry, body(1, entry))
+    disk.crash(LoseUnsynced())
+    journal = newest_journal(disk)
+    raw = disk.read_file(journal)
+    assert raw[4:8] == struct.pack(">i", 4)
+    third = [offset for offset, _length in _v4_records(raw)][2]
+    patch(disk, journal, third, bytes(4))
+    bookie = starts(disk)
+    assert bookie.read_entry(LedgerId(1), EntryId(0)) == body(1, 0)
+
+
+def _v4_records(data: bytes) -> list[tuple[int, int]]:
+    found, position = [], 8
+    while position + 4 <= len(data):
+        (length,) = struct.unpack_from(">i", data, position)
+        if length <= 0:
+            break
+        found.append((position, length))
+        position += 4 + length
+    return found
+
+
+def test_j18_an_earlier_group_zeroed_after_a_bookkeeper_lastmark_is_an_end() -> None:
+    """BookKeeper may have several groups in flight when it crashes, so after its own
+    lastMark (16 bytes, no index coverage) a hole with a group after it is a crash state."""
+    disk, journal = groups_after_mark()
+    journal_id = int(journal.rsplit("/", 1)[1][:-4], 16)
+    _bookkeeper_mark(disk, LogMark(journal_id, HEADER_SIZE))
+    offsets = record_offsets(disk.read_file(journal))
+    second = next(offset for offset, _length in offsets[1:] if offset % SECTOR_SIZE == 0)
+    patch(disk, journal, second, bytes(SECTOR_SIZE))
+    bookie = starts(disk)
+    assert bookie.read_entry(LedgerId(1), EntryId(0)) == body(1, 0, size=300)
 
 
 # --- lastMark (spec/format/journal.md, "Damage") --------------------------------------------------
@@ -344,6 +535,16 @@ def test_m7_a_mark_off_a_record_boundary_is_refused(where: str) -> None:
         offset = len(raw) + SECTOR_SIZE
     _bookkeeper_mark(disk, LogMark(journal_id, offset))
     refused(disk, LAST_MARKS[0], text="record")
+
+
+def test_m10_an_older_lastmark_off_a_record_boundary_in_another_directory_is_refused() -> None:
+    """Recovery reads the largest mark, yet an older one no crash leaves is damage too: it
+    becomes the mark the day the larger one is deleted (the advice of m3 to m7)."""
+    disk, bookie = checkpointed()
+    mark = bookie.last_mark
+    assert mark.offset > HEADER_SIZE + 8
+    overwrite(disk, LAST_MARKS[1], struct.pack(">qq", mark.journal_id, HEADER_SIZE + 8))
+    refused(disk, LAST_MARKS[1], text="record")
 
 
 def test_m8_an_older_lastmark_in_one_directory_is_a_crash_state() -> None:
@@ -568,16 +769,18 @@ def test_d7_two_damaged_records_at_the_end_are_refused() -> None:
     refused(disk, DELETED, 32, text="both not intact")
 
 
-def test_d8_a_delete_after_the_last_checkpoint_removed_is_not_detectable() -> None:
-    """lastMark records how many deletes were durable when it was written; a delete after
-    the last checkpoint, and its record cut away, cannot be told from one never made."""
+def test_d8_a_delete_after_the_last_checkpoint_removed_is_refused() -> None:
+    """lastMark counts the deletes durable at the last checkpoint; the coverage record in the
+    journal directory counts every delete when it is acknowledged (issue 26, item 2), so a
+    delete after the last checkpoint, its record cut away, is refused too."""
     disk, bookie = checkpointed(deletes=2)
-    again = starts(disk)
+    again = open_bookie(disk)
     add_and_ack(again, 20, 0, body(20, 0))
     again.delete_ledger(LedgerId(20))
     disk.crash(LoseUnsynced())
     overwrite(disk, DELETED, disk.read_file(DELETED)[:-16])
-    starts(disk)
+    error = refused(disk, join(JOURNAL_DIR, names.COVERAGE_FILE_NAME), text="older copy")
+    assert "1 ledger deleted after" in error.problem
     del bookie
 
 

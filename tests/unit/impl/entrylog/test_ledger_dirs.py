@@ -144,7 +144,8 @@ def test_no_writable_dir_is_a_typed_error_that_says_what_to_do(tmp_path: Path) -
     assert dirs[1] in message
     assert "97.0% used" in message
     assert "diskUsageThreshold=0.95" in message
-    assert "Free disk space or add a ledger directory" in message
+    assert "Free disk space (the next disk check" in message
+    assert "add a ledger directory (stop the bookie, run `bkref dirs accept`" in message
 
 
 def test_the_rng_decides_the_dir(tmp_path: Path) -> None:

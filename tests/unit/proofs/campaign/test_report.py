@@ -631,3 +631,18 @@ def test_the_page_renders_in_a_browser(tmp_path: Path) -> None:
     png = screenshot(page, tmp_path / "profile", shot, "1280x3000")
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     assert os.path.getsize(shot) > 20_000  # a page drawn, not a blank one
+
+
+def test_durations_are_told_as_a_person_reads_them() -> None:
+    """Issue 26: the legend said "in 5.59206 s"."""
+    summary = attrs.evolve(passing(), bucket_seconds=5.59206)
+    _root, _tags, page = _page(summary)
+    assert "5.59206" not in page
+    assert "in 5.6 s, by their steps" in page
+    assert [report.seconds_text(x) for x in (0.25, 1.0, 5.59206, 12.4, 600.0)] == [
+        "0.25 s",
+        "1 s",
+        "5.6 s",
+        "12 s",
+        "600 s",
+    ]

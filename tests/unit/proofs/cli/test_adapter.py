@@ -351,6 +351,7 @@ def test_every_ending_of_serve_has_the_exit_status_of_the_spec_table() -> None:
         Ending.CLEAN: 0,
         Ending.SHUTDOWN_FAILED: 1,
         Ending.INTERNAL_ERROR: 70,
+        Ending.OUTPUT_FAILED: 1,
     }
     assert set(EXIT_BY_ENDING) == set(Ending)
 
@@ -384,3 +385,21 @@ def test_a_damaged_file_exits_1_with_one_line_naming_it_and_changes_nothing(
     after = {p: data for p, data in after.items() if not p.name.startswith("stderr-")}
     before = {p: data for p, data in before.items() if not p.name.startswith("stderr-")}
     assert after == before
+
+
+def test_a_standard_output_that_cannot_be_written_exits_1(tmp_path: Path) -> None:
+    """Issue 26: ``bkref adapter > /dev/full`` exited 0 where every other command exits 1;
+    a reader that closes the pipe early is not a failure (the client chose to stop)."""
+    journal, ledgers = dirs(tmp_path)  # "journalDirectories=...", "ledgerDirectories=..."
+    argv = [sys.executable, "-m", "proofs.cli.main", "adapter", "--seed", "1"]
+    argv += ["--set", journal, "--set", ledgers]
+    with (
+        (ROOT / "docs" / "examples" / "requests.jsonl").open("rb") as requests,
+        open("/dev/full", "wb") as full,
+    ):
+        result = subprocess.run(
+            argv, stdin=requests, stdout=full, stderr=subprocess.PIPE, cwd=ROOT, timeout=60
+        )
+    assert result.returncode == EXIT_FAILED, result.stderr
+    assert b"No space left on device" in result.stderr
+    assert b"Traceback" not in result.stderr

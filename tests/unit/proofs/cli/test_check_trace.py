@@ -344,8 +344,24 @@ def _trace(ops_results: Sequence[tuple[Operation, Result]], config: object = ())
         ),
         (_trace([(Rotate(), OK)], [("logSizeLimit", "ten")]), "logSizeLimit must be an integer"),
         (_trace([(Rotate(), OK)], [("logSizeLimit", "100")]), "more than the 1024-byte"),
+        # Issue 26: a typo was judged with the default limits, a refused key as if unset.
+        (_trace([(Rotate(), OK)], [("fooBarBaz", "1")]), "unknown key 'fooBarBaz'"),
+        (_trace([(Rotate(), OK)], [("logSizeLimt", "2048")]), "did you mean 'logSizeLimit'"),
+        (
+            _trace([(Rotate(), OK)], [("entryLogPerLedgerEnabled", "true")]),
+            "entryLogPerLedgerEnabled",
+        ),
     ],
-    ids=["down", "restart-up", "frame-too-small", "config-not-int", "config-too-small"],
+    ids=[
+        "down",
+        "restart-up",
+        "frame-too-small",
+        "config-not-int",
+        "config-too-small",
+        "unknown-key",
+        "misspelt-key",
+        "refused-key",
+    ],
 )
 def test_a_history_the_model_cannot_run_exits_2(
     tmp_path: Path, cli: Callable[..., tuple[int, str, str]], trace: Trace, expected: str

@@ -437,7 +437,11 @@ def test_compaction_leftovers_say_what_recovery_will_do_with_each(
     write(current / "1f.log.1.compacted", bk_layout.header() + b"\x00\x00\x00\x30torn")
     write(current / "20.log.3.compacted", b"not an entry log at all")
     code, obj = run_json(capsys, tmp_path)
-    assert code == 0, obj["problems"]
+    # A start refuses the last one (its source 3.log is in no ledger directory): so does
+    # inspect, with the start's own error (issue 26: it said "refuse" and exited 0).
+    assert code == 1, obj["problems"]
+    problems = " ".join(map(str, obj["problems"]))  # type: ignore[call-overload]
+    assert "20.log.3.compacted" in problems and "exist nowhere else" in problems
     leftovers = obj["compaction_leftovers"]
     assert isinstance(leftovers, list)
     by_name = {x["name"]: x for x in leftovers}
@@ -464,3 +468,12 @@ def test_compaction_leftovers_say_what_recovery_will_do_with_each(
     code, out, _ = run_cli(capsys, str(tmp_path))
     text = " ".join(out.split())
     assert "1f.log.1.compacted: a compaction log of log 1.log that is not well formed" in text
+    other = tmp_path / "other"
+    write(other / "current" / "3.log", bk_layout.build_log([(7, 0, b"seven")]).data)
+    code, out, _ = run_cli(capsys, str(tmp_path), "--ledger-dir", str(other), "--json")
+    obj = json.loads(out)
+    assert code == 0, obj["problems"]  # the source is in another ledger directory: removed
+    leftovers = obj["compaction_leftovers"]
+    assert isinstance(leftovers, list)
+    gone = next(x for x in leftovers if x["name"] == "20.log.3.compacted")
+    assert (gone["recovery"], gone["recovery_steps"]) == ("remove", ["unlink 20.log.3.compacted"])

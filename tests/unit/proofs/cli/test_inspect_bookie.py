@@ -186,6 +186,7 @@ def test_every_file_of_a_bookkeeper_ledger_directory_is_described(
             "index_segment": None,
             "index_deleted_records": None,
             "error": None,
+            "note": None,
         }
     ]
     assert obj["last_id"] == {
@@ -365,8 +366,9 @@ def test_a_last_mark_a_crash_cannot_leave_is_a_problem(
     code, obj = run_json(capsys, str(tmp_path))
     assert (code == 0) == ok, obj["problems"]
     problems = " ".join(map(str, obj["problems"]))  # type: ignore[call-overload]
-    if not ok:
-        assert "a crash cannot leave this" in problems
+    if not ok:  # said as a start says it (impl/journal/replay.py, mark_problem)
+        assert "journal replay would fail" in problems
+        assert re.search("points past the end|not on a record boundary", problems), problems
         assert "lastMark" in problems
 
 
@@ -652,6 +654,11 @@ def found_keys(capsys: pytest.CaptureFixture[str], root: Path) -> dict[str, set[
     add("unreadable_file", json.loads(capsys.readouterr().out))
     one_journal = root / "bk" / "journal" / "current" / bkj.journal_name(JOURNAL_ID)
     add("journal", run_json(capsys, str(one_journal))[1])
+    add("identity", run_json(capsys, str(root / "own/ledgers/current/bkref-identity"))[1])
+    deleted = root / "own/ledgers/current/bkref-index/deleted-ledgers"
+    add("index_deleted", run_json(capsys, str(deleted))[1])
+    add("coverage", run_json(capsys, str(root / "own/journal/current/bkref-coverage"))[1])
+    add("reserve", run_json(capsys, str(root / "own/journal/current/bkref-reserve"))[1])
     return found
 
 
@@ -754,3 +761,44 @@ def test_bookkeepers_idx_files_are_read_key_fence_lac_and_positions(
     code, report = run_json(capsys, str(tmp_path / "ledgers"))
     assert code == 1
     assert any("9.idx" in p for p in report["problems"])  # type: ignore[attr-defined]
+
+
+# --- one file of bkref's own: the identity stamp and deleted-ledgers (issue 26) ---------------
+
+
+def test_an_identity_stamp_given_alone_is_described_and_a_damaged_one_is_a_problem(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 26, item 5: every stamp, valid or not, died with an AssertionError (exit 1)."""
+    make_bkref_bookie(tmp_path)
+    for directory in ("journal", "ledgers"):
+        stamp = tmp_path / directory / "current" / "bkref-identity"
+        code, obj = run_json(capsys, str(stamp))
+        assert code == 0, obj
+        assert obj["name"] == "bkref-identity"
+        assert obj["error"] is None
+        assert obj["generation"] == 1 and obj["sealed"] is True
+        assert obj["directory"] == str(tmp_path / directory)
+        code, text, err = run_text(capsys, str(stamp))
+        assert code == 0 and re.search(r"generation +1\n", text), (text, err)
+    stamp = tmp_path / "ledgers" / "current" / "bkref-identity"
+    stamp.write_bytes(stamp.read_bytes().replace(b"generation=1", b"generation=2"))
+    code, obj = run_json(capsys, str(stamp))
+    assert code == 1
+    assert "crc32" in str(obj["error"]), obj
+    assert "bkref dirs accept" in str(obj["error"]), obj
+
+
+def test_the_deleted_ledgers_file_given_alone_is_described(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 26, "Also": it was refused as "not a file a bookie writes"."""
+    make_bkref_bookie(tmp_path)
+    deleted = tmp_path / "ledgers" / "current" / "bkref-index" / "deleted-ledgers"
+    code, obj = run_json(capsys, str(deleted))
+    assert code == 0, obj
+    assert obj["deleted_ledgers"] == [2]
+    assert obj["records"] == 1 and obj["torn_bytes"] == 0 and obj["error"] is None
+    deleted.write_bytes(deleted.read_bytes()[:-3])
+    code, obj = run_json(capsys, str(deleted))
+    assert code == 1 and "offset 0" in str(obj["error"]), obj

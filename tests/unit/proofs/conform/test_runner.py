@@ -189,10 +189,13 @@ def test_an_unclaimed_op_must_be_refused(tmp_path: Path) -> None:
 
 def test_a_hanging_bookie_is_a_failure_not_a_hang(tmp_path: Path) -> None:
     script = tmp_path / "hang.py"
-    script.write_text(
+    script.write_text(  # it answers the runner's first hello (a shutdown), then hangs
         "import json,sys,time\n"
         'print(json.dumps({"id":None,"ok":True,"event":"ready","version":1,'
         '"max_data_bytes":100000,"max_key_bytes":1024,"max_line_bytes":1000000}),flush=True)\n'
+        "request = json.loads(sys.stdin.readline())\n"
+        "if request['op'] == 'shutdown':\n"
+        "    print(json.dumps({'id': request['id'], 'ok': True}), flush=True); sys.exit(0)\n"
         "time.sleep(600)\n"
     )
     runner = Conformance(
@@ -216,6 +219,9 @@ def test_a_bookie_writing_garbage_on_stdout_fails(tmp_path: Path) -> None:
         'print(json.dumps({"id":None,"ok":True,"event":"ready","version":1,'
         '"max_data_bytes":100000,"max_key_bytes":1024,"max_line_bytes":1000000}),flush=True)\n'
         "for line in sys.stdin:\n"
+        "    request = json.loads(line)\n"
+        "    if request['op'] == 'shutdown':\n"
+        "        print(json.dumps({'id': request['id'], 'ok': True}), flush=True); sys.exit(0)\n"
         "    print('starting the journal...', flush=True)\n"
     )
     runner = Conformance(
