@@ -320,7 +320,7 @@ class CrashOutcomes:
             if view is not None and (view.last_entry is None or view.last_entry < entry):
                 return (
                     f"ledger {ledger}'s last entry is {view.last_entry}; entry {entry} was "
-                    "acknowledged"
+                    "acknowledged, or shown after an earlier crash (R-RECOVERY-SHOWN)"
                 )
         return None
 

@@ -151,6 +151,9 @@ class Entry:
     heads: frozenset[int] | None = None
     #: The key of the add that wrote it: it exists only where the ledger has that key.
     key: bytes | None = None
+    #: Durable because its add was acknowledged (not because recovery showed it): which
+    #: rule a divergence about it names.
+    acked: bool = False
 
     def possible_in(self, head_id: int, head: Head) -> bool:
         return (
@@ -177,6 +180,9 @@ class LedgerModel:
     #: The steps of the adds of this ledger sent in this run (the rest of its requests in
     #: flight are fences).
     add_steps: set[int] = attrs.Factory(set)
+    #: An add or fence of it was acknowledged (its key is durable by an ack, not only
+    #: because recovery showed it).
+    acked: bool = False
 
     def readable(self, entry_id: int, data: bytes) -> bool:
         """``data`` is a version of the entry some add wrote."""
@@ -307,7 +313,7 @@ class LedgerIndexModel:
             ledger.versions.setdefault(entry_id, set()).add(old.data)
         sure = Sure.DURABLE if old.sure is Sure.DURABLE else Sure.PENDING
         merged = None if old.heads is None or where is None else old.heads | where
-        ledger.entries[entry_id] = Entry(data, sure, merged, key)
+        ledger.entries[entry_id] = Entry(data, sure, merged, key, old.acked)
 
     def settle(self, step: int, ledger_id: int, answer: str | None, *, entry: int | None) -> bool:
         """The answer of the request of ``step`` arrived: ``None`` (ok: acknowledged),
@@ -347,9 +353,10 @@ class LedgerIndexModel:
                 head = attrs.evolve(head, fence_dur=Dur.YES)
             heads[head_id] = head
         ledger.heads = heads
+        ledger.acked = True
         if entry_id is not None:
             found = ledger.entries[entry_id]
-            ledger.entries[entry_id] = attrs.evolve(found, sure=Sure.DURABLE)
+            ledger.entries[entry_id] = attrs.evolve(found, sure=Sure.DURABLE, acked=True)
 
     def _failed(self, ledger: LedgerModel, step: int, entry_id: int | None) -> None:
         """An add or fence failed with io_error (a fault fired): in a head that admitted it,
@@ -489,13 +496,15 @@ class LedgerIndexModel:
             return "R-DELETE-DURABLE"
         entry = None if ledger is None else ledger.entries.get(entry_id)
         if observed == "no_ledger" and self.key_durable(ledger_id):
-            return "R-ACK-DURABLE"  # the ledger's key was acknowledged: it exists
+            # The ledger's key was acknowledged, or recovery showed the ledger: it exists.
+            assert ledger is not None
+            return "R-ACK-DURABLE" if ledger.acked else "R-RECOVERY-SHOWN"
         if ledger is not None and (entry_id in ledger.seen or entry_id in ledger.unseen):
             return "R-NO-FLICKER"
         if entry is None:
             return "R-READ-DATA" if observed == "data" else "R-READ-ACKED"
         if entry.sure is Sure.DURABLE:
-            return "R-READ-ACKED"
+            return "R-READ-ACKED" if entry.acked else "R-RECOVERY-SHOWN"
         return "R-READ-INFLIGHT"
 
     def admission_rule(self, ledger_id: int, observed: str) -> str:
@@ -553,6 +562,8 @@ class LedgerIndexModel:
             mapping[head_id] = set(ids)
         ledger.heads = heads
         ledger.shown = False  # a ledger created again is a new one (BookKeeper's answers)
+        if how == "ok":
+            ledger.acked = False
         if how == "ok":
             ledger.entries.clear()
             ledger.versions.clear()
@@ -612,7 +623,7 @@ class LedgerIndexModel:
                 if sure is Sure.DURABLE:
                     # A durable entry is gone only where its ledger's deletion survived.
                     where = frozenset(i for i in where if heads[i].key_dur is Dur.YES)
-                ledger.entries[entry_id] = Entry(entry.data, sure, where, entry.key)
+                ledger.entries[entry_id] = Entry(entry.data, sure, where, entry.key, entry.acked)
             _normalize(ledger)
             _merge(ledger)
             ledger.seen.clear()

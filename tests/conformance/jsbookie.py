@@ -17,7 +17,7 @@ from pathlib import Path
 #: The bookie's script.
 JS_BOOKIE = str(Path(__file__).resolve().parent / "js" / "bookie.js")
 #: The bug flags bookie.js knows (its header comment says what each does).
-BUGS = ("ack-before-fsync", "forget-fences", "stale-cache")
+BUGS = ("ack-before-fsync", "forget-fences", "stale-cache", "unsynced-recovery")
 #: The oldest Node the bookie is written for (zlib.crc32 is used when there, else a table).
 NODE_MAJOR_MIN = 18
 

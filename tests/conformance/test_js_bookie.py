@@ -731,7 +731,7 @@ def test_ack_before_fsync_survives_kill_9_so_check_trace_passes(tmp_path: Path) 
 
 
 def test_every_bug_has_a_test() -> None:
-    assert set(BUGS) == {"ack-before-fsync", "forget-fences", "stale-cache"}
+    assert set(BUGS) == {"ack-before-fsync", "forget-fences", "stale-cache", "unsynced-recovery"}
 
 
 # --- differential: bookie.js rejects exactly what bkref's own parser rejects ------------------
