@@ -80,19 +80,12 @@ from proofs.conform.scenario import (
     TornTail,
     generate,
 )
-from proofs.harness.promises import PromiseCounter
+from proofs.harness.promises import PLAN_NAMES, PromiseCounter
 from proofs.harness.replay import Replay, ReplayError, Verdict, summarize
 from proofs.harness.shrink import delta_debug
 from spec.crash import (
     CrashPlan,
-    KeepAll,
-    KeepPrefix,
-    KeepSubset,
     KillProcess,
-    LoseUnsynced,
-    TornSectors,
-    TornWrite,
-    Unknown,
 )
 from spec.errors import BkrefError, TraceError
 from spec.ids import EntryId, LedgerId
@@ -112,17 +105,6 @@ DEFAULT_SHRINK_RUNS = 60
 DEFAULT_RESPONSE_TIMEOUT_S = 30.0
 #: Optional ops whose claim the runner holds a bookie to.
 SYNC_OPS = frozenset({"read", "delete", "checkpoint", "gc", "inspect", "shutdown", "probe"})
-#: The names of crash plans in coverage cells (results.Cell).
-PLAN_NAMES: dict[type[Any], str] = {
-    KillProcess: "kill",
-    LoseUnsynced: "lose_unsynced",
-    KeepPrefix: "keep_prefix",
-    TornWrite: "torn_write",
-    TornSectors: "torn_write",
-    KeepSubset: "keep_subset",
-    KeepAll: "keep_all",
-    Unknown: "unknown",
-}
 
 
 class LazyDiskUnavailable(BkrefError):

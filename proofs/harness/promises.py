@@ -36,6 +36,7 @@ from collections.abc import Iterable
 from models.bookie.bookie import BookieModel
 from models.index.ledger_index import Dur, Sure
 from spec.crash import (
+    CrashPlan,
     KeepAll,
     KeepPrefix,
     KeepSubset,
@@ -49,8 +50,9 @@ from spec.operations import Add, Crash, Fence, Operation, Read
 
 #: The promises, in the order reports show them.
 PROMISES = ("durability", "in_flight", "fence", "auth", "resurrection")
-#: The plan a crash is counted under (spec/crash.py), and ``none`` before any crash.
-PLAN_NAMES = {
+#: The plan a crash is counted under (spec/crash.py), and ``none`` before any crash: the
+#: names coverage cells and promise counts use (proofs/conform/results.py).
+PLAN_NAMES: dict[type[CrashPlan], str] = {
     KillProcess: "kill",
     LoseUnsynced: "lose_unsynced",
     KeepPrefix: "keep_prefix",

@@ -10,7 +10,6 @@ the reason, when Node is missing.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import random
@@ -33,40 +32,21 @@ from tests.conformance.jsbookie import (
     js_bookie_command,
     node_unavailable,
 )
-from tests.line_child import LineChild
+from tests.conformance.pipe_client import KEY, PipeBookie, add, b64, check_worked_example, op, read
 from tests.paths import ROOT
 
 NODE_MISSING = node_unavailable()
 pytestmark = pytest.mark.skipif(NODE_MISSING is not None, reason=NODE_MISSING or "")
 
 TIMEOUT_S = 20.0
-KEY = "c0ffee"
 MAX_DATA = 5242364
 MAX_KEY = 1024
 MAX_LINE = 41955304
 U63 = 2**63 - 1
 
 
-def b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()
-
-
-def add(rid: int, ledger: int, entry: int, data: bytes = b"x", key: str = KEY) -> str:
-    return json.dumps(
-        {"id": rid, "op": "add", "ledger": ledger, "entry": entry, "key": key, "data": b64(data)}
-    )
-
-
-def read(rid: int, ledger: int, entry: int) -> str:
-    return json.dumps({"id": rid, "op": "read", "ledger": ledger, "entry": entry})
-
-
-def op(rid: int, name: str, **fields: object) -> str:
-    return json.dumps({"id": rid, "op": name, **fields})
-
-
-class Bookie(LineChild):
-    """bookie.js as a child on a data directory (tests/line_child.py)."""
+class Bookie(PipeBookie):
+    """bookie.js as a child on a data directory (tests/conformance/pipe_client.py)."""
 
     def __init__(
         self,
@@ -75,55 +55,9 @@ class Bookie(LineChild):
         argv: list[str] | None = None,
         env: dict[str, str] | None = None,
     ) -> None:
-        self.data_dir = data_dir
         super().__init__(
-            argv or js_bookie_argv(str(data_dir), *bugs), data_dir.parent, "bookie-stderr",
-            TIMEOUT_S, env=env,
-        )  # fmt: skip
-
-    def send(self, *lines: str | bytes) -> None:
-        self.write(
-            b"".join(line if isinstance(line, bytes) else line.encode() + b"\n" for line in lines)
+            data_dir, argv or js_bookie_argv(str(data_dir), *bugs), env=env, timeout_s=TIMEOUT_S
         )
-
-    def receive(self) -> dict[str, object]:
-        line = self.raw()
-        assert line.endswith(b"\n") and line.count(b"\n") == 1
-        assert line.isascii(), line
-        response = json.loads(line)
-        assert isinstance(response, dict), response
-        return response
-
-    def ready(self) -> dict[str, object]:
-        line = self.receive()
-        assert line["event"] == "ready", line
-        return line
-
-    def ask(self, *lines: str | bytes) -> dict[object, dict[str, object]]:
-        """Send the lines; their responses by id (one per non-blank line)."""
-        self.send(*lines)
-        count = sum(
-            1 for line in lines if (line if isinstance(line, bytes) else line.encode()).strip()
-        )
-        return self.responses(count)
-
-    def one(self, line: str | bytes) -> dict[str, object]:
-        self.send(line)
-        return self.receive()
-
-    def responses(self, count: int) -> dict[object, dict[str, object]]:
-        found: dict[object, dict[str, object]] = {}
-        for _ in range(count):
-            response = self.receive()
-            key = response["id"]
-            if key is None:
-                key = ("null", len(found))
-            found[key] = response
-        return found
-
-    def kill9(self) -> None:
-        os.kill(self.child.pid, signal.SIGKILL)
-        assert self.child.wait(TIMEOUT_S) == -signal.SIGKILL
 
 
 @pytest.fixture
@@ -198,43 +132,7 @@ def test_a_bad_bug_flag_and_an_unusable_dir_exit_with_one_line(tmp_path: Path) -
 
 
 def test_the_worked_example(data_dir: Path) -> None:
-    with Bookie(data_dir) as bookie:
-        bookie.ready()
-        answers = bookie.ask(
-            '{"id":1,"op":"add","ledger":7,"entry":0,"key":"c0ffee","data":"aGVsbG8="}',
-            '{"id":2,"op":"add","ledger":7,"entry":1,"key":"c0ffee","data":"d29ybGQ="}',
-        )
-        assert answers == {1: {"id": 1, "ok": True}, 2: {"id": 2, "ok": True}}
-        assert bookie.one('{"id":3,"op":"read","ledger":7,"entry":1}') == {
-            "id": 3, "ok": True, "data": "d29ybGQ=",
-        }  # fmt: skip
-        wrong = bookie.one('{"id":4,"op":"add","ledger":7,"entry":2,"key":"0badc0de","data":""}')
-        assert (wrong["id"], wrong["error"]) == (4, "unauthorized")
-        assert bookie.one('{"id":5,"op":"fence","ledger":7,"key":"c0ffee"}') == {
-            "id": 5,
-            "ok": True,
-        }
-        fenced = bookie.one('{"id":6,"op":"add","ledger":7,"entry":2,"key":"c0ffee","data":""}')
-        assert (fenced["id"], fenced["error"]) == (6, "fenced")
-        missing = bookie.one('{"id":7,"op":"read","ledger":7,"entry":9}')
-        assert (missing["id"], missing["error"]) == (7, "no_entry")
-        negative = bookie.one('{"id":8,"op":"read","ledger":7,"entry":-1}')
-        assert (negative["id"], negative["error"]) == (8, "bad_request")
-        assert "-1" in str(negative["message"])
-        short = bookie.one('{"id":9,"op":"add","ledger":7}')
-        assert (short["id"], short["error"]) == (9, "bad_request")
-        assert "entry" in str(short["message"])
-        junk = bookie.one("this is not json")
-        assert (junk["id"], junk["error"]) == (None, "bad_request")
-        gc = bookie.one('{"id":10,"op":"gc","force":true}')  # not claimed: unsupported
-        assert (gc["id"], gc["error"]) == (10, "unsupported")
-        assert bookie.one('{"id":11,"op":"shutdown"}') == {"id": 11, "ok": True}
-        assert bookie.child.wait(TIMEOUT_S) == 0
-    with Bookie(data_dir) as bookie:
-        bookie.ready()
-        assert bookie.one('{"id":1,"op":"read","ledger":7,"entry":0}')["data"] == "aGVsbG8="
-        assert bookie.one(add(2, 7, 2))["error"] == "fenced"
-        assert bookie.close() == 0
+    check_worked_example(lambda: Bookie(data_dir), ["gc"])
 
 
 # --- every row of "Malformed requests" ------------------------------------------------------
