@@ -694,11 +694,13 @@ class LedgerIndexModel:
             shown = ledger.entries.get(last)
             if shown is None or not shown.possible_in(head_id, head):
                 return False
-        for entry_id, entry in ledger.entries.items():
-            if (last is None or entry_id > last) and entry.possible_in(head_id, head):
-                if self._must_show(ledger, entry_id, entry):
-                    return False  # an entry that must show lies above the last one shown
-        return True
+        # No entry that must show may lie above the last one shown.
+        return not any(
+            (last is None or entry_id > last)
+            and entry.possible_in(head_id, head)
+            and self._must_show(ledger, entry_id, entry)
+            for entry_id, entry in ledger.entries.items()
+        )
 
     @staticmethod
     def _must_show(ledger: LedgerModel, entry_id: int, entry: Entry) -> bool:
