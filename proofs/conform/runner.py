@@ -98,7 +98,7 @@ from spec.trace import Trace, TraceHeader, encode_header, encode_step, read_trac
 __all__ = ["DEFAULT_SHRINK_RUNS", "CannotRun", "Conformance", "LazyDiskUnavailable"]
 
 #: How long a power loss with requests in flight waits for the bookie to reach its fsync.
-FSYNC_WAIT_S = 0.25
+FSYNC_WAIT_S = 0.1
 #: Re-runs a shrink may spend (``--shrink-runs``).
 DEFAULT_SHRINK_RUNS = 60
 #: How long the runner waits for an answer (and for a stopping bookie to exit).
