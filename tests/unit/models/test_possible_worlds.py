@@ -86,3 +86,17 @@ def test_the_model_fails_exactly_where_no_world_is_left(profile: Profile) -> Non
         trace = draw_history(rng, profile)
         for mutant in mutations(trace, rng, 6):
             _check(mutant)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("profile", PROFILES, ids=lambda p: f"{p.state}-{p.answers}")
+def test_the_model_and_the_reference_agree_on_many_more_histories(profile: Profile) -> None:
+    """The two tests above on 2,000 correct histories of 40 requests per profile, and 8
+    mutants of each (``-m slow``)."""
+    for seed in range(2_000):
+        rng = random.Random(f"deep:{seed}:{profile}")
+        trace = draw_history(rng, profile, requests=40)
+        assert reference(trace) is None, _dump(trace)
+        _check(trace)
+        for mutant in mutations(trace, rng, 8):
+            _check(mutant)
