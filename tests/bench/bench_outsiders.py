@@ -32,7 +32,9 @@ from proofs.conform.runner import Conformance
 from tests.conformance.bookies import BOOKIES, Outsider
 
 #: Bugs a SIGKILL cannot show (the page cache survives it): run on the lazy disk.
-POWER_LOSS_BUGS = frozenset({"ack-before-fsync", "delete-before-fsync", "serve-torn-tail"})
+POWER_LOSS_BUGS = frozenset(
+    {"ack-before-fsync", "delete-before-fsync", "serve-torn-tail", "unsynced-recovery"}
+)
 RULE = re.compile(r"\[(R-[A-Z-]+)\]")
 
 
