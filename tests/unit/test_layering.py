@@ -92,6 +92,8 @@ MODEL_MAP: dict[str, str] = {
 STANDALONE_MODELS: dict[str, str] = {
     "models/fs/simdisk.py": "the simulated disk models the FileSystem seam (impl/fs/api.py) "
     "as a whole, and the engine runs on it",
+    "models/index/heads.py": "the representation of models/index/ledger_index.py (a ledger's "
+    "possible heads and its entries): what the model holds, not an impl/ module",
     "models/index/possible_worlds.py": "the reference the ledger model is tested against "
     "(every possible world, no factoring): it models the protocol, not an impl/ module",
 }
