@@ -376,6 +376,8 @@ class BookieModel:
         #: Acks may arrive at any step, in any groups, or in an add's own answer.
         self.async_acks = config.profile.acks == "async"
         self.ledgers = LedgerIndexModel(config.profile.answers, async_acks=self.async_acks)
+        #: The step of each ledger's last delete answered ok (which rule a late ok breaks).
+        self.deleted_at: dict[int, int] = {}
         #: Notes speak of bkref's internals (the journal, entry logs, lastMark) only for a
         #: bookie that claims them (state full); else in the spec's terms (spec/adapter.md).
         self.internals = config.profile.state == "full"
@@ -1402,6 +1404,7 @@ class BookieModel:
         if result.error == "no_space":
             return [f"delete of ledger {op.ledger} refused: no room for its tombstone"]
         if result.error is None:
+            self.deleted_at[op.ledger] = index
             self.ledgers.delete(op.ledger, "ok")
             return [f"ledger {op.ledger} deleted: durable now, its entries unreadable forever"]
         self.ledgers.delete(op.ledger, "failed")
@@ -1531,6 +1534,13 @@ class BookieModel:
         if pending.kind == "add":
             what = f"the add {pending.ledger}:{pending.entry} of step {done.step}"
         got = done.error or "ok"
+        deleted_at = self.deleted_at.get(pending.ledger, -1)
+        if got == "ok" and outcomes == ["no_ledger"] and done.step > deleted_at >= 0:
+            return (
+                f"{what} was answered ok; its ledger was deleted at step {deleted_at}, before "
+                "it was sent, and a deleted ledger refuses adds (no_ledger)",
+                "R-DELETE-DURABLE",
+            )
         if got == "ok" and outcomes == ["no_ledger"]:
             return (
                 f"{what} was answered ok after its ledger's delete was answered ok: its entry "

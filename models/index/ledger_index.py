@@ -345,10 +345,10 @@ class LedgerIndexModel:
         """The rule of spec/adapter.md that refuses ``observed`` as a read's answer, for the
         divergence's message."""
         ledger = self.ledgers.get(ledger_id)
-        if observed == "other bytes":
-            return "R-READ-DATA"
         if ledger is not None and ledger.every(lambda h: h.deleted):
             return "R-DELETE-DURABLE"
+        if observed == "other bytes":
+            return "R-READ-DATA"
         entry = None if ledger is None else ledger.entries.get(entry_id)
         if observed == "no_ledger" and self.key_durable(ledger_id):
             # The ledger's key was acknowledged, or recovery showed the ledger: it exists.
