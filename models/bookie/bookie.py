@@ -306,7 +306,7 @@ class CrashOutcomes:
             return f"ledger {ledger}, whose key was durable, is missing"
         for ledger in sorted(self.must_deleted - deleted - recreated):
             return f"ledger {ledger}, durably deleted, is not deleted"
-        for ledger in sorted(self.must_fenced & ledgers.keys()):
+        for ledger in sorted((self.must_fenced & ledgers.keys()) - recreated):
             if not ledgers[ledger].fenced:
                 return f"ledger {ledger}, durably fenced, is not fenced"
         extra = ledgers.keys() - self.must_ledgers - self.may_ledgers - recreated
@@ -317,6 +317,8 @@ class CrashOutcomes:
             return f"ledgers {sorted(extra)} are deleted; no delete before the crash named them"
         for ledger, entry, _ in self.must_entries:
             view = ledgers.get(ledger)
+            if ledger in recreated:
+                continue
             if view is not None and (view.last_entry is None or view.last_entry < entry):
                 return (
                     f"ledger {ledger}'s last entry is {view.last_entry}; entry {entry} was "

@@ -507,6 +507,8 @@ class LedgerIndexModel:
         ledger.shown = True
         last, _ = listed
         for entry_id, entry in list(ledger.entries.items()):
+            if entry.sure is Sure.PENDING and entry_id == last:
+                ledger.seen.add(entry_id)  # shown: it stays readable (R-NO-FLICKER)
             if entry.sure not in UNSURE:
                 continue
             present = last is not None and entry_id <= last

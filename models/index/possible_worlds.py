@@ -355,7 +355,14 @@ def shows(world: World, state: AbstractState) -> World | None:
     deleted = set(state.deleted_ledgers)
     if not world.memory.deleted <= deleted <= world.memory.deleted | world.recreated:
         return None
-    return attrs.evolve(world, hidden=frozenset(), hidden_ledgers=frozenset())
+    # What the state showed stays (R-NO-FLICKER): the ledgers it listed, and the last entry
+    # of each; the entries below it were not shown one by one.
+    shown = {(view.ledger_id, view.last_entry) for view in state.ledgers}
+    return attrs.evolve(
+        world,
+        hidden=frozenset(h for h in world.hidden if h not in shown),
+        hidden_ledgers=world.hidden_ledgers - set(live),
+    )
 
 
 @attrs.frozen

@@ -17,14 +17,18 @@ Each test runs a few hundred seeded histories per profile (``-m slow``: many tho
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
 from models.index.possible_worlds import judge
 from proofs.harness.replay import Replay, ReplayError
 from spec.profile import Profile
-from spec.trace import Trace
+from spec.trace import Trace, read_trace_bytes
 from tests.unit.models.worlds_bookie import draw_history, mutations
+
+#: Histories on which the two once disagreed (found by the slow test), kept.
+TRACES = sorted((Path(__file__).resolve().parents[1] / "data" / "traces").glob("worlds-*.jsonl"))
 
 PROFILES = [
     Profile(acks="async", state=state, answers=answers)
@@ -100,3 +104,13 @@ def test_the_model_and_the_reference_agree_on_many_more_histories(profile: Profi
         _check(trace)
         for mutant in mutations(trace, rng, 8):
             _check(mutant)
+
+
+@pytest.mark.parametrize("path", TRACES, ids=[p.stem for p in TRACES])
+def test_the_histories_they_once_disagreed_on(path: Path) -> None:
+    """A state that showed a pending entry as the last one (a later read must see it:
+    R-NO-FLICKER; the model let it vanish), and a fenced ledger deleted and created again
+    under BookKeeper's answers before the first state after a crash (the crash's outcomes
+    still required the old fence: R-CRASH-SUBSET judged a ledger a request had changed)."""
+    trace = read_trace_bytes(path.read_bytes(), str(path))
+    _check(trace)

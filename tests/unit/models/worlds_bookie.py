@@ -24,7 +24,7 @@ from collections.abc import Iterator
 
 import attrs
 
-from models.index.possible_worlds import World, answer_of, complete, options, stopped
+from models.index.possible_worlds import World, answer_of, complete, options, shows, stopped
 from spec.crash import KillProcess
 from spec.operations import (
     OK,
@@ -119,7 +119,9 @@ class RandomBookie:
             self.world = done
         state = _state(self.world) if inspect and self.world.up else None
         if state is not None:
-            self.world = attrs.evolve(self.world, hidden=frozenset(), hidden_ledgers=frozenset())
+            shown = shows(self.world, state)
+            assert shown is not None
+            self.world = shown
         self.steps.append(Step(index, op, _result(answer), completed, state))
 
     def settle(self) -> None:
