@@ -28,7 +28,8 @@ Every promise is observed, at every state level (a bookie of state ``none`` show
 its answers): a delete is followed at once by a read of the deleted ledger (a cache the
 delete did not invalidate serves it), and every restart by what a client checks
 (:meth:`_Workload.after_restart`): reads of entries that were in flight at the crash (a torn
-record must never be served, and what is shown stays), a read of and an add to a deleted
+record must never be served, and what is shown stays: now and then the power goes again right
+after those reads, and they are read once more), a read of and an add to a deleted
 ledger (it stays deleted; under BookKeeper's answers the add creates it again), an add to a
 fenced ledger and a fence again (a fence in flight at the crash held or not, and the answers
 say which), and a read of an acknowledged entry. What the crash left unsure is never avoided:
@@ -465,4 +466,11 @@ def _crash(rng: random.Random, work: _Workload, *, lazy_disk: bool) -> list[Acti
         crash = PowerLossAction(draw_plan(rng), idle)
     else:
         crash = KillAction(idle)
-    return [crash, *work.after_restart()]
+    checks = work.after_restart()
+    actions: list[Action] = [crash, *checks]
+    if lazy_disk and not idle and rng.random() < 0.3:
+        # Power goes again right after what recovery showed was read, before anything else
+        # is written: what it showed must have been made durable (R-RECOVERY-SHOWN).
+        reads = [a for a in checks if isinstance(a, ReadAction)]
+        actions += [PowerLossAction(LoseUnsynced(), idle=True), *reads]
+    return actions
