@@ -121,9 +121,14 @@ def caught(tmp_path: Path, bug: str, lazy: bool, symptom: str) -> None:
 #: (bug, lazy disk, what the failure must say). A bug a SIGKILL cannot show (the page cache
 #: survives it) runs with the lazy disk; the others with SIGKILL crashes alone.
 CAUGHT = [
-    ("forget-fences", False, r"answered ok( later)?; allowed: fenced" + RULE_TAG),
+    ("forget-fences", False, r"answered ok( later)?; allowed: fenced(, pending)?" + RULE_TAG),
     ("ignore-key", False, r"answered (ok|data)|allowed: unauthorized" + RULE_TAG),
-    ("admit-while-fencing", False, r"answered ok( later)?; allowed: fenced" + RULE_TAG),
+    # An add sent while the fence is in flight may also wait for it ("pending").
+    (
+        "admit-while-fencing",
+        False,
+        r"answered ok( later)?; allowed: fenced(, pending)?" + RULE_TAG,
+    ),
     # The last record lost may be an add (it reads back no more) or a delete (the ledger
     # comes back and takes adds again).
     (
