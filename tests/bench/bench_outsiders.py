@@ -6,8 +6,9 @@ Run: ``.venv/bin/python -m tests.bench.bench_outsiders catches [BOOKIE ...]`` an
 
 - ``catches``: for each bookie of tests/conformance/bookies.py and each of its bugs, quick
   scenarios (seed 1, 2, ... up to ``--seeds``, scenario by scenario, not shrunk) until the
-  first that fails; prints the scenarios run to it, the check that failed and the rule the
-  divergence names. A bug only a power loss can show runs with the lazy disk.
+  first that fails, then standard ones if the quick ones missed it; prints the scenarios run
+  to it, the check that failed and the rule the divergence names. A bug only a power loss
+  can show runs with the lazy disk.
 - ``false-verdicts``: a campaign on embedded Spark (``bkref campaign --adapter``) of N
   standard-sized scenarios (80 requests, 3 crashes) against each correct bookie; prints the
   scenarios, the ones that failed (a false verdict: the bookie is correct) and the ones that
@@ -48,9 +49,19 @@ def catches(bookies: list[Outsider], seeds: int) -> None:
             lazy = bug in POWER_LOSS_BUGS
             run, what, started = 0, "missed", time.monotonic()
             with tempfile.TemporaryDirectory() as work:
-                for seed in range(1, seeds + 1):
+                # Quick scenarios first; a bug they miss, standard ones (3 crashes each).
+                for profile, seed in [("quick", s) for s in range(1, seeds + 1)] + [
+                    ("standard", s) for s in range(1, seeds + 1)
+                ]:
+                    if profile == "standard" and what != "missed":
+                        break
                     runner = Conformance(
-                        bookie.command(bug), seed=seed, lazy_disk=lazy, work_dir=work, shrink=False
+                        bookie.command(bug),
+                        seed=seed,
+                        profile=profile,
+                        lazy_disk=lazy,
+                        work_dir=work,
+                        shrink=False,
                     )
                     for index in range(runner.scenario_count()):
                         run += 1
@@ -58,6 +69,8 @@ def catches(bookies: list[Outsider], seeds: int) -> None:
                         if result.verdict == "fail" and result.failure is not None:
                             rule = RULE.search(result.failure.message)
                             what = f"{result.failure.check} / {rule.group(1) if rule else '-'}"
+                            if profile == "standard":
+                                what += " (standard)"
                             break
                     else:
                         continue
