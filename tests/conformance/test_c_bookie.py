@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import shutil
 import struct
@@ -25,18 +24,19 @@ from pathlib import Path
 
 import pytest
 
-from impl.server.protocol import Rejection, RequestBounds, parse_request
 from tests.conformance.cbookie import BUGS, c_bookie_argv, c_bookie_command, c_unavailable
+from tests.conformance.malformed import (
+    MALFORMED,
+    MAX_DATA,
+    MAX_LINE,
+    check_rejects_what_bkref_rejects,
+)
 from tests.conformance.pipe_client import KEY, PipeBookie, add, b64, check_worked_example, op, read
-from tests.conformance.test_js_bookie import MALFORMED, _drawn_line
 
 C_MISSING = c_unavailable()
 pytestmark = pytest.mark.skipif(C_MISSING is not None, reason=C_MISSING or "")
 
 TIMEOUT_S = 20.0
-MAX_DATA = 5242364
-MAX_KEY = 1024
-MAX_LINE = 41955304
 U63 = 2**63 - 1
 
 
@@ -144,26 +144,7 @@ def test_malformed_requests_are_bad_request_and_the_bookie_keeps_serving(
 def test_it_rejects_exactly_what_bkrefs_parser_rejects(bookie: Bookie) -> None:
     """``bkref record`` judges which requests are malformed with bkref's own parser; a bookie
     that disagreed would be recorded wrongly. 3000 drawn lines, one at a time."""
-    rng = random.Random(25)
-    bounds = RequestBounds(data_max_bytes=MAX_DATA, key_max_bytes=MAX_KEY)
-    rejected = 0
-    checked = 0
-    while checked < 3000:
-        line = _drawn_line(rng)
-        if b"\n" in line or line.endswith(b"\r") or not line.strip(b" \t\r"):
-            continue
-        if b'"shutdown"' in line:
-            continue
-        checked += 1
-        want = parse_request(line, bounds)
-        got = bookie.one(line + b"\n")
-        if isinstance(want, Rejection):
-            rejected += 1
-            assert (got["id"], got.get("error")) == (want.id, want.code), (line, want, got)
-        else:
-            assert got.get("error") != "bad_request", (line, got)
-    assert 1000 < rejected < 2900
-    assert bookie.close() == 0
+    check_rejects_what_bkref_rejects(bookie, seed=25)
 
 
 def test_valid_edges_are_accepted(bookie: Bookie) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import shutil
 import signal
@@ -24,13 +23,19 @@ from pathlib import Path
 
 import pytest
 
-from impl.server.protocol import Rejection, RequestBounds, parse_request
 from tests.conformance.jsbookie import (
     BUGS,
     JS_BOOKIE,
     js_bookie_argv,
     js_bookie_command,
     node_unavailable,
+)
+from tests.conformance.malformed import (
+    MALFORMED,
+    MAX_DATA,
+    MAX_KEY,
+    MAX_LINE,
+    check_rejects_what_bkref_rejects,
 )
 from tests.conformance.pipe_client import KEY, PipeBookie, add, b64, check_worked_example, op, read
 from tests.paths import ROOT
@@ -39,9 +44,6 @@ NODE_MISSING = node_unavailable()
 pytestmark = pytest.mark.skipif(NODE_MISSING is not None, reason=NODE_MISSING or "")
 
 TIMEOUT_S = 20.0
-MAX_DATA = 5242364
-MAX_KEY = 1024
-MAX_LINE = 41955304
 U63 = 2**63 - 1
 
 
@@ -136,73 +138,6 @@ def test_the_worked_example(data_dir: Path) -> None:
 
 
 # --- every row of "Malformed requests" ------------------------------------------------------
-
-VALID_READ = '"op":"read","ledger":1,"entry":0'
-R = b'{"id":1,' + VALID_READ.encode()  # a read of id 1, its object left open
-ADD0 = b'"op":"add","ledger":1,"entry":0,"key":"","data":'
-
-
-def data(rid: int, text: bytes) -> bytes:
-    """An add of id ``rid`` whose data is ``text`` (quoted)."""
-    return b'{"id":%d,%s"%s"}' % (rid, ADD0, text)
-
-
-HUGE = b"9" * 5000
-LONG_KEY = b"ab" * (MAX_KEY + 1)
-
-#: (row of the table, line, the id the response must carry).
-MALFORMED: list[tuple[str, bytes, int | None]] = [
-    ("not UTF-8", R + b',"x":"\xff"}', None),
-    ("not JSON: a byte order mark", b"\xef\xbb\xbf" + R + b"}", None),
-    ("not JSON", b"this is not json", None),
-    ("not JSON: NaN", b'{"id":1,"op":"read","ledger":NaN,"entry":0}', None),
-    ("not JSON: Infinity", b'{"id":1,"op":"read","ledger":1,"entry":-Infinity}', None),
-    ("not JSON: a key twice", R + b',"entry":0}', None),
-    ("not JSON: a key twice, escaped", R + b',"\\u0065ntry":0}', None),
-    ("not JSON: a key twice, nested", b'{"id":1,"op":"read","ledger":{"a":1,"a":2}}', None),
-    ("not JSON: a raw control character", b'{"id":1,"op":"re\tad","ledger":1,"entry":0}', None),
-    ("not JSON: a vertical tab", b"\x0b" + R + b"}", None),
-    ("not JSON: a leading zero", b'{"id":01,' + VALID_READ.encode() + b"}", None),
-    ("not JSON: trailing data", R + b"} {}", None),
-    ("not an object", b"[1, 2]", None),
-    ("not an object: a number", b"7", None),
-    ("no id", b"{" + VALID_READ.encode() + b"}", None),
-    ("id a float", b'{"id":1.0,' + VALID_READ.encode() + b"}", None),
-    ("id in exponent form", b'{"id":1e3,' + VALID_READ.encode() + b"}", None),
-    ("id a string", b'{"id":"1",' + VALID_READ.encode() + b"}", None),
-    ("id true", b'{"id":true,' + VALID_READ.encode() + b"}", None),
-    ("id null", b'{"id":null,' + VALID_READ.encode() + b"}", None),
-    ("id above 2^63-1", b'{"id":9223372036854775808,' + VALID_READ.encode() + b"}", None),
-    ("id below -2^63", b'{"id":-9223372036854775809,' + VALID_READ.encode() + b"}", None),
-    ("no op", b'{"id":2,"ledger":1,"entry":0}', 2),
-    ("op not a string", b'{"id":3,"op":7,"ledger":1,"entry":0}', 3),
-    ("unknown op", b'{"id":4,"op":"reed","ledger":1,"entry":0}', 4),
-    ("unknown op: __proto__", b'{"id":4,"op":"__proto__"}', 4),
-    ("missing field", b'{"id":5,"op":"add","ledger":1,"entry":0,"key":"00"}', 5),
-    ("a field the op does not take", b'{"id":6,' + VALID_READ.encode() + b',"key":"00"}', 6),
-    ("ledger a string", b'{"id":7,"op":"read","ledger":"1","entry":0}', 7),
-    ("entry a float", b'{"id":8,"op":"read","ledger":1,"entry":0.0}', 8),
-    ("entry in exponent form", b'{"id":8,"op":"read","ledger":1,"entry":1E2}', 8),
-    ("ledger true", b'{"id":9,"op":"read","ledger":true,"entry":0}', 9),
-    ("key a number", b'{"id":10,"op":"fence","ledger":1,"key":12}', 10),
-    ("force a string", b'{"id":11,"op":"gc","force":"yes"}', 11),
-    ("data null", b'{"id":12,' + ADD0 + b"null}", 12),
-    ("negative ledger", b'{"id":13,"op":"read","ledger":-1,"entry":0}', 13),
-    ("negative entry", b'{"id":14,"op":"read","ledger":1,"entry":-5}', 14),
-    ("ledger above 2^63-1", b'{"id":15,"op":"read","ledger":9223372036854775808,"entry":0}', 15),
-    ("entry of thousands of digits", b'{"id":16,"op":"read","ledger":1,"entry":%s}' % HUGE, 16),
-    ("key not hex", b'{"id":17,"op":"fence","ledger":1,"key":"c0ffeg"}', 17),
-    ("key of odd length", b'{"id":18,"op":"fence","ledger":1,"key":"c0ffe"}', 18),
-    ("key above max_key_bytes", b'{"id":19,"op":"fence","ledger":1,"key":"%s"}' % LONG_KEY, 19),
-    ("data without padding", data(20, b"aGVsbG8"), 20),
-    ("data with nonzero pad bits", data(21, b"aGVsbG9="), 21),
-    ("data with nonzero pad bits, one pad", data(21, b"aGVsbG9vcj="), 21),
-    ("data with whitespace", data(22, b"aGVs bG8="), 22),
-    ("data with an escaped newline", data(22, b"aGVs\\nbG8="), 22),
-    ("data URL-safe", data(23, b"-_8="), 23),
-    ("data padding in the middle", data(24, b"aG==aGVs"), 24),
-    ("data too much padding", data(25, b"a==="), 25),
-]  # fmt: skip
 
 
 @pytest.mark.parametrize(("row", "line", "want"), MALFORMED, ids=[m[0] for m in MALFORMED])
@@ -632,97 +567,9 @@ def test_every_bug_has_a_test() -> None:
     assert set(BUGS) == {"ack-before-fsync", "forget-fences", "stale-cache", "unsynced-recovery"}
 
 
-# --- differential: bookie.js rejects exactly what bkref's own parser rejects ------------------
-
-#: Requests to mutate: one of each op but shutdown (which would end the run).
-SEEDS = [
-    b'{"id":1,"op":"add","ledger":7,"entry":0,"key":"c0ffee","data":"aGVsbG8="}',
-    b'{"id": 2, "op": "read", "ledger": 7, "entry": 1}',
-    b'{"id":3,"op":"fence","ledger":7,"key":"C0FFEE"}',
-    b'{"id":4,"op":"delete","ledger":8}',
-    b'{"id":5,"op":"gc","force":false}',
-    b'{"id":6,"op":"write_close","ledger":1,"key":""}',
-    b'{"id":-7,"op":"checkpoint"}',
-    b'{"id":8,"op":"inspect"}',
-]
-#: Pieces a mutation inserts or substitutes.
-PIECES = [
-    b'"', b"{", b"}", b",", b":", b"0", b"1", b"-", b".", b"e", b"+", b"\\", b"u", b" ", b"\t",
-    b"\x0b", b"\xc3\xa9", b"\xff", b"=", b"a", b"/", b"[", b"]", b"\\u0041", b"\\n", b"null",
-    b"9223372036854775808", b"1.0", b"\x00", b',"id":1', b',"x":1', b',"entry":5',
-]  # fmt: skip
-#: Field values, legal and not, for requests built field by field.
-VALUES = [
-    b"0", b"-1", b"-0", b"7", b"9223372036854775807", b"9223372036854775808",
-    b"-9223372036854775808", b"-9223372036854775809", b"1" + b"0" * 60, b"1.0", b"1e3",
-    b'""', b'"00"', b'"C0FFEE"', b'"abc"', b'"zz"', b'"%s"' % (b"ab" * MAX_KEY), b'"%s"' % LONG_KEY,
-    b'"aGVsbG8="', b'"aGVsbG9="', b'"YQ=="', b'"YR=="', b'"YQ="', b'"Y==="', b'"aGVs\\u0062G8="',
-    b'"ab+/"', b'"-_=="', b'" YQ=="', b'"YQ==\\n"', b'"\\u0030\\u0030"', b'"\\/w=="', b"true",
-    b"false", b"null", b"[]", b"{}", b'"1"',
-]  # fmt: skip
-OP_FIELDS = {
-    "add": ["ledger", "entry", "key", "data"], "read": ["ledger", "entry"],
-    "fence": ["ledger", "key"], "delete": ["ledger"], "gc": ["force"],
-    "write_close": ["ledger", "key"], "checkpoint": [], "inspect": [], "nope": [],
-}  # fmt: skip
-
-
-def _drawn_line(rng: random.Random) -> bytes:
-    if rng.random() < 0.3:  # a valid request, mutated byte-wise
-        line = rng.choice(SEEDS)
-        for _ in range(rng.randint(1, 3)):
-            i = rng.randrange(len(line) + 1)
-            kind = rng.randrange(3)
-            piece = rng.choice(PIECES)
-            if kind == 0:
-                line = line[:i] + line[i + 1 :]
-            elif kind == 1:
-                line = line[:i] + piece + line[i:]
-            else:
-                line = line[:i] + piece + line[i + 1 :]
-        return line
-    name = rng.choice(list(OP_FIELDS))
-    names = ["id", "op", *OP_FIELDS[name]]
-    if rng.random() < 0.15:
-        names.append(rng.choice(["id", "op", "ledger", "entry", "key", "data", "force", "x"]))
-    if rng.random() < 0.15:
-        names.pop(rng.randrange(len(names)))
-    rng.shuffle(names)
-    parts = []
-    for field in names:
-        if field == "op":
-            value = json.dumps(name).encode() if rng.random() < 0.95 else rng.choice(VALUES)
-        elif field == "id":
-            good = rng.choice([b"1", b"-3", b"9223372036854775807"])
-            value = good if rng.random() < 0.9 else rng.choice(VALUES)
-        else:
-            value = rng.choice(VALUES)
-        parts.append(b'"%s"%s:%s' % (field.encode(), rng.choice([b"", b" ", b"\t"]), value))
-    return b"{" + b",".join(parts) + b"}"
-
-
 def test_bookie_js_rejects_exactly_what_bkrefs_parser_rejects(data_dir: Path) -> None:
     """bkref record judges which requests are malformed with bkref's own parser; a bookie
     that disagreed would be recorded wrongly. 3000 drawn lines, one at a time."""
-    rng = random.Random(12)
-    bounds = RequestBounds(data_max_bytes=MAX_DATA, key_max_bytes=MAX_KEY)
-    lines: list[bytes] = []
-    while len(lines) < 3000:
-        line = _drawn_line(rng)
-        if b"\n" in line or line.endswith(b"\r") or not line.strip(b" \t\r"):
-            continue
-        lines.append(line)
-    rejected = with_id = 0
     with Bookie(data_dir) as bookie:
         bookie.ready()
-        for line in lines:
-            got = bookie.one(line + b"\n")
-            want = parse_request(line, bounds)
-            if isinstance(want, Rejection):
-                rejected += 1
-                with_id += want.id is not None
-                assert (got["id"], got.get("error")) == (want.id, want.code), (line, want, got)
-            else:
-                assert got.get("error") != "bad_request", (line, got)
-        assert bookie.close() == 0
-    assert 1000 < rejected < 2900 and with_id > 500, (rejected, with_id)
+        check_rejects_what_bkref_rejects(bookie, seed=12)
