@@ -18,11 +18,27 @@ here (a compiler or Node missing), and what to install.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 
 import attrs
 
 from tests.conformance import cbookie, jsbookie, rsbookie
+
+#: How long one ``bkref conform`` of the tests may take.
+CONFORM_TIMEOUT_S = 300
+
+
+def conform(*args: str) -> subprocess.CompletedProcess[str]:
+    """``bkref conform ARGS`` as a user runs it, its output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "proofs.cli.main", "conform", *args],
+        capture_output=True,
+        text=True,
+        timeout=CONFORM_TIMEOUT_S,
+        check=False,
+    )
 
 
 @attrs.frozen

@@ -19,23 +19,14 @@ import pytest
 
 from proofs.conform.results import EXIT_DIVERGENCE, EXIT_PASS
 from proofs.conform.runner import Conformance, lazy_disk_unavailable
+from tests.conformance.bookies import CONFORM_TIMEOUT_S, conform
 from tests.conformance.cbookie import BUGS, c_bookie_command, c_unavailable
 
 pytestmark = pytest.mark.skipif(c_unavailable() is not None, reason=str(c_unavailable()))
 
-TIMEOUT_S = 300
+
 LAZY_MISSING = lazy_disk_unavailable()
 needs_lazy_disk = pytest.mark.skipif(LAZY_MISSING is not None, reason=str(LAZY_MISSING))
-
-
-def conform(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "proofs.cli.main", "conform", *args],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
-    )
 
 
 def test_without_bugs_it_passes_the_quick_profile(tmp_path: Path) -> None:
@@ -98,7 +89,7 @@ def test_a_bug_is_caught(tmp_path: Path, bug: str, lazy: bool) -> None:
         [sys.executable, "-m", "proofs.cli.main", "check-trace", failure.trace_path],
         capture_output=True,
         text=True,
-        timeout=TIMEOUT_S,
+        timeout=CONFORM_TIMEOUT_S,
         check=False,
     )
     assert check.returncode == 1, check.stdout

@@ -14,21 +14,10 @@ import pytest
 
 from proofs.conform.results import EXIT_DIVERGENCE, EXIT_PASS
 from proofs.conform.runner import Conformance, lazy_disk_unavailable
+from tests.conformance.bookies import CONFORM_TIMEOUT_S, conform
 from tests.conformance.jsbookie import js_bookie_command, node_unavailable
 
 pytestmark = pytest.mark.skipif(node_unavailable() is not None, reason=str(node_unavailable()))
-
-TIMEOUT_S = 300
-
-
-def conform(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "proofs.cli.main", "conform", *args],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
-    )
 
 
 def test_without_bugs_it_passes_the_quick_profile(tmp_path: Path) -> None:
@@ -49,7 +38,7 @@ def test_a_bug_is_caught_without_the_lazy_disk(tmp_path: Path, bug: str) -> None
         [sys.executable, "-m", "proofs.cli.main", "check-trace", failure.trace_path],
         capture_output=True,
         text=True,
-        timeout=TIMEOUT_S,
+        timeout=CONFORM_TIMEOUT_S,
         check=False,
     )
     assert check.returncode == 1, check.stdout

@@ -25,11 +25,12 @@ import pytest
 
 from proofs.conform.results import EXIT_DIVERGENCE, EXIT_PASS
 from proofs.conform.runner import Conformance, lazy_disk_unavailable
+from tests.conformance.bookies import CONFORM_TIMEOUT_S, conform
 from tests.conformance.rsbookie import BUGS, BuildError, rs_bookie_command, rs_unavailable
 
 pytestmark = pytest.mark.skipif(rs_unavailable() is not None, reason=str(rs_unavailable()))
 
-TIMEOUT_S = 300
+
 LAZY_MISSING = lazy_disk_unavailable()
 needs_lazy = pytest.mark.skipif(LAZY_MISSING is not None, reason=str(LAZY_MISSING))
 
@@ -39,16 +40,6 @@ def command(*bugs: str) -> str:
         return rs_bookie_command(*bugs)
     except BuildError as exc:
         pytest.fail(str(exc))
-
-
-def conform(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "proofs.cli.main", "conform", *args],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
-    )
 
 
 def test_without_bugs_it_passes_the_quick_profile(tmp_path: Path) -> None:
@@ -103,7 +94,7 @@ def caught(tmp_path: Path, bug: str, lazy: bool, symptom: str) -> None:
         [sys.executable, "-m", "proofs.cli.main", "check-trace", failure.trace_path],
         capture_output=True,
         text=True,
-        timeout=TIMEOUT_S,
+        timeout=CONFORM_TIMEOUT_S,
         check=False,
     )
     assert check.returncode == 1, check.stdout
