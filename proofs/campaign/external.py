@@ -143,6 +143,7 @@ def _row(
         message_before_shrink=message,
         coverage={f"{c.operation}/{c.point}/{c.plan}/none": 1 for c in result.cells},
         probes={},
+        promises={f"{promise}/{plan}": n for promise, plan, n in result.promises},
         started_at=started_at,
         seconds=seconds,
         shrink_seconds=0.0,

@@ -22,7 +22,7 @@ Why it is shaped so:
   the terminal it is printed on.
 - The page is one file with its style inline, no script, no image but inline SVG drawn here,
   and no address outside itself: it is opened from a CI artifact with no network. Its
-  sections have stable ids (verdict, settings, throughput, passes, probes, coverage,
+  sections have stable ids (verdict, settings, throughput, passes, probes, promises, coverage,
   failures, scenarios) that tests and links rely on. Its look is the conformance report's
   (the same style sheet, extended).
 - A trace that cannot be read, or told, is said so on the page: a report must be written at
@@ -51,6 +51,7 @@ from proofs.conform.report import _CSS as _CONFORM_CSS
 from proofs.conform.report import CHECK_TITLES, _e, clean
 from proofs.conform.results import CHECKS
 from proofs.conform.runner import tell
+from proofs.harness.promises import PROMISES, promise_counts
 from spec.errors import TraceError
 from spec.trace import read_trace
 
@@ -211,6 +212,7 @@ def terminal_summary(summary: CampaignSummary) -> str:
     lines += [_pass_line(one) for one in summary.passes]
     lines += _probe_lines(summary)
     lines += _cell_lines(summary)
+    lines += _promise_lines(summary)
     lines += _failure_lines(summary)
     if summary.settings.out_dir:
         lines.append(f"  report: {clean(out_path(summary, HTML_NAME))}")
@@ -287,6 +289,29 @@ def _cell_lines(summary: CampaignSummary) -> list[str]:
     return lines
 
 
+def _promise_lines(summary: CampaignSummary) -> list[str]:
+    """The promises observed (proofs/harness/promises.py), one line each with its count
+    after each plan, and the gaps: what no step could have shown broken."""
+    counts = promise_counts(dict(summary.all.promises))
+    plans = summary.promise_plans
+    lines = ["  promises observed, by the crash before the step:"]
+    for promise in PROMISES:
+        shown = ", ".join(f"{plan} {counts[(promise, plan)]:,}" for plan in plans)
+        lines.append(f"    {promise + ':':<13} {shown}")
+    missing = summary.promise_gaps
+    if missing:
+        text = ", ".join(f"{promise} after {plan}" for promise, plan in missing)
+        lines += textwrap.wrap(
+            f"gaps (never observed, so not checked): {text}",
+            100,
+            initial_indent="    ",
+            subsequent_indent="      ",
+        )
+    else:
+        lines.append("    gaps: none; every promise was observed after every plan")
+    return lines
+
+
 def _failure_lines(summary: CampaignSummary) -> list[str]:
     kept = summary.all.failures
     total = failures_total(summary)
@@ -331,6 +356,8 @@ def to_json(summary: CampaignSummary) -> dict[str, Any]:
         ],
         "missed_probes": list(summary.missed_probes),
         "missed_cells": list(summary.missed_cells),
+        "promises": dict(sorted(summary.all.promises.items())),
+        "promise_gaps": [f"{promise}/{plan}" for promise, plan in summary.promise_gaps],
         "failures_total": failures_total(summary),
         "failures": [_failure_json(summary, r) for r in summary.all.failures],
         "commit": clean(summary.commit),
@@ -555,7 +582,7 @@ svg.plot line.grid { stroke: #e3e6ea; } svg.plot line.axis { stroke: #6a7380; }
 svg.plot line.mark { stroke: #1d232a; stroke-dasharray: 4 3; }
 svg.plot text.mark { fill: #1d232a; font-weight: 600; }
 svg.steps rect.bar { fill: #2f6db5; } svg.crash-states rect.bar { fill: #7b4fb5; }
-tr.missed td { background: #ffd9a8; color: #7a3d00; font-weight: 700; }
+tr.missed td, td.missed { background: #ffd9a8; color: #7a3d00; font-weight: 700; }
 td.wrap { word-break: break-word; max-width: 320px; }
 table.matrix td.unreached { background: #ffd9a8; color: #7a3d00; font-weight: 700;
   outline: 1px dashed #c26a00; outline-offset: -3px; }
@@ -708,6 +735,38 @@ def _probes_html(summary: CampaignSummary) -> str:
         f"<p>{met} of {len(probes)} probes met{_e(missed)}. A probe's minimum is its rate per "
         f"1,000 rules times the {summary.all.totals.rules:,} rules the campaign ran (at least "
         "1).</p>" + _table(["probe", "#count", "#minimum", "status"], rows)
+    )
+
+
+def _promises_html(summary: CampaignSummary) -> str:
+    """The promises observed: a promise (row) after a plan (column), the gaps marked."""
+    counts = promise_counts(dict(summary.all.promises))
+    plans = summary.promise_plans
+    missing = set(summary.promise_gaps)
+    rows = [
+        _row(
+            [_td(promise)]
+            + [
+                _td("gap", "missed")
+                if (promise, plan) in missing
+                else _td("-")
+                if (promise, plan) == ("in_flight", "none")  # no crash yet: nothing in flight
+                else _num(counts[(promise, plan)])
+                for plan in plans
+            ]
+        )
+        for promise in PROMISES
+    ]
+    gaps_text = (
+        f"{len(missing)} gap(s), never observed and so not checked: "
+        + ", ".join(f"{promise} after {plan}" for promise, plan in summary.promise_gaps)
+        if missing
+        else "No gap: every promise was observed after every plan."
+    )
+    return (
+        "<p>A step observes a promise when its answer could have shown it broken, counted "
+        "under the plan of the crash before it (<code>none</code> before the first crash). "
+        f"{_e(gaps_text)}</p>" + _table(["promise", *(f"#{plan}" for plan in plans)], rows)
     )
 
 
@@ -919,6 +978,7 @@ def render_html(summary: CampaignSummary) -> str:
         ("throughput", "Throughput", _throughput_html(summary)),
         ("passes", "Passes", _passes_html(summary)),
         ("probes", "Probes", _probes_html(summary)),
+        ("promises", "Promises observed", _promises_html(summary)),
         (
             "coverage",
             "Coverage: operation &times; crash point &times; plan",

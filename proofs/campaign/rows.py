@@ -54,6 +54,11 @@ ROW_FIELDS: tuple[Field, ...] = (
     _f("message_before_shrink", "string", "why the run failed before shrinking", null=True),
     _f("coverage", "map<string,bigint>", "cells reached: operation/point/plan/fault -> count"),
     _f("probes", "map<string,bigint>", "situations recorded (probes) -> count"),
+    _f(
+        "promises",
+        "map<string,bigint>",
+        "promises observed, by the plan of the crash before: promise/plan -> count",
+    ),
     _f("started_at", "double", "when the scenario started, seconds since the epoch"),
     _f("seconds", "double", "how long its run took"),
     _f("shrink_seconds", "double", "how long shrinking its failure took"),

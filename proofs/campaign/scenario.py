@@ -50,6 +50,7 @@ import attrs
 from impl.bookie.bookie import Bookie
 from proofs.campaign.coverage import cells_of
 from proofs.campaign.errors import CampaignError
+from proofs.harness.promises import promise_keys
 from proofs.harness.refinement import RefinementFailure
 from proofs.harness.replay import ReplayError, replay_trace
 from proofs.harness.shrink import delta_debug
@@ -220,6 +221,8 @@ class Execution:
     problem: Problem | None
     probes: Mapping[str, int]
     shadow_crashes: int
+    #: Promises observed: "promise/plan" -> count (proofs/harness/promises.py).
+    promises: Mapping[str, int] = attrs.field(factory=dict)
 
     @property
     def trace(self) -> Trace:
@@ -254,6 +257,7 @@ class ScenarioRow:
     message_before_shrink: str | None
     coverage: Mapping[str, int]
     probes: Mapping[str, int]
+    promises: Mapping[str, int]
     started_at: float
     seconds: float
     shrink_seconds: float
@@ -266,6 +270,7 @@ class ScenarioRow:
         record = attrs.asdict(self, recurse=False)
         record["coverage"] = dict(self.coverage)
         record["probes"] = dict(self.probes)
+        record["promises"] = dict(self.promises)
         return record
 
 
@@ -322,6 +327,7 @@ def execute(
         problem=problem,
         probes=dict(probes),
         shadow_crashes=0 if work is None else work.harness.shadow_crashes,
+        promises={} if work is None else promise_keys(work.harness.judge.promises.counts),
     )
 
 
@@ -545,6 +551,7 @@ def row_of(
         message_before_shrink=None if failing is None else failing.message,
         coverage=cells_of(steps),
         probes=dict(first.probes),
+        promises=dict(first.promises),
         started_at=started_at,
         seconds=seconds,
         shrink_seconds=shrink_seconds,

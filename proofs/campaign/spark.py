@@ -428,6 +428,7 @@ def aggregate_pass(frame: DataFrame, *, start: float, bucket_seconds: float) -> 
         totals=totals,
         probes=_summed_map(frame, "probes"),
         cells=_summed_map(frame, "coverage"),
+        promises=_summed_map(frame, "promises"),
         timeline=timeline,
         failures=tuple(row.asDict(recursive=True) for row in failing),
         commits=commits,

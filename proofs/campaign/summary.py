@@ -22,6 +22,7 @@ from typing import Any
 import attrs
 
 from proofs.campaign.coverage import PROBES, ProbeStatus, minimum, missed_cells
+from proofs.harness.promises import PLANS, Observation, gaps, promise_counts
 
 #: Exit statuses of ``bkref campaign``.
 EXIT_PASS = 0
@@ -68,6 +69,8 @@ class Aggregates:
     totals: Totals = Totals()
     probes: Mapping[str, int] = attrs.field(factory=dict)
     cells: Mapping[str, int] = attrs.field(factory=dict)
+    #: Promises observed: "promise/plan" -> count (proofs/harness/promises.py).
+    promises: Mapping[str, int] = attrs.field(factory=dict)
     #: Bucket number -> (scenarios, steps, crash states) finished in it.
     timeline: Mapping[int, tuple[int, int, int]] = attrs.field(factory=dict)
     #: The rows whose verdict is not ``pass`` (at most FAILURES_KEPT, lowest pass and index
@@ -86,6 +89,7 @@ class Aggregates:
             totals=self.totals.plus(other.totals),
             probes=_sum_maps((self.probes, other.probes)),
             cells=_sum_maps((self.cells, other.cells)),
+            promises=_sum_maps((self.promises, other.promises)),
             timeline=timeline,
             failures=_first_failures((*self.failures, *other.failures)),
             commits=tuple(sorted({*self.commits, *other.commits})),
@@ -123,6 +127,7 @@ def aggregate(
     seconds = shrink_seconds = 0.0
     probes: collections.Counter[str] = collections.Counter()
     cells: collections.Counter[str] = collections.Counter()
+    promises: collections.Counter[str] = collections.Counter()
     timeline: dict[int, list[int]] = {}
     failures: list[Mapping[str, Any]] = []
     commits: set[str] = set()
@@ -135,6 +140,7 @@ def aggregate(
         shrink_seconds += float(record["shrink_seconds"])
         probes.update(record["probes"])
         cells.update(record["coverage"])
+        promises.update(record["promises"])
         bucket = timeline.setdefault(
             bucket_of(finished_at(record), start, bucket_seconds), [0, 0, 0]
         )
@@ -158,6 +164,7 @@ def aggregate(
         totals=totals,
         probes=dict(probes),
         cells=dict(cells),
+        promises=dict(promises),
         timeline={k: (v[0], v[1], v[2]) for k, v in timeline.items()},
         failures=_first_failures(failures),
         commits=tuple(sorted(commits)),
@@ -252,6 +259,20 @@ class CampaignSummary:
         if not self.settings.probes_apply:
             return ()
         return missed_cells(self.all.cells)
+
+    @property
+    def promise_plans(self) -> tuple[str, ...]:
+        """The crash plans the campaign's scenarios could observe promises after: before
+        any crash, SIGKILL, and every power-loss plan for the in-process bookie (the
+        simulated disk) or an adapter's on the lazy disk."""
+        s = self.settings
+        return PLANS if s.probes_apply or s.lazy_disk else PLANS[:2]
+
+    @property
+    def promise_gaps(self) -> tuple[Observation, ...]:
+        """The (promise, plan) pairs no step of the campaign observed (proofs/harness/
+        promises.py): not checked, whatever the verdict."""
+        return tuple(gaps(promise_counts(dict(self.all.promises)), self.promise_plans))
 
     @property
     def foreign_commits(self) -> tuple[str, ...]:

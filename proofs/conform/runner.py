@@ -80,7 +80,7 @@ from proofs.conform.scenario import (
     TornTail,
     generate,
 )
-from proofs.harness.promises import PLAN_NAMES, PromiseCounter
+from proofs.harness.promises import PLAN_NAMES
 from proofs.harness.replay import Replay, ReplayError, Verdict, summarize
 from proofs.harness.shrink import delta_debug
 from spec.crash import (
@@ -962,19 +962,16 @@ def describe_result(result: ScenarioResult, total: int) -> str:
 
 
 def judge_observing(trace: Trace) -> tuple[Verdict, Counter[tuple[str, str]]]:
-    """``replay_trace``, counting the promises each step observed on the way
+    """``replay_trace``, with the promises each step observed on the way
     (proofs/harness/promises.py); raises ReplayError."""
     replay = Replay(trace.header)
-    counter = PromiseCounter()
     reports = []
     for step in trace.steps:
-        counter.before(replay.model, step.op)
         report = replay.advance(step)
-        counter.after(replay.model, step.op)
         reports.append(report)
         if report.failure is not None:
             break
-    return Verdict(trace, tuple(reports)), counter.counts
+    return Verdict(trace, tuple(reports)), replay.judge.promises.counts
 
 
 #: Lines of the unshrunk history shown beside a failure (the last ones before it).

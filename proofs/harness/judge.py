@@ -12,6 +12,9 @@ wherever it comes from, so that a trace the harness wrote replays to the same ve
 3. the property monitor (spec/properties.py) takes the step: the violations it reveals;
 4. the model's and the monitor's invariants are asserted.
 
+On the way it counts the promises each step observed (proofs/harness/promises.py), which
+campaigns and conformance runs report.
+
 :class:`Judge` returns a :class:`Judgement`: the model's notes, or what failed (the first
 divergence stops the judging of the step: the monitor does not see it). The callers decide
 what a failure becomes: proofs/harness/refinement.py raises RefinementFailure with the trace
@@ -27,6 +30,7 @@ from __future__ import annotations
 import attrs
 
 from models.bookie.bookie import BookieModel, Divergence
+from proofs.harness.promises import PromiseCounter
 from spec.properties import PropertyMonitor, Violation
 from spec.trace import Step
 
@@ -57,6 +61,8 @@ class Judge:
         self.model = model
         self.monitor = monitor
         self.judged = 0
+        #: The promises the judged steps observed (proofs/harness/promises.py).
+        self.promises = PromiseCounter()
 
     def judge(self, step: Step, *, check_invariants: bool = True) -> Judgement:
         """Judge the next step. Raises ModelUsageError when the model cannot run it, and
@@ -66,12 +72,14 @@ class Judge:
         assert step.index == self.judged, (step.index, self.judged)
         self.judged += 1
         op = step.op
+        self.promises.before(self.model, op)
         try:
             notes = self.model.step(step.index, op, step.result, step.completed, step.faults)
             if step.state is not None and self.model.up:
                 notes += self.model.compare(step.index, step.state, op.name)
         except Divergence as exc:
             return Judgement(divergence=exc)
+        self.promises.after(self.model, op)
         violations = self.monitor.observe(step)
         if check_invariants:
             self.model.check_invariants()

@@ -126,6 +126,20 @@ class PromiseCounter:
             self.unsure = frozenset(model.uncertain_entries())
 
 
+def promise_keys(counts: Counter[Observation]) -> dict[str, int]:
+    """The counts keyed ``promise/plan``, as campaign rows hold them."""
+    return {f"{promise}/{plan}": n for (promise, plan), n in sorted(counts.items()) if n}
+
+
+def promise_counts(keys: dict[str, int]) -> Counter[Observation]:
+    """:func:`promise_keys` undone."""
+    counts: Counter[Observation] = Counter()
+    for key, n in keys.items():
+        promise, _, plan = key.partition("/")
+        counts[(promise, plan)] += n
+    return counts
+
+
 def gaps(counts: Counter[Observation], plans: Iterable[str]) -> list[Observation]:
     """The (promise, plan) pairs, of ``plans``, never observed (an entry in flight at a crash
     needs a crash: not ``in_flight`` before one)."""

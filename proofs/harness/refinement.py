@@ -890,6 +890,7 @@ class Refinement:
         twin.sut = sut.shadow()
         twin.judge = _deep_copy(self.judge)
         twin.model, twin.monitor = twin.judge.model, twin.judge.monitor
+        twin.judge.promises.counts.clear()  # what the copy's reads observe, counted below
         twin.steps = list(self.steps)
         twin.notes = list(self.notes)
         twin.shadow_crash_every = 0
@@ -908,6 +909,7 @@ class Refinement:
                 failure.trace,
                 replayable=failure.replayable,
             ) from failure
+        self.judge.promises.counts.update(twin.judge.promises.counts)
 
     def _own_assertion(self, index: int, op: Operation, exc: AssertionError) -> RefinementFailure:
         """The implementation's own assertion (or the simulated disk's) failed in step

@@ -30,6 +30,7 @@ from proofs.campaign.summary import (
     aggregate,
 )
 from proofs.conform.runner import tell
+from proofs.harness.promises import PLANS, PROMISES
 from spec.trace import read_trace
 from tests.browser import dump_dom, needs_chromium, screenshot
 from tests.unit.proofs.conform.test_report import Element, parse
@@ -40,6 +41,8 @@ OUT = "/runs/c1"
 #: The expected cell no scenario of the passing campaign reached, and one it reached.
 NEVER = "journal_sync/inside/torn_write/*"
 REACHED = "add/inside/kill/*"
+#: The promise, after a plan, no scenario of the passing campaign observed.
+GAP = ("in_flight", "keep_all")
 HOSTILE = "<script>alert('owned')</script> & \x1b[31mred\x1b[0m\x00 done"
 
 
@@ -84,10 +87,21 @@ def _pass_one() -> Aggregates:
         # Every probe met, whatever its rate: the minimum for the campaign's 1,000 rules.
         probes={name: minimum(probe, 1_000) for name, probe in PROBES.items()},
         cells=_cells(),
+        promises=_promises(),
         timeline=timeline,
         commits=(COMMIT,),
         workers=("vm:101", "vm:102"),
     )
+
+
+def _promises() -> dict[str, int]:
+    """Every promise observed after every plan (as "promise/plan" -> count) but GAP."""
+    return {
+        f"{promise}/{plan}": 7
+        for promise in PROMISES
+        for plan in PLANS
+        if (promise, plan) not in (GAP, ("in_flight", "none"))
+    }
 
 
 def _pass_two() -> Aggregates:
@@ -252,8 +266,8 @@ def test_the_page_of_a_passing_campaign() -> None:
     )
     for prop in ("durability", "fence durability", "auth", "no resurrection", "forward progress"):
         assert prop in checked
-    ids = ["verdict", "settings", "throughput", "passes", "probes", "coverage", "failures"]
-    ids.append("scenarios")
+    ids = ["verdict", "settings", "throughput", "passes", "probes", "promises", "coverage"]
+    ids += ["failures", "scenarios"]
     assert sorted(ids, key=lambda i: page.index(f'id="{i}"')) == ids
 
     # Self-contained: its style inline, no script, nothing fetched, no address outside it.
@@ -276,6 +290,16 @@ def test_the_page_of_a_passing_campaign() -> None:
     assert [tr.find_all("td")[0].text() for tr in probe_rows] == list(PROBES)
     assert not root.by_id("probes").find_all("tr", "missed")
     assert f"{len(PROBES)} of {len(PROBES)} probes met" in root.by_id("probes").text()
+
+    promises = root.by_id("promises")
+    rows = promises.find_all("tbody")[0].find_all("tr")
+    assert [tr.find_all("td")[0].text() for tr in rows] == list(PROMISES)
+    in_flight = [td.text() for td in rows[PROMISES.index("in_flight")].find_all("td")][1:]
+    assert in_flight == ["-", "7", "7", "7", "7", "7", "gap"]  # none, kill, ..., keep_all
+    assert [td.text() for td in promises.find_all("td", "missed")] == ["gap"]
+    assert "1 gap(s), never observed and so not checked: in_flight after keep_all" in (
+        promises.text()
+    )
 
     assert root.by_id("failures").text() == "FailuresNo scenario failed."
     totals = root.by_id("scenarios").find_all("tbody")[0].find_all("tr")
@@ -463,6 +487,12 @@ def test_terminal_summary_of_a_passing_campaign() -> None:
     assert f"  probes: {len(PROBES)} of {len(PROBES)} probes met" in lines
     assert "  expected cells reached: 83 of 84" in lines
     assert f"    never reached: {NEVER}" in lines
+    assert "  promises observed, by the crash before the step:" in lines
+    assert (
+        "    durability:   none 7, kill 7, lose_unsynced 7, keep_prefix 7, torn_write 7, "
+        "keep_subset 7, keep_all 7"
+    ) in lines
+    assert "    gaps (never observed, so not checked): in_flight after keep_all" in lines
     for title in ("1. Durability", "2. Fence", "3. Auth", "4. No resurrection", "6. Forward"):
         assert any(title in line for line in lines), title
     assert lines[-2:] == [f"  report: {OUT}/report.html", f"  dataset: {OUT}/scenarios"]
@@ -566,6 +596,8 @@ def test_to_json(make: Any, verdict: str, exit_code: int) -> None:
     assert back["totals"]["scenarios"] == summary.all.totals.scenarios
     assert [p["number"] for p in back["passes"]] == [p.number for p in summary.passes]
     assert back["missed_cells"] == list(summary.missed_cells)
+    assert back["promises"] == dict(summary.all.promises)
+    assert back["promise_gaps"] == [f"{p}/{plan}" for p, plan in summary.promise_gaps]
     assert len(back["probes"]) == (len(PROBES) if summary.settings.probes_apply else 0)
     assert back["cores"] == summary.cores and back["wall_seconds"] == summary.wall_seconds
     assert [(t["bucket"], t["steps"]) for t in back["timeline"]] == [

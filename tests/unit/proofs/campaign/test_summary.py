@@ -23,6 +23,10 @@ from proofs.campaign.summary import (
     failure_trace_name,
     timeline_bucket_seconds,
 )
+from proofs.harness.promises import PLANS, PROMISES
+
+#: The one pair no run can observe: an entry in flight at a crash, before any crash.
+NO_GAP = ("in_flight", "none")
 
 
 def record(index: int, verdict: str = "pass", **changes: Any) -> dict[str, Any]:
@@ -42,6 +46,7 @@ def record(index: int, verdict: str = "pass", **changes: Any) -> dict[str, Any]:
         "started_at": 1000.0 + index,
         "probes": {"crash during add": 1},
         "coverage": {"add/inside/kill/none": 2},
+        "promises": {"durability/kill": 3, "fence/none": 1},
         "commit": "git:abc",
         "worker": f"host:{index % 2}",
         "trace": None,
@@ -70,6 +75,7 @@ def test_rows_fold_into_totals_counts_and_a_timeline() -> None:
     )
     assert folded.probes == {"crash during add": 4}
     assert folded.cells == {"add/inside/kill/none": 8}
+    assert folded.promises == {"durability/kill": 12, "fence/none": 4}
     # Finished at 1000.5, 1001.5, 1002.5, 1003.5: two per 2-second bucket.
     assert folded.timeline == {0: (2, 200, 10), 1: (2, 200, 10)}
     assert [r["index"] for r in folded.failures] == [1, 2]
@@ -81,6 +87,7 @@ def test_aggregates_add_up() -> None:
     two = aggregate([record(1, pass_number=2)], start=1000.0, bucket_seconds=1.0)
     both = one.plus(two)
     assert both.totals.scenarios == 2 and both.probes == {"crash during add": 2}
+    assert both.promises == {"durability/kill": 6, "fence/none": 2}
     assert both == aggregate(
         [record(0), record(1, pass_number=2)], start=1000.0, bucket_seconds=1.0
     )
@@ -130,6 +137,20 @@ def test_an_adapter_campaign_is_held_to_no_probe() -> None:
     adapter = attrs.evolve(summary, settings=attrs.evolve(summary.settings, probes_apply=False))
     assert adapter.probes == () and adapter.missed_cells == ()
     assert adapter.exit_code == EXIT_PASS
+
+
+def test_the_promise_gaps_are_what_no_step_observed_after_a_plan_the_campaign_has() -> None:
+    every = {f"{p}/{plan}": 1 for p in PROMISES for plan in PLANS if (p, plan) != NO_GAP}
+    full = _summary(aggregate([record(0, promises=every)], start=1000.0, bucket_seconds=1.0))
+    assert full.promise_plans == PLANS and full.promise_gaps == ()
+    holed = dict(every)
+    del holed["in_flight/keep_subset"], holed["auth/none"]
+    summary = _summary(aggregate([record(0, promises=holed)], start=1000.0, bucket_seconds=1.0))
+    assert summary.promise_gaps == (("in_flight", "keep_subset"), ("auth", "none"))
+    # An adapter's campaign without the lazy disk can observe after a kill only.
+    adapter = attrs.evolve(summary, settings=attrs.evolve(summary.settings, probes_apply=False))
+    assert adapter.promise_plans == ("none", "kill")
+    assert adapter.promise_gaps == (("auth", "none"),)
 
 
 def test_small_helpers() -> None:
