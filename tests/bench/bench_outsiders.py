@@ -12,7 +12,7 @@ Run: ``.venv/bin/python -m tests.bench.bench_outsiders catches [BOOKIE ...]`` an
 - ``false-verdicts``: a campaign on embedded Spark (``bkref campaign --adapter``) of N
   standard-sized scenarios (80 requests, 3 crashes) against each correct bookie; prints the
   scenarios, the ones that failed (a false verdict: the bookie is correct) and the ones that
-  could not be judged, per 1,000.
+  could not be judged, per 1,000, and the promises no scenario observed after a plan.
 
 Not a timed benchmark: the counts are what matter (they are the same on every machine for
 the same code and bookie, up to the bookie's own timing).
@@ -103,12 +103,14 @@ def false_verdicts(bookies: list[Outsider], scenarios: int, lazy: bool, seed: in
             print(f"{bookie.name}: the campaign did not run (exit {done.returncode}):")
             print(done.stderr[-2000:])
             continue
-        totals = json.loads(summary_path.read_text())["totals"]
+        summary = json.loads(summary_path.read_text())
+        totals = summary["totals"]
         failed, errors, total = totals["failed"], totals["errors"], totals["scenarios"]
+        gaps = summary.get("promise_gaps", [])
         print(
             f"{bookie.name:<8} {'lazy' if lazy else 'kill'}: {total} scenarios, {failed} false "
             f"verdicts ({1000 * failed / max(1, total):.2f} per 1,000), {errors} not judged, "
-            f"{seconds:.0f} s; output {out}"
+            f"{seconds:.0f} s; promise gaps: {', '.join(gaps) or 'none'}; output {out}"
         )
         sys.stdout.flush()
 
