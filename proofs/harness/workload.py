@@ -852,8 +852,13 @@ class Workload:
         if target in self.live:
             self.live.remove(target)
         self.sent = {key: data for key, data in self.sent.items() if key[0] != target}
-        self._run(Delete(target), at)
+        step = self._run(Delete(target), at)
         self._maybe_crashed(plan)
+        if step.result.ok and self.is_up():
+            # Read it at once, with no crash between: a delete the bookie acknowledged must
+            # already hide the ledger (the promise "resurrection" after no crash, which the
+            # reads of live ledgers never observe).
+            self._run(Read(target, 0))
 
     def checkpoint(self, at: int | None, plan: CrashPlan) -> None:
         self._run(Checkpoint(), at)
