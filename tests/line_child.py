@@ -75,6 +75,14 @@ class LineChild:
             pytest.fail(f"the output ended; stderr:\n{self.stderr()}")
         return line
 
+    def ended(self) -> bool:
+        """Whether the output ended with no further line (waits for the end; a line that
+        comes instead is the answer False)."""
+        try:
+            return self._lines.get(timeout=self.timeout_s) is None
+        except queue.Empty:
+            pytest.fail(f"the output did not end within {self.timeout_s} s")
+
     def close(self) -> int:
         """Close the child's stdin (the end of its input) and wait for its exit status."""
         assert self.child.stdin is not None

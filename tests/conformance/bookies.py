@@ -18,6 +18,7 @@ here (a compiler or Node missing), and what to install.
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable
@@ -47,6 +48,10 @@ class Outsider:
     command: Callable[..., str]
     unavailable: Callable[[], str | None]
     bugs: tuple[str, ...]
+
+    def argv(self, data_dir: str, *bugs: str) -> list[str]:
+        """The argument vector of ``command(*bugs)`` with ``data_dir`` in place."""
+        return [data_dir if w == "{data_dir}" else w for w in shlex.split(self.command(*bugs))]
 
 
 def _bare(*bugs: str) -> str:

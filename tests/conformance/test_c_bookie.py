@@ -2,12 +2,13 @@
 
 Why: when ``bkref conform`` fails the C bookie, these tell a bookie bug from a kit bug. They
 check it as a client sees it, without the kit's model: the ready line, the worked example
-and the malformed-request table of spec/adapter.md (and that it rejects exactly what bkref's
-own parser rejects, since ``bkref record`` judges lines with that parser), pipelining with
-real group commits, kill -9 and restart (acknowledged adds, fences, keys and deletes hold),
-recovery of torn tails and interrupted meta replacements, and each deliberate bug shown to
-be really there (through the pipe, or by the order of system calls under strace). Skipped,
-with the reason, when no C compiler is installed.
+of spec/adapter.md, pipelining with real group commits, kill -9 and restart (acknowledged
+adds, fences, keys and deletes hold), recovery of torn tails and interrupted meta
+replacements, and each deliberate bug shown to be really there (through the pipe, or by the
+order of system calls under strace). The malformed-request table, bkref's parser as the
+oracle of drawn lines, the bounds, end of input and shutdown are in test_pipe_protocol.py,
+for every bookie written elsewhere. Skipped, with the reason, when no C compiler is
+installed.
 """
 
 from __future__ import annotations
@@ -25,12 +26,6 @@ from pathlib import Path
 import pytest
 
 from tests.conformance.cbookie import BUGS, c_bookie_argv, c_bookie_command, c_unavailable
-from tests.conformance.malformed import (
-    MALFORMED,
-    MAX_DATA,
-    MAX_LINE,
-    check_rejects_what_bkref_rejects,
-)
 from tests.conformance.pipe_client import KEY, PipeBookie, add, b64, check_worked_example, op, read
 
 C_MISSING = c_unavailable()
@@ -122,83 +117,14 @@ def test_a_second_bookie_on_the_same_directory_is_refused(bookie: Bookie) -> Non
     assert b"lock" in done.stderr
 
 
-# --- the worked example and malformed requests (spec/adapter.md) -------------------------------
+# --- the worked example of spec/adapter.md -----------------------------------------------------
 
 
 def test_the_worked_example(data_dir: Path) -> None:
     check_worked_example(lambda: Bookie(data_dir), ["gc", "checkpoint", "write_close"])
 
 
-@pytest.mark.parametrize(("row", "line", "want"), MALFORMED, ids=[m[0] for m in MALFORMED])
-def test_malformed_requests_are_bad_request_and_the_bookie_keeps_serving(
-    bookie: Bookie, row: str, line: bytes, want: int | None
-) -> None:
-    """The table of spec/adapter.md "Malformed requests", as test_js_bookie.py spells it."""
-    response = bookie.one(line + b"\n")
-    assert response["ok"] is False and response["error"] == "bad_request", (row, response)
-    assert response["id"] == want, (row, response)
-    assert isinstance(response["message"], str) and response["message"], row
-    assert error(bookie.one(read(99, 1, 0))) == "no_ledger"  # nothing was done
-
-
-def test_it_rejects_exactly_what_bkrefs_parser_rejects(bookie: Bookie) -> None:
-    """``bkref record`` judges which requests are malformed with bkref's own parser; a bookie
-    that disagreed would be recorded wrongly. 3000 drawn lines, one at a time."""
-    check_rejects_what_bkref_rejects(bookie, seed=25)
-
-
-def test_valid_edges_are_accepted(bookie: Bookie) -> None:
-    answers = bookie.ask(
-        b'{"id":-9223372036854775808,"op":"add","ledger":9223372036854775807,'
-        b'"entry":9223372036854775807,"key":"C0FFEE","data":""}\r\n',
-        b"  \t \r\n",  # blank: ignored
-        b'{"id":2,"op":"add","ledger":1,"entry":0,"key":"","data":"\\u0061GVsbG8\\u003d"}\n',
-        b'{ "id" : 3 , "op" : "add" , "ledger" : 1 , "entry" : -0 , "key" : "" , "data" : "" }\n',
-    )
-    assert answers == {
-        -(2**63): {"id": -(2**63), "ok": True},
-        2: {"id": 2, "ok": True},
-        3: {"id": 3, "ok": True},
-    }
-    assert bookie.one(add(4, U63, 0, key="c0ffee")) == {"id": 4, "ok": True}  # same key
-    assert bookie.one(read(5, U63, U63)) == {"id": 5, "ok": True, "data": ""}
-    assert bookie.one(read(6, 1, 0)) == {"id": 6, "ok": True, "data": ""}  # overwritten
-
-
-def test_responses_are_ascii_with_escapes(bookie: Bookie) -> None:
-    bookie.send('{"id":1,"op":"r\u00e9ad\U0001f600\u2028"}')
-    raw = bookie.raw()
-    assert raw.isascii() and raw.count(b"\n") == 1
-    assert "r\u00e9ad\U0001f600\u2028" in json.loads(raw)["message"]
-
-
-def test_the_largest_entry_and_a_line_longer_than_max_line_bytes(bookie: Bookie) -> None:
-    too_big = bookie.one(add(1, 1, 0, b"\0" * (MAX_DATA + 1)))
-    assert (too_big["id"], too_big["error"]) == (1, "bad_request")
-    assert bookie.one(add(2, 1, 0, b"\1" * MAX_DATA)) == {"id": 2, "ok": True}
-    assert bookie.one(read(3, 1, 0))["data"] == b64(b"\1" * MAX_DATA)
-    filler = b"x" * (MAX_LINE + 10)
-    with_id = b'{"id": 7, "op":"add","ledger":1,"entry":0,"key":"","data":"' + filler + b'"}\n'
-    assert (lambda r: (r["id"], r["error"]))(bookie.one(with_id)) == (7, "bad_request")
-    without = bookie.one(b'{"op":"add","id":8,"data":"' + filler + b'"}\n')
-    assert (without["id"], without["error"]) == (None, "bad_request")
-    # The bound is on the line without its newline: max_line_bytes itself is a request.
-    head, tail = b'{"id":10,', b'"op":"read","ledger":1,"entry":0}'
-    exact = head + b" " * (MAX_LINE - len(head) - len(tail)) + tail
-    assert bookie.one(exact + b"\n")["ok"] is True
-    over = bookie.one(exact[:-1] + b" }\n")
-    assert (over["id"], over["error"]) == (10, "bad_request")
-
-
-def test_an_id_in_flight_is_answered_with_id_null(bookie: Bookie) -> None:
-    answers = bookie.ask(add(5, 1, 0), read(5, 1, 0), '{"id":5,"op":"nope"}')
-    assert answers[5] == {"id": 5, "ok": True}
-    nulls = [a for k, a in answers.items() if k != 5]
-    assert len(nulls) == 2 and all(a["id"] is None and a["error"] == "bad_request" for a in nulls)
-    assert bookie.one(read(5, 1, 0))["data"] == b64(b"x")  # answered: the id is free again
-
-
-# --- pipelining, group commit, shutdown, end of input --------------------------------------------
+# --- pipelining and group commit ------------------------------------------------------------------
 
 
 def _stats(stderr: str) -> tuple[int, int, int]:
@@ -222,31 +148,6 @@ def test_pipelined_adds_share_group_commits(data_dir: Path) -> None:
     assert adds == count
     assert batches < count // 10, "adds read in one turn share one round of syncs"
     assert syncs < count // 2
-
-
-def test_end_of_input_answers_every_request_in_flight_and_exits_0(data_dir: Path) -> None:
-    with Bookie(data_dir) as bookie:
-        bookie.ready()
-        bookie.send(*(add(i, 1, i) for i in range(50)), op(50, "fence", ledger=1, key=KEY))
-        bookie.send(b'{"id":51,"op":"read","ledger":1,"entry":3}')  # no newline: still a line
-        assert bookie.close() == 0
-        answers = bookie.responses(52)
-        assert all(a["ok"] for a in answers.values())
-        assert bookie._lines.get(timeout=TIMEOUT_S) is None  # nothing more
-
-
-def test_shutdown_answers_in_flight_then_itself_and_reads_no_further(data_dir: Path) -> None:
-    with Bookie(data_dir) as bookie:
-        bookie.ready()
-        bookie.send(add(1, 1, 0), add(2, 1, 1), op(3, "shutdown"), add(4, 1, 2))
-        answers = [bookie.receive() for _ in range(3)]
-        assert answers[-1] == {"id": 3, "ok": True}
-        assert {a["id"] for a in answers[:2]} == {1, 2}
-        assert bookie.child.wait(TIMEOUT_S) == 0
-    with Bookie(data_dir) as bookie:
-        bookie.ready()
-        assert bookie.one(read(1, 1, 1))["ok"] is True
-        assert error(bookie.one(read(2, 1, 2))) == "no_entry"  # after shutdown: not read
 
 
 def test_it_keeps_reading_while_the_client_does_not_read_its_answers(data_dir: Path) -> None:

@@ -2,10 +2,12 @@
 ``bkref record`` + ``bkref check-trace``.
 
 Why: the bookie is the conformance kit's proof of language independence, so it is tested as
-a client would see it (spec/adapter.md: the worked example, every row of "Malformed
-requests", pipelining, kill -9 and restart), and its deliberate bugs are each shown directly
-(the bookie really has the bug) and through the checker (the model catches it). Skipped, with
-the reason, when Node is missing.
+a client would see it (spec/adapter.md: the worked example, pipelining, kill -9 and
+restart), and its deliberate bugs are each shown directly (the bookie really has the bug)
+and through the checker (the model catches it). The rules every pipe bookie keeps alike
+(malformed requests, bounds, ids in flight, end of input, shutdown) are held in
+test_pipe_protocol.py, for every bookie written elsewhere. Skipped, with the reason, when
+Node is missing.
 """
 
 from __future__ import annotations
@@ -31,11 +33,9 @@ from tests.conformance.jsbookie import (
     node_unavailable,
 )
 from tests.conformance.malformed import (
-    MALFORMED,
     MAX_DATA,
     MAX_KEY,
     MAX_LINE,
-    check_rejects_what_bkref_rejects,
 )
 from tests.conformance.pipe_client import KEY, PipeBookie, add, b64, check_worked_example, op, read
 from tests.paths import ROOT
@@ -134,89 +134,10 @@ def test_a_bad_bug_flag_and_an_unusable_dir_exit_with_one_line(tmp_path: Path) -
 
 
 def test_the_worked_example(data_dir: Path) -> None:
-    check_worked_example(lambda: Bookie(data_dir), ["gc"])
+    check_worked_example(lambda: Bookie(data_dir), ["gc", "write_close"])
 
 
-# --- every row of "Malformed requests" ------------------------------------------------------
-
-
-@pytest.mark.parametrize(("row", "line", "want"), MALFORMED, ids=[m[0] for m in MALFORMED])
-def test_malformed_requests_are_bad_request_and_the_bookie_keeps_serving(
-    bookie: Bookie, row: str, line: bytes, want: int | None
-) -> None:
-    response = bookie.one(line + b"\n")
-    assert response["ok"] is False and response["error"] == "bad_request", (row, response)
-    assert response["id"] == want, (row, response)
-    assert isinstance(response["message"], str) and response["message"], row
-    # Nothing was done, and the bookie still serves.
-    assert bookie.one(read(99, 1, 0))["error"] == "no_ledger"
-
-
-def test_data_longer_than_max_data_bytes_once_decoded_is_refused(bookie: Bookie) -> None:
-    too_big = bookie.one(add(1, 1, 0, b"\0" * (MAX_DATA + 1)))
-    assert (too_big["id"], too_big["error"]) == (1, "bad_request")
-    assert bookie.one(add(2, 1, 0, b"\1" * MAX_DATA)) == {"id": 2, "ok": True}
-    assert bookie.one(read(3, 1, 0))["data"] == b64(b"\1" * MAX_DATA)
-
-
-def test_a_line_longer_than_max_line_bytes_is_skipped(bookie: Bookie) -> None:
-    filler = b"x" * (MAX_LINE + 10)
-    with_id = b'{"id": 7, "op":"add","ledger":1,"entry":0,"key":"","data":"' + filler + b'"}\n'
-    response = bookie.one(with_id)
-    assert (response["id"], response["error"]) == (7, "bad_request")
-    response = bookie.one(b'{"op":"add","id":8,"data":"' + filler + b'"}\n')
-    assert (response["id"], response["error"]) == (None, "bad_request")
-    # The rest of each line was skipped: the next line is a request again.
-    assert bookie.one(add(9, 1, 0)) == {"id": 9, "ok": True}
-    # The bound is on the line without its newline: max_line_bytes itself is a request.
-    head, tail = b'{"id":10,', b'"op":"read","ledger":1,"entry":0}'
-    exact = head + b" " * (MAX_LINE - len(head) - len(tail)) + tail
-    assert len(exact) == MAX_LINE
-    assert bookie.one(exact + b"\n") == {"id": 10, "ok": True, "data": b64(b"x")}
-    over = bookie.one(exact[:-1] + b" }\n")
-    assert (over["id"], over["error"]) == (10, "bad_request")
-
-
-def test_an_id_in_flight_is_answered_with_id_null(bookie: Bookie) -> None:
-    answers = bookie.ask(add(5, 1, 0), read(5, 1, 0), '{"id":5,"op":"nope"}')
-    assert answers[5] == {"id": 5, "ok": True}
-    nulls = [a for k, a in answers.items() if k != 5]
-    assert len(nulls) == 2 and all(a["id"] is None and a["error"] == "bad_request" for a in nulls)
-    assert all("5" in str(a["message"]) for a in nulls)
-    # Once answered, the id may be reused.
-    assert bookie.one(read(5, 1, 0))["data"] == b64(b"x")
-
-
-def test_valid_edges_are_accepted(bookie: Bookie) -> None:
-    lines = [
-        b'{"id":-9223372036854775808,"op":"add","ledger":9223372036854775807,'
-        b'"entry":9223372036854775807,"key":"C0FFEE","data":""}\r\n',
-        b"  \t \r\n",  # blank: ignored
-        b'{"id":2,"op":"add","ledger":1,"entry":0,"key":"","data":"\\u0061GVsbG8\\u003d"}\n',
-        b'{ "id" : 3 , "op" : "add" , "ledger" : 1 , "entry" : -0 , "key" : "" , "data" : "" }\n',
-    ]
-    answers = bookie.ask(*lines)
-    assert answers == {
-        -(2**63): {"id": -(2**63), "ok": True},
-        2: {"id": 2, "ok": True},
-        3: {"id": 3, "ok": True},
-    }
-    # Upper and lower case keys are the same key; -0 is entry 0 (overwritten by id 3).
-    assert bookie.one(add(4, U63, 0, key="c0ffee")) == {"id": 4, "ok": True}
-    assert bookie.one(read(5, U63, U63)) == {"id": 5, "ok": True, "data": ""}
-    assert bookie.one(read(6, 1, 0)) == {"id": 6, "ok": True, "data": ""}
-    odd = bookie.one(op(7, "write_close", ledger=1, key=""))
-    assert (odd["id"], odd["error"]) == (7, "unsupported")
-
-
-def test_responses_are_ascii_with_escapes(bookie: Bookie) -> None:
-    bookie.send('{"id":1,"op":"r\u00e9ad\u2028"}')
-    raw = bookie.raw()
-    assert raw.isascii() and raw.count(b"\n") == 1
-    assert "r\u00e9ad\u2028" in json.loads(raw)["message"]
-
-
-# --- pipelining, group commit, end of input, shutdown ----------------------------------------
+# --- pipelining and group commit ------------------------------------------------------------
 
 
 def test_pipelined_adds_share_group_commits(data_dir: Path) -> None:
@@ -234,30 +155,6 @@ def test_pipelined_adds_share_group_commits(data_dir: Path) -> None:
         records, writes, syncs = map(int, stats.groups())
         assert records == count
         assert writes == syncs < count // 10, "adds read in one turn share a write and a sync"
-
-
-def test_end_of_input_answers_every_request_in_flight_and_exits_0(data_dir: Path) -> None:
-    with Bookie(data_dir) as bookie:
-        bookie.ready()
-        bookie.send(*(add(i, 1, i) for i in range(50)), op(50, "fence", ledger=1, key=KEY))
-        assert bookie.close() == 0
-        answers = bookie.responses(51)
-        assert all(a["ok"] for a in answers.values())
-        assert bookie._lines.get(timeout=TIMEOUT_S) is None  # nothing more
-
-
-def test_shutdown_answers_in_flight_then_itself_and_reads_no_further(data_dir: Path) -> None:
-    with Bookie(data_dir) as bookie:
-        bookie.ready()
-        bookie.send(add(1, 1, 0), add(2, 1, 1), op(3, "shutdown"), add(4, 1, 2))
-        answers = [bookie.receive() for _ in range(3)]
-        assert answers[-1] == {"id": 3, "ok": True}
-        assert {a["id"] for a in answers[:2]} == {1, 2}
-        assert bookie.child.wait(TIMEOUT_S) == 0
-    with Bookie(data_dir) as bookie:
-        bookie.ready()
-        assert bookie.one(read(1, 1, 1))["ok"] is True
-        assert bookie.one(read(2, 1, 2))["error"] == "no_entry"  # after shutdown: not read
 
 
 def test_delete_is_durable_and_refuses_adds_in_flight(data_dir: Path) -> None:
@@ -565,11 +462,3 @@ def test_ack_before_fsync_survives_kill_9_so_check_trace_passes(tmp_path: Path) 
 
 def test_every_bug_has_a_test() -> None:
     assert set(BUGS) == {"ack-before-fsync", "forget-fences", "stale-cache", "unsynced-recovery"}
-
-
-def test_bookie_js_rejects_exactly_what_bkrefs_parser_rejects(data_dir: Path) -> None:
-    """bkref record judges which requests are malformed with bkref's own parser; a bookie
-    that disagreed would be recorded wrongly. 3000 drawn lines, one at a time."""
-    with Bookie(data_dir) as bookie:
-        bookie.ready()
-        check_rejects_what_bkref_rejects(bookie, seed=12)

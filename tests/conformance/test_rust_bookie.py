@@ -2,10 +2,12 @@
 
 Why: rsbookie is a test of the conformance kit, so when the kit and rsbookie disagree it must
 be clear which one is wrong. These tests hold the bookie to spec/adapter.md directly, as a
-client sees it, without the kit's model: the ready line, the worked example, every row of
-"Malformed requests" (and bkref's own parser as an oracle for drawn lines), pipelining and
+client sees it, without the kit's model: the ready line, the worked example, pipelining and
 group commit, kill -9 and restart, its recovery at every crash point of its snapshot switch,
-and each deliberate bug shown to be really there. Skipped, with the reason, without rustc.
+and each deliberate bug shown to be really there. The malformed-request table, bkref's own
+parser as the oracle of drawn lines, the bounds, end of input and shutdown are in
+test_pipe_protocol.py, for every bookie written elsewhere. Skipped, with the reason, without
+rustc.
 """
 
 from __future__ import annotations
@@ -22,12 +24,6 @@ from pathlib import Path
 import pytest
 
 from tests.conformance import rsbookie
-from tests.conformance.malformed import (
-    MALFORMED,
-    MAX_DATA,
-    MAX_LINE,
-    check_rejects_what_bkref_rejects,
-)
 from tests.conformance.pipe_client import KEY, PipeBookie, add, b64, check_worked_example, op, read
 from tests.conformance.rsbookie import (
     BUGS,
@@ -179,91 +175,7 @@ def test_the_ops_it_does_not_claim_answer_unsupported_and_do_nothing(bookie: Boo
     assert bookie.one(add(9, 1, 1)) == {"id": 9, "ok": True}  # write_close closed nothing
 
 
-# --- every row of "Malformed requests" ------------------------------------------------------
-
-
-@pytest.mark.parametrize(("row", "line", "want"), MALFORMED, ids=[m[0] for m in MALFORMED])
-def test_malformed_requests_are_bad_request_and_the_bookie_keeps_serving(
-    bookie: Bookie, row: str, line: bytes, want: int | None
-) -> None:
-    response = bookie.one(line + b"\n")
-    assert response["ok"] is False and response["error"] == "bad_request", (row, response)
-    assert response["id"] == want, (row, response)
-    assert isinstance(response["message"], str) and response["message"], row
-    # Nothing was done, and the bookie still serves.
-    assert bookie.one(read(99, 1, 0))["error"] == "no_ledger"
-
-
-def test_valid_edges_are_accepted(bookie: Bookie) -> None:
-    lines = [
-        b'{"id":-9223372036854775808,"op":"add","ledger":9223372036854775807,'
-        b'"entry":9223372036854775807,"key":"C0FFEE","data":""}\r\n',
-        b"  \t \r\n",  # blank: ignored
-        b"\n",  # empty: ignored
-        b'{"id":2,"op":"add","ledger":1,"entry":0,"key":"","data":"\\u0061GVsbG8\\u003d"}\n',
-        b'{ "id" : 3 , "op" : "add" , "ledger" : 1 , "entry" : -0 , "key" : "" , "data" : "" }\n',
-        b'{"id":4,"op":"add","ledger":2,"entry":0,"key":"","data":"YQ==","\\u00e9":1}\n',
-    ]
-    answers = bookie.ask(*lines)
-    assert answers[-(2**63)] == {"id": -(2**63), "ok": True}
-    assert answers[2] == {"id": 2, "ok": True} and answers[3] == {"id": 3, "ok": True}
-    assert answers[4]["error"] == "bad_request" and "\\u00e9" not in str(answers[4]["message"])
-    # Upper and lower case keys are the same key; -0 is entry 0 (overwritten by id 3).
-    assert bookie.one(add(5, U63, 0, key="c0ffee")) == {"id": 5, "ok": True}
-    assert bookie.one(read(6, U63, U63)) == {"id": 6, "ok": True, "data": ""}
-    assert bookie.one(read(7, 1, 0)) == {"id": 7, "ok": True, "data": ""}
-    # A last line without a newline at the end of input is a request.
-    bookie.send(read(8, 1, 0).encode())
-    assert bookie.close() == 0
-    assert bookie.receive() == {"id": 8, "ok": True, "data": ""}
-
-
-def test_responses_are_ascii_with_escapes(bookie: Bookie) -> None:
-    bookie.send('{"id":1,"op":"r\u00e9ad\u2028\U0001f600"}')
-    raw = bookie.raw()
-    assert raw.isascii() and raw.count(b"\n") == 1
-    assert "r\u00e9ad\u2028\U0001f600" in json.loads(raw)["message"]
-
-
-def test_the_largest_add_and_a_line_too_long(bookie: Bookie) -> None:
-    too_big = bookie.one(add(1, 1, 0, b"\0" * (MAX_DATA + 1)))
-    assert (too_big["id"], too_big["error"]) == (1, "bad_request")
-    assert bookie.one(add(2, 1, 0, b"\1" * MAX_DATA)) == {"id": 2, "ok": True}
-    assert bookie.one(read(3, 1, 0))["data"] == b64(b"\1" * MAX_DATA)
-    # The largest add with every character of its data written as a \u escape still fits.
-    escaped = "".join(f"\\u{ord(c):04x}" for c in b64(b"\2" * MAX_DATA))
-    line = f'{{"id":4,"op":"add","ledger":1,"entry":1,"key":"{KEY}","data":"{escaped}"}}'
-    assert len(line) <= MAX_LINE
-    assert bookie.one(line) == {"id": 4, "ok": True}
-    filler = b"x" * (MAX_LINE + 10)
-    with_id = b'{"id": 7, "op":"add","ledger":1,"entry":0,"key":"","data":"' + filler + b'"}\n'
-    response = bookie.one(with_id)
-    assert (response["id"], response["error"]) == (7, "bad_request")
-    response = bookie.one(b'{"op":"add","id":8,"data":"' + filler + b'"}\n')
-    assert (response["id"], response["error"]) == (None, "bad_request")
-    # The rest of each line was skipped: the next line is a request again.
-    assert bookie.one(add(9, 2, 0)) == {"id": 9, "ok": True}
-    # The bound is on the line without its newline: max_line_bytes itself is a request.
-    head, tail = b'{"id":10,', b'"op":"read","ledger":2,"entry":0}'
-    exact = head + b" " * (MAX_LINE - len(head) - len(tail)) + tail
-    assert len(exact) == MAX_LINE
-    assert bookie.one(exact + b"\n") == {"id": 10, "ok": True, "data": b64(b"x")}
-    over = bookie.one(exact[:-1] + b" }\n")
-    assert (over["id"], over["error"]) == (10, "bad_request")
-
-
-def test_an_id_in_flight_is_answered_with_id_null(bookie: Bookie) -> None:
-    answers = bookie.ask(BUSY, add(5, 1, 0), add(5, 1, 1), '{"id":5,"op":"nope"}')
-    assert answers[5] == {"id": 5, "ok": True} and answers[BUSY_ID]["ok"]
-    nulls = [a for k, a in answers.items() if k not in (5, BUSY_ID)]
-    assert len(nulls) == 2 and all(a["id"] is None and a["error"] == "bad_request" for a in nulls)
-    assert all("5" in str(a["message"]) for a in nulls)
-    # The second add was not carried out; once answered, the id may be reused.
-    assert bookie.one(read(5, 1, 1))["error"] == "no_entry"
-    assert bookie.one(read(5, 1, 0))["data"] == b64(b"x")
-
-
-# --- pipelining, group commit, end of input, shutdown ----------------------------------------
+# --- pipelining and group commit ------------------------------------------------------------
 
 
 def _stats(stderr: str) -> dict[str, int]:
@@ -290,30 +202,6 @@ def test_pipelined_adds_share_group_commits(data_dir: Path) -> None:
     stats = _stats(bookie.stderr())
     assert stats["records"] == count
     assert stats["writes"] == stats["syncs"] < count // 10, stats
-
-
-def test_end_of_input_answers_every_request_in_flight_and_exits_0(data_dir: Path) -> None:
-    with Bookie(data_dir) as bookie:
-        bookie.ready()
-        bookie.send(*(add(i, 1, i) for i in range(50)), op(50, "fence", ledger=1, key=KEY))
-        assert bookie.close() == 0
-        answers = bookie.responses(51)
-        assert all(a["ok"] for a in answers.values())
-        assert bookie._lines.get(timeout=TIMEOUT_S) is None  # nothing more
-
-
-def test_shutdown_answers_in_flight_then_itself_and_reads_no_further(data_dir: Path) -> None:
-    with Bookie(data_dir) as bookie:
-        bookie.ready()
-        bookie.send(add(1, 1, 0), add(2, 1, 1), op(3, "shutdown"), add(4, 1, 2))
-        answers = [bookie.receive() for _ in range(3)]
-        assert answers[-1] == {"id": 3, "ok": True}
-        assert {a["id"] for a in answers[:2]} == {1, 2}
-        assert bookie.child.wait(TIMEOUT_S) == 0
-    with Bookie(data_dir) as bookie:
-        bookie.ready()
-        assert bookie.one(read(1, 1, 1))["ok"] is True
-        assert bookie.one(read(2, 1, 2))["error"] == "no_entry"  # after shutdown: not read
 
 
 def test_a_fence_refuses_adds_written_while_it_is_in_flight(bookie: Bookie) -> None:
@@ -797,11 +685,3 @@ def test_a_recorded_run_passes_check_trace(tmp_path: Path, binary: Path) -> None
         assert rec.close() == 0
     done = _bkref("check-trace", str(trace))
     assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
-
-
-def test_bookie_rs_rejects_exactly_what_bkrefs_parser_rejects(data_dir: Path) -> None:
-    """bkref record judges which requests are malformed with bkref's own parser; a bookie
-    that disagreed would be recorded wrongly. 3000 drawn lines, one at a time."""
-    with Bookie(data_dir) as bookie:
-        bookie.ready()
-        check_rejects_what_bkref_rejects(bookie, seed=25)
