@@ -183,7 +183,7 @@ def _kind(path: str) -> str:
 
 
 def bench_compaction(
-    mb: int, ledgers: int, live: float, log_mb: int, entry_bytes: int
+    mb: int, ledgers: int, live: float, log_mb: float, entry_bytes: int
 ) -> dict[str, float]:
     live_ledgers = max(1, round(ledgers * live))
     record = RECORD_SIZE_PREFIX + 16 + entry_bytes

@@ -114,7 +114,7 @@ def stable_draws() -> Iterator[None]:
     if original is None:
         yield
         return
-    empty = providers.Constants()
+    empty = providers.Constants()  # type: ignore[attr-defined]  # internal, untyped export
     providers._get_local_constants = lambda: empty
     providers.CONSTANTS_CACHE.cache.clear()
     try:
@@ -136,7 +136,9 @@ def _hypothesis_rule(spec: wl.Rule) -> Callable[..., None]:
     run.__qualname__ = f"RefinementMachine.{spec.name}"
     run.__doc__ = method.__doc__
     strategies = {name: strategy(draw) for name, draw in spec.args}
-    return precondition(when)(rule(**strategies)(run))
+    # The drawn names cannot be target/targets, so this is rule's plain overload.
+    make_rule: Callable[..., Callable[[Callable[..., None]], Callable[..., None]]] = rule
+    return precondition(when)(make_rule(**strategies)(run))
 
 
 def machine_for(

@@ -646,7 +646,7 @@ def test_ledgers_maps_read_sorted_and_only_from_version_4() -> None:
     state = state_to_json(
         AbstractState((LogView(1, "rotated", ((2, 40),)),), 1, (0, 0), (0, 9), 2, (), ())
     )
-    maps = [
+    maps: list[dict[str, object]] = [
         {"log_id": 1, "sealed": True, "ledger_bytes": [[7, 30], [2, 40]]},
         {"log_id": 2, "sealed": False, "ledger_bytes": None},
         {"log_id": 3, "sealed": True, "ledger_bytes": None},

@@ -15,7 +15,7 @@ from models.fs.simdisk import SimDisk
 from spec.crash import LoseUnsynced
 from spec.errors import NoLedger
 from spec.ids import EntryId, LedgerId
-from tests.unit.impl.bookie.test_bookie import KEY, make_config, open_bookie
+from tests.unit.impl.bookie.test_bookie import KEY, is_done, make_config, open_bookie
 
 
 @pytest.mark.parametrize("phase", ["queued", "written", "synced"])
@@ -28,7 +28,7 @@ def test_an_add_in_flight_at_its_ledgers_delete_completes_no_ledger(phase: str) 
         bookie.journal_write()
     if phase == "synced":
         bookie.journal_sync()
-    assert not ack.done
+    assert not is_done(ack)
     bookie.delete_ledger(LedgerId(1))
     bookie.journal_force()
     bookie.journal_release_acks()

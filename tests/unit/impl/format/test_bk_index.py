@@ -30,7 +30,7 @@ KEY = bytes(range(20))
 
 def test_the_constant_table_is_the_codecs() -> None:
     page = format_page.page_constants(PAGE)
-    ours = {
+    ours: dict[str, int | bytes | str] = {
         name: value
         for name, value in vars(codec).items()
         if name.startswith("IDX_") and isinstance(value, int | bytes)

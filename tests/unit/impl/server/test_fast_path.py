@@ -94,10 +94,12 @@ def _mutations(
         data = data.rstrip(b"=") if rng.random() < 0.3 else data
         members[names.index("data")] = ("data", b'"' + data + b'"')
     elif kind == 4:  # base64 damaged inside: whitespace, url-safe, '=' inside, a backslash
-        data = bytearray(members[names.index("data")][1][1:-1])
-        at = rng.randrange(len(data) + 1)
-        data[at:at] = rng.choice([b" ", b"\n", b"-", b"_", b"=", b"==", b"\\", b"\xc3\xa9", b"*"])
-        members[names.index("data")] = ("data", b'"' + bytes(data) + b'"')
+        damaged = bytearray(members[names.index("data")][1][1:-1])
+        at = rng.randrange(len(damaged) + 1)
+        damaged[at:at] = rng.choice(
+            [b" ", b"\n", b"-", b"_", b"=", b"==", b"\\", b"\xc3\xa9", b"*"]
+        )
+        members[names.index("data")] = ("data", b'"' + bytes(damaged) + b'"')
     elif kind == 5:  # JSON escapes in a string: legal, and the slow path reads through them
         field = rng.choice(["key", "data", "op"])
         text = members[names.index(field)][1][1:-1]

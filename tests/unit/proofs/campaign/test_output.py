@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
 
-from proofs.campaign import output
 from proofs.campaign.errors import CampaignError
 from proofs.campaign.output import new_output_dir
 
@@ -16,7 +16,7 @@ def test_each_run_gets_a_new_directory_and_latest_points_at_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Both runs in the same second: the second directory takes a number.
-    monkeypatch.setattr(output.time, "strftime", lambda *_args: "20261128-120000")
+    monkeypatch.setattr(time, "strftime", lambda *_args: "20261128-120000")
     root = tmp_path / "runs"
     first = new_output_dir(None, str(root), "-seed1")
     second = new_output_dir(None, str(root), "-seed1")

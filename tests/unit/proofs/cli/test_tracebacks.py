@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -50,11 +51,11 @@ def _env() -> dict[str, str]:
 
 
 def _bkref(
-    *args: str, stdin: bytes = b"", stdout: int | object = subprocess.PIPE
+    *args: str, stdin: bytes = b"", stdout: int | IO[bytes] = subprocess.PIPE
 ) -> subprocess.CompletedProcess[bytes]:
     """The child, its stderr captured; stdout captured unless given (a pipe, a file)."""
     argv = [sys.executable, "-m", "proofs.cli.main", *args]
-    return subprocess.run(  # type: ignore[call-overload, no-any-return]
+    return subprocess.run(
         argv,
         input=stdin,
         stdout=stdout,

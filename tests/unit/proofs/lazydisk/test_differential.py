@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import tempfile
 import time
@@ -247,8 +248,8 @@ def run_both(lazy: LazyDisk, sim: SimDisk, program: list[Op]) -> None:
     real, model = RealRun(lazy.mountpoint), SimRun(sim)
     try:
         for index, op in enumerate(program):
-            got = _outcome(lambda op=op: real.do(op))
-            want = _outcome(lambda op=op: model.do(op))
+            got = _outcome(functools.partial(real.do, op))
+            want = _outcome(functools.partial(model.do, op))
             assert (got is None) == (want is None), (
                 f"op {index} {op!r}: mount {_name(got)}, simulated disk {_name(want)}; "
                 f"program {program!r}"
