@@ -1,8 +1,8 @@
 """Reading a bookie's files for ``bkref inspect`` without writing, without hanging.
 
 Spec pages: none of its own (docs/inspect.md, "What it takes"). Why a module apart from
-proofs/cli/inspect.py: the journal and lastMark part (proofs/cli/inspect_journal.py) and the
-rest of inspect both read through it. The engine's readers take a FileSystem; inspect hands
+proofs/cli/inspect.py: every part of inspect (inspect_dir.py, inspect_log.py, inspect_files.py,
+inspect_journal.py) reads through it. The engine's readers take a FileSystem; inspect hands
 them :class:`ReadOnlyFs`, which opens files read-only, refuses every write, turns fsyncs into
 no-ops and opens nothing but regular files, so inspect never changes a bookie and never hangs
 on a FIFO or a device named like a bookie file.
