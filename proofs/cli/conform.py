@@ -25,12 +25,12 @@ from proofs.conform.process import DEFAULT_START_TIMEOUT_S, kill_all
 from proofs.conform.report import terminal_summary, write_reports
 from proofs.conform.results import EXIT_CANNOT_RUN, EXIT_DIVERGENCE, EXIT_PASS
 from proofs.conform.runner import (
-    DEFAULT_RESPONSE_TIMEOUT_S,
     DEFAULT_SHRINK_RUNS,
     Conformance,
     lazy_disk_unavailable,
 )
 from proofs.conform.scenario import PROFILES
+from proofs.conform.session import DEFAULT_RESPONSE_TIMEOUT_S
 
 PREFIX = "bkref conform: "
 SEED_MAX = 2**31 - 1
