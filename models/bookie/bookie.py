@@ -2208,7 +2208,7 @@ class BookieModel:
                 log_id <= constraints.max_known_id
                 and seen[log_id].ledger_bytes
                 and log_id not in compacted_ids
-                and log_id not in self.logs.removed
+                and not self.logs.freed(log_id)
             ):
                 raise Divergence(
                     index,
@@ -2220,7 +2220,7 @@ class BookieModel:
         if (
             current is not None
             and current <= constraints.max_known_id
-            and current not in self.logs.removed
+            and not self.logs.freed(current)
         ):
             raise Divergence(
                 index,

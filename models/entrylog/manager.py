@@ -374,6 +374,9 @@ class EntryLogManagerModel:
         #: dropped with it) is durable nowhere, so a later run may use it, as it may a removed
         #: log's; one a log held and that nothing removed is never used again.
         self.held: set[int] = set()
+        #: Ids a compaction took in an earlier run that never became a log's (the
+        #: compaction rolled back): no file keeps them (:meth:`freed`).
+        self.released: set[int] = set()
         #: The leastUnflushedLogId the state after the last restart showed: the first id of
         #: this run (0 when no state showed it).
         self.run_first_id = 0
@@ -509,6 +512,15 @@ class EntryLogManagerModel:
         if log_id < self.run_first_id or log_id in self.logs:
             return False
         return log_id in self.removed or log_id not in self.held
+
+    def freed(self, log_id: int) -> bool:
+        """Whether the model knows that no file or index entry names ``log_id`` any more
+        (R-LOG-IDS), so that recovery after a crash may give it to a new log: a GC removed
+        the log that held it, or a compaction took it in an earlier run and never became a
+        log (rolled back; ``lastId`` is written without fsync, so a later run need not
+        remember the id). Narrower than :meth:`reusable`'s "no log ever held it": an id the
+        model never saw may be a file the bookie created unreported, which is not free."""
+        return log_id in self.removed or log_id in self.released
 
     def take_compaction_id(self, log_id: int) -> None:
         """A compaction log took ``log_id`` from the shared counter."""
@@ -714,7 +726,8 @@ class EntryLogManagerModel:
         self.may_vanish = set()
         # An id a compaction took and rolled back is durable nowhere (no file keeps it, and
         # lastId need not be fsynced): a new run may use it again (no log held it: see
-        # ``reusable``). The compaction logs that exist are logs now.
+        # ``reusable`` and ``freed``). The compaction logs that exist are logs now.
+        self.released |= self.taken - self.held
         self.taken = set()
 
     def check_invariants(self) -> None:

@@ -31,6 +31,15 @@ shorter examples had not reached them.
   BookKeeper's allocateNewLog take the id, then create the file): the next log has the id
   after it (models/bookie/bookie.py ``_preallocate`` forgets the next id). Both found by the
   README's main job (seed 2).
+- A compaction rolled back after its phase 2 (its id 7 taken, its files removed), the logs
+  above the kept ones removed by a GC, a restart whose ``lastId`` was not durable taking ids
+  5 and 6 again, and a crash after which recovery's new log took 7: no file or index names
+  7, so spec/adapter.md's R-LOG-IDS allows it. The check of the logs after a crash refused
+  every id at or below the highest known unless a GC had removed its log, while every other
+  R-LOG-IDS check also let through an id no log ever held. Now the ids compactions took and
+  never made logs are kept across restarts, and recovery may take them
+  (models/entrylog/manager.py ``released`` and ``freed``). Found by the README's main job
+  (seed 1) once its workload read each ledger right after its delete.
 """
 
 from __future__ import annotations
@@ -103,6 +112,14 @@ def test_ids_a_failed_step_took_are_followed(name: str) -> None:
     assert verdict.ok, verdict.failure
 
 
+def test_recovery_may_take_the_id_of_a_rolled_back_compaction() -> None:
+    trace, verdict = _verdict("rolled-back-compaction-id-taken-by-recovery")
+    assert verdict.ok, verdict.failure
+    last = trace.steps[-1]
+    assert isinstance(last.op, Restart) and last.state is not None
+    assert 7 in {view.log_id for view in last.state.entry_logs if view.ledger_bytes}
+
+
 def test_which_ids_a_new_log_may_take_again() -> None:
     from models.entrylog.manager import EntryLogManagerModel, LogModel
 
@@ -118,3 +135,10 @@ def test_which_ids_a_new_log_may_take_again() -> None:
     assert not logs.reusable(5)  # a log held it and nothing removed it: lost in a crash
     logs.run_first_id = 4
     assert not logs.reusable(3) and logs.reusable(4)  # a run's ids only go up
+    # What recovery after a crash may take: only ids the model knows were freed (4 was
+    # never seen: it may be a file the bookie made unreported), until a compaction that took
+    # it is known to have rolled back by the next restart.
+    assert logs.freed(3) and not logs.freed(4) and not logs.freed(5)
+    logs.take_compaction_id(4)
+    logs.restarted()
+    assert logs.freed(4) and not logs.freed(5)
