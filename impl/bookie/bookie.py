@@ -128,7 +128,7 @@ from impl.format.entry_log import (
 from impl.format.journal import encode_fence_record, encode_key_record
 from impl.format.names import log_file_name
 from impl.fs.api import DirLock, FileSystem, parent
-from impl.index.ledger_index import LedgerIndex
+from impl.index.ledger_index import LedgerIndex, TombstoneUncertain
 from impl.journal.journal import (
     Journal,
     JournalSettings,
@@ -604,6 +604,7 @@ class Bookie:
         already done whose answer is being written (its callbacks run on the journal
         thread) is waited for, so that its answer comes before the delete's."""
         self._check_id("ledger", ledger_id)
+        uncertain: BookieError | None = None
         with self._lock:
             self._require_ready()
             deleted_before = self._index.deleted_records
@@ -616,23 +617,53 @@ class Bookie:
                     f"is not deleted; free space in {parent(self._layout.index_dir)} (it holds "
                     "the ledger index) and retry."
                 ) from exc
+            except TombstoneUncertain as exc:
+                uncertain = self._tombstone_uncertain(ledger_id, exc)
             except FsError as exc:
                 raise BookieIOError(
                     f"deleting ledger {ledger_id} failed: {exc}. It is not deleted; retry."
                 ) from exc
-            self._fence_acks.pop(ledger_id, None)
-            self._held.drop_ledger(ledger_id)
-            assert self._index.is_deleted(ledger_id)
-            if self._index.deleted_records != deleted_before:
-                self._checkpointer.record_deletes()
-            in_flight = self._pending.adds_of(ledger_id)
-            refusal = NoLedger(
-                f"ledger {ledger_id} was deleted while this add was in flight: the add is not "
-                "acknowledged, and the entry went with the ledger"
-            )
-            answering = [ack for ack in in_flight if not ack.refuse(refusal)]
+            if uncertain is None:
+                answering = self._deleted(ledger_id, deleted_before)
+        if uncertain is not None:
+            if self._failure is not None:  # failed: its requests in flight are answered
+                self._fail_pending(self._failure)
+            raise uncertain
         for ack in answering:  # done: its callbacks are writing its answer now
             ack.wait(self._limits.drain_timeout_ms / 1000)
+
+    def _deleted(self, ledger_id: LedgerId, deleted_before: int) -> list[Ack]:
+        """The ledger's tombstone is durable: forget its fence acks and held entries, and
+        refuse its adds in flight. Returns the adds already done, whose answers are being
+        written (the delete waits for them). Called under the lock."""
+        self._fence_acks.pop(ledger_id, None)
+        self._held.drop_ledger(ledger_id)
+        assert self._index.is_deleted(ledger_id)
+        if self._index.deleted_records != deleted_before:
+            self._checkpointer.record_deletes()
+        refusal = NoLedger(
+            f"ledger {ledger_id} was deleted while this add was in flight: the add is not "
+            "acknowledged, and the entry went with the ledger"
+        )
+        return [ack for ack in self._pending.adds_of(ledger_id) if not ack.refuse(refusal)]
+
+    def _tombstone_uncertain(self, ledger_id: LedgerId, exc: TombstoneUncertain) -> BookieError:
+        """The delete failed after its tombstone was written: the ledger may be gone after a
+        crash, so none of its adds may be acknowledged from now on, and memory cannot say
+        which it is. Fail-stop, under the lock: the bookie refuses writes until the restart
+        (whose recovery reads the tombstone or not), and the ledger's adds in flight are
+        refused even if their journal fsync comes (an add already answered ok came before
+        the delete). The caller answers the rest in flight io_error, outside the lock.
+        Returns the delete's error."""
+        failure = BookieIOError(
+            f"deleting ledger {ledger_id} failed after its tombstone was written: {exc}. It "
+            "may or may not be deleted; the bookie refuses writes until it is restarted, "
+            "which settles it."
+        )
+        self._enter_failed(failure)
+        for ack in self._pending.adds_of(ledger_id):
+            ack.refuse(failure)
+        return failure
 
     # --- request helpers --------------------------------------------------------------
 

@@ -55,10 +55,23 @@ from impl.format.names import (
 )
 from impl.fs.api import FileSystem, join, parent
 from impl.limits import LIMITS, Limits
-from spec.errors import REPLICA_ADVICE, DamagedFile
+from spec.errors import REPLICA_ADVICE, DamagedFile, FsError, FsNoSpace
 from spec.ids import INT64_MAX, EntryId, LedgerId, Location
 
 # --- value objects ----------------------------------------------------------------------------
+
+
+class TombstoneUncertain(FsError):
+    """A deleted-ledgers record was written, or partly, and a later step of its write failed
+    (its fsync, the read-back, the directory's fsync): the deletion may or may not survive a
+    crash, and nothing in memory says it happened. Until the next start reads the file, the
+    ledger must be neither served for writes as live nor taken as deleted."""
+
+    def __init__(self, ledger_id: int, cause: FsError) -> None:
+        super().__init__(
+            cause.path, f"the tombstone of ledger {ledger_id} was written, then: {cause}"
+        )
+        self.ledger_id = ledger_id
 
 
 @attrs.frozen
@@ -357,7 +370,10 @@ class LedgerIndex:
     def delete_ledger(self, ledger_id: LedgerId) -> None:
         """Delete the ledger, durably before returning: its entries, key and fence vanish and
         its id is refused forever. Deleting a deleted ledger does nothing. On an FsError
-        nothing changed in memory (the deletion may or may not survive a crash)."""
+        nothing changed in memory: raised as is when nothing of the record reached the file
+        (the deletion is not in effect, now or after a crash), as :class:`TombstoneUncertain`
+        once the record's write was issued (the deletion may survive a crash, so the ledger
+        must not be written to as if it had not happened)."""
         assert 0 <= ledger_id <= INT64_MAX, ledger_id
         if ledger_id in self._deleted:
             return
@@ -373,16 +389,27 @@ class LedgerIndex:
         path = join(self._dir, DELETED_FILE_NAME)
         record = encode_deleted_record(ledger_id)
         handle = self._fs.open(path, create=True)
+        written = False
         try:
             if handle.size() != self._deleted_bytes:
                 handle.truncate(self._deleted_bytes)
+            written = True
             handle.pwrite(self._deleted_bytes, record)
             handle.fsync()
             assert handle.pread(self._deleted_bytes, DELETED_RECORD_SIZE) == record
+        except FsNoSpace:
+            raise  # the write was refused whole: nothing of the record is in the file
+        except FsError as exc:
+            if written:
+                raise TombstoneUncertain(ledger_id, exc) from exc
+            raise
         finally:
             handle.close()
         if not self._deleted_name_durable:
-            self._fs.fsync_dir(self._dir)
+            try:
+                self._fs.fsync_dir(self._dir)
+            except FsError as exc:
+                raise TombstoneUncertain(ledger_id, exc) from exc
             self._deleted_name_durable = True
         self._deleted_bytes += DELETED_RECORD_SIZE
 

@@ -580,6 +580,11 @@ class LedgerIndexModel:
                     "the state says not deleted"
                 )
             return f"ledger {ledger_id} was deleted but is not any more (a resurrection)"
+        if listed is None and deleted:
+            return (
+                f"ledger {ledger_id} is deleted; the model has it live (what was acknowledged "
+                "since a delete that failed must survive)"
+            )
         if listed is None:
             if ledger.every(lambda h: h.exists):
                 return f"ledger {ledger_id} is missing"

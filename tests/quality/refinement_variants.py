@@ -48,6 +48,7 @@ from impl.format.entry_log import LEDGERS_MAP_MAX_BATCH_SIZE, encode_ledgers_map
 from impl.format.journal import encode_key_record
 from impl.format.names import LAST_MARK_FILE_NAME
 from impl.fs.api import FileSystem, join
+from impl.index.ledger_index import TombstoneUncertain
 from impl.journal.journal import Journal, OnDurable
 from impl.journal.last_mark import IndexCoverage, LogMark, encode_last_mark
 from impl.limits import LIMITS, Limits
@@ -594,6 +595,16 @@ class FailingForGoodOnABackgroundNoSpaceBookie(Bookie):
             self.fail(exc)
             return BookieIOError(f"{step} failed: {exc} (this variant fails for good)")
         return error
+
+
+class ServingOnAfterAnUncertainTombstoneBookie(Bookie):
+    """The delete as it was until the README's main job, on seeds 2 and 3, found it: when
+    the tombstone's write was issued and a later step of it failed (its fsync, the
+    read-back), the delete answered io_error and the bookie served on, acknowledging adds of
+    a ledger whose tombstone survived the next crash and took those adds with it."""
+
+    def _tombstone_uncertain(self, ledger_id: LedgerId, exc: TombstoneUncertain) -> BookieError:
+        return BookieIOError(f"deleting ledger {ledger_id} failed: {exc}. It is not deleted")
 
 
 class ServingOnAfterAFailedBackgroundFsyncBookie(Bookie):

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import pytest
 
+from impl.format.names import DELETED_FILE_NAME
 from models.fs.simdisk import SimDisk
 from spec.crash import LoseUnsynced
-from spec.errors import NoLedger
+from spec.errors import BookieIOError, NoLedger
 from spec.ids import EntryId, LedgerId
 from tests.unit.impl.bookie.test_bookie import KEY, is_done, make_config, open_bookie
 
@@ -54,3 +55,35 @@ def test_an_add_acknowledged_before_the_delete_stays_acknowledged() -> None:
     assert ack.error is None
     with pytest.raises(NoLedger):
         bookie.add_entry(LedgerId(1), EntryId(1), KEY, b"b")
+
+
+@pytest.mark.parametrize("failing", ["fsync", "read"])
+def test_a_delete_whose_tombstone_may_be_durable_acknowledges_no_later_add(failing: str) -> None:
+    """The delete's tombstone was written and a later step of its write failed (its fsync,
+    the read-back): the delete may survive a crash, so the bookie fails (refuses writes,
+    serves reads) and the ledger's add in flight is answered io_error though its journal
+    fsync comes; after a crash the ledger is deleted or whole, never short of an ack. Until
+    the main job found it, the bookie served on and acknowledged the add, which the
+    surviving tombstone then took (tests/quality: ServingOnAfterAnUncertainTombstoneBookie)."""
+    disk = SimDisk()
+    bookie = open_bookie(disk)
+    acked = bookie.add_entry(LedgerId(1), EntryId(0), KEY, b"acked")
+    bookie.journal_force()
+    assert acked.done and acked.error is None
+    in_flight = bookie.add_entry(LedgerId(1), EntryId(1), KEY, b"in flight")
+    disk.fail_next(failing, match=lambda path: path.endswith(DELETED_FILE_NAME))
+    with pytest.raises(BookieIOError, match="may or may not be deleted"):
+        bookie.delete_ledger(LedgerId(1))
+    bookie.journal_force()  # the add's fsync comes all the same
+    assert in_flight.done and isinstance(in_flight.error, BookieIOError)
+    with pytest.raises(BookieIOError, match=r"refuses writes|stopped accepting writes"):
+        bookie.add_entry(LedgerId(2), EntryId(0), KEY, b"refused")
+    assert bookie.read_entry(LedgerId(1), EntryId(0)) == b"acked"  # reads are served
+    disk.crash(LoseUnsynced())
+    again = open_bookie(disk, make_config())
+    survived: bytes | None
+    try:
+        survived = again.read_entry(LedgerId(1), EntryId(0))
+    except NoLedger:
+        survived = None  # the delete held: the ledger is gone whole
+    assert survived in (b"acked", None)
