@@ -368,7 +368,9 @@ class Bookie:
         """``open`` once the directories are locked and their identity settled."""
         check_room_for_a_new_journal(fs, layout.journal_dir)
         settings = settings_from_config(config)
-        entry_logger = EntryLogger(fs, layout.ledger_dirs, settings, rng, limits=limits)
+        entry_logger = EntryLogger(
+            fs, layout.ledger_dirs, settings, rng, limits=limits, clock=clock
+        )
         bookie: Bookie | None = None
         try:
             # The disk check first, so that replay writes into a directory that has room
@@ -915,9 +917,11 @@ class Bookie:
             "the disk (recovery replays the journal)."
         )
 
-    def rotate_log(self) -> EntryLogId:
+    def rotate_log(self) -> EntryLogId | None:
         """Seal the active entry log and start a new one (EntryLogger.rotate); returns the
-        new log's id. Raises NoSpace when no ledger directory has room for a new log."""
+        new log's id. With entryLogPerLedgerEnabled every active log is sealed and each
+        ledger's next add starts a new one: returns the highest id sealed (None when no
+        ledger had a log). Raises NoSpace when no ledger directory has room for a new log."""
         with self._lock:
             self._require_ready()
             try:

@@ -65,7 +65,9 @@ class BookieState:
 
     ``last_mark`` is the persisted lastMark (what a restart replays from); ``journal_mark`` the
     journal's durable mark (everything before it is on disk). In single-log mode every ledger's
-    current log is ``current_log_id``. ``compaction_files``: the ``.compacting`` or
+    current log is ``current_log_id``; with entryLogPerLedgerEnabled it is the active log most
+    recently added to (impl/entrylog/per_ledger.py), and each active log holds one ledger.
+    ``compaction_files``: the ``.compacting`` or
     ``.compacted`` file of the compaction in flight (spec/protocol/compaction.md), if any.
     """
 

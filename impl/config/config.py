@@ -541,7 +541,12 @@ def check_journal_alignment(values: Values, sources: Sources) -> str | None:
 
 def check_per_ledger_compaction(values: Values, sources: Sources) -> str | None:
     """ServerConfiguration.validate: per-ledger logs and transactional compaction exclude
-    each other."""
+    each other. BookKeeper's reason is its own per-ledger manager, which cannot allocate a
+    compaction log (it compacts in place); bkref's can, and bkref compacts transactionally
+    whatever useTransactionalCompaction says, so per-ledger logs with transactional compaction
+    is what bkref runs. The check stays only so that bkref refuses the configurations
+    BookKeeper refuses at start ("Rules between keys", docs/configuration.md): with
+    entryLogPerLedgerEnabled=true leave useTransactionalCompaction at its default."""
     if values["entryLogPerLedgerEnabled"] is True and values["useTransactionalCompaction"] is True:
         keys = ("entryLogPerLedgerEnabled", "useTransactionalCompaction")
         return (

@@ -238,7 +238,9 @@ class Status(enum.Enum):
     loads; but a parsed key is not necessarily a working one. A key whose behaviour is not
     built is either accepted with a warning (ignoring it cannot lose, resurrect or misplace
     data: the feature is simply absent) or refused unless it has its default (ignoring it
-    would silently give a directory another layout than the operator asked for)."""
+    would silently give a directory another layout than the operator asked for). No key is
+    refused today (entryLogPerLedgerEnabled was, until per-ledger entry logs were built); the
+    status stays for the next key whose absence would change the layout."""
 
     IMPLEMENTED = "implemented"
     IGNORED = "ignored"
@@ -269,19 +271,6 @@ _TRANSACTIONAL = (
 #: KEYS is implemented: the engine reads its value (tests/unit/impl/config/test_status.py
 #: checks both halves).
 NOT_BUILT: Mapping[str, NotBuilt] = {
-    "entryLogPerLedgerEnabled": NotBuilt(
-        Status.REFUSED,
-        "bkref keeps one active entry log for all ledgers; per-ledger entry logs are not "
-        "built, and ignoring the key would silently give the ledger directories a layout "
-        "other than the one asked for",
-        harmless=False,
-    ),
-    "entrylogMapAccessExpiryTimeInSeconds": NotBuilt(
-        Status.IGNORED, "it tunes per-ledger entry logs, which bkref does not build"
-    ),
-    "maximumNumberOfActiveEntryLogs": NotBuilt(
-        Status.IGNORED, "it tunes per-ledger entry logs, which bkref does not build"
-    ),
     "readBufferSizeBytes": NotBuilt(
         Status.IGNORED,
         "bkref reads each entry with positioned reads of its own bytes, without a read buffer",

@@ -1,23 +1,31 @@
-"""The entry logger: BookKeeper's DefaultEntryLogger with the single-active-log manager.
+"""The entry logger: BookKeeper's DefaultEntryLogger with its entry-log manager.
 
 Spec page: spec/format/entry_log.md. This module puts together the pieces of the write path
-(impl/entrylog/ledger_dirs.py, impl/entrylog/ids.py, impl/entrylog/manager.py) and the read path
-(impl/entrylog/reader.py): adds go to the active log, reads of the active log go through its
+(impl/entrylog/ledger_dirs.py, impl/entrylog/ids.py, and the manager) and the read path
+(impl/entrylog/reader.py): adds go to an active log, reads of an active log go through its
 channel (so they see the write buffer, DefaultEntryLogger.readFromLogChannel) and reads of
 any other log through a cached read handle on its file, found in any ledger directory.
 
+The manager is chosen by entryLogPerLedgerEnabled, as DefaultEntryLogger chooses it: one
+active log for every ledger (impl/entrylog/manager.py, EntryLogManagerForSingleEntryLog), or
+one per ledger (impl/entrylog/per_ledger.py, EntryLogManagerForEntryLogPerLedger, tuned by
+entrylogMapAccessExpiryTimeInSeconds and maximumNumberOfActiveEntryLogs). Logs written by
+either are read by either: the files are the same.
+
 Everything is an explicit step: ``add_entry``, ``flush``, ``checkpoint``, ``rotate``,
-``preallocate``, ``check_dirs``. No thread, no clock; the random source that picks a ledger
-directory is injected. Deviations from BookKeeper are listed in impl/entrylog/manager.py
-(fsync of the directory after creating a log, ENOSPC handling, explicit preallocation) and
-impl/entrylog/ledger_dirs.py (no low-water mark, notifications on state changes only).
+``preallocate``, ``check_dirs``. No thread; the random source that picks a ledger directory
+(single mode) and the clock that expires a ledger's log (per-ledger mode) are injected.
+Deviations from BookKeeper are listed in impl/entrylog/manager.py (fsync of the directory
+after creating a log, ENOSPC handling, explicit preallocation), impl/entrylog/per_ledger.py
+(no preallocation, eviction at every add and checkpoint) and impl/entrylog/ledger_dirs.py (no
+low-water mark, notifications on state changes only).
 
-``close`` does what DefaultEntryLogger.close does: ``flush`` (which forces the active log and
+``close`` does what DefaultEntryLogger.close does: ``flush`` (which forces the active logs and
 checkpoints the rotated ones), then releases the handles. No ledgers map is written on close:
-the active log keeps a header offset of 0 and its metadata comes from a scan.
+an active log keeps a header offset of 0 and its metadata comes from a scan.
 
-Not verified here: entry log per ledger, readers in other threads, logs
-deleted under a cached read handle (the garbage collector must call :meth:`forget_log`).
+Not verified here: readers in other threads, logs deleted under a cached read handle (the
+garbage collector must call :meth:`forget_log`).
 """
 
 from __future__ import annotations
@@ -27,10 +35,17 @@ from collections.abc import Sequence
 
 import attrs
 
+from impl.clock import Clock, SystemClock
 from impl.config.config import ServerConfig
 from impl.entrylog.ids import LogIdAllocator, RecentEntryLogsStatus
 from impl.entrylog.ledger_dirs import DirState, LedgerDirs, RandomSource
-from impl.entrylog.manager import LogChannel, LogDescription, SingleEntryLogManager
+from impl.entrylog.manager import (
+    EntryLogManagerBase,
+    LogChannel,
+    LogDescription,
+    SingleEntryLogManager,
+)
+from impl.entrylog.per_ledger import PerLedgerEntryLogManager
 from impl.entrylog.reader import (
     ByteSource,
     MetadataResult,
@@ -62,8 +77,10 @@ def _non_negative_int(name: str, value: int) -> None:
 class EntryLoggerSettings:
     """The entry logger's configuration, under BookKeeper's key names (bk_server.conf):
     logSizeLimit, flushEntrylogBytes, writeBufferSizeBytes, entryLogFilePreallocationEnabled,
-    diskUsageThreshold, diskUsageWarnThreshold. Invalid values raise ConfigError. As in Java, a
-    flushEntrylogBytes of 0 or below disables the forced flushes."""
+    diskUsageThreshold, diskUsageWarnThreshold, entryLogPerLedgerEnabled,
+    entrylogMapAccessExpiryTimeInSeconds, maximumNumberOfActiveEntryLogs. Invalid values raise
+    ConfigError. As in Java, a flushEntrylogBytes of 0 or below disables the forced flushes;
+    preallocation applies in single mode only (impl/entrylog/per_ledger.py)."""
 
     log_size_limit_bytes: int = 1073741824
     flush_entrylog_bytes: int = 0
@@ -71,6 +88,9 @@ class EntryLoggerSettings:
     preallocation_enabled: bool = True
     disk_usage_threshold: float = 0.95
     disk_usage_warn_threshold: float = 0.90
+    per_ledger: bool = False
+    entrylog_map_access_expiry_s: int = 300
+    maximum_active_entry_logs: int = 500
 
     def __attrs_post_init__(self) -> None:
         _non_negative_int("logSizeLimit", self.log_size_limit_bytes)
@@ -86,6 +106,12 @@ class EntryLoggerSettings:
                 f"writeBufferSizeBytes={self.write_buffer_bytes} must be positive "
                 "(BookKeeper's default is 65536)"
             )
+        _non_negative_int("entrylogMapAccessExpiryTimeInSeconds", self.entrylog_map_access_expiry_s)
+        if self.maximum_active_entry_logs < 1:
+            raise ConfigError(
+                f"maximumNumberOfActiveEntryLogs={self.maximum_active_entry_logs} must be at "
+                "least 1 (BookKeeper's default is 500)"
+            )
 
 
 def settings_from_config(config: ServerConfig) -> EntryLoggerSettings:
@@ -98,6 +124,9 @@ def settings_from_config(config: ServerConfig) -> EntryLoggerSettings:
         preallocation_enabled=config.entry_log_file_preallocation_enabled,
         disk_usage_threshold=config.disk_usage_threshold,
         disk_usage_warn_threshold=config.disk_usage_warn_threshold,
+        per_ledger=config.entry_log_per_ledger_enabled,
+        entrylog_map_access_expiry_s=config.entrylog_map_access_expiry_time_s,
+        maximum_active_entry_logs=config.maximum_number_of_active_entry_logs,
     )
 
 
@@ -121,7 +150,9 @@ class EntryLogger:
     ``ledger_dirs`` are the ``current`` directories holding the logs; they must exist.
     ``limits`` (impl/limits.py): at most ``read_handles_max`` read handles stay open (the
     oldest is closed first), scans read ``scan_chunk_bytes`` at a time, a ``lastId`` longer
-    than ``last_id_file_max_bytes`` is garbage.
+    than ``last_id_file_max_bytes`` is garbage. ``rng`` picks the directory of a new log in
+    single mode; ``clock`` expires a ledger's log in per-ledger mode (the system clock when
+    not given).
     """
 
     def __init__(
@@ -132,6 +163,7 @@ class EntryLogger:
         rng: RandomSource,
         *,
         limits: Limits = LIMITS,
+        clock: Clock | None = None,
     ) -> None:
         for directory in ledger_dirs:
             if not fs.is_dir(directory):
@@ -151,18 +183,34 @@ class EntryLogger:
         self._allocator = LogIdAllocator(fs, ledger_dirs, limits=limits)
         # Java: new RecentEntryLogsStatus(logId + 1), no wrap.
         self._status = RecentEntryLogsStatus(self._allocator.last_id + 1)
-        self._manager = SingleEntryLogManager(
-            fs,
-            self._dirs,
-            self._allocator,
-            self._status,
-            rng,
-            log_size_limit_bytes=settings.log_size_limit_bytes,
-            write_buffer_bytes=settings.write_buffer_bytes,
-            flush_entrylog_bytes=max(0, settings.flush_entrylog_bytes),
-            preallocation_enabled=settings.preallocation_enabled,
-            map_batch_max=limits.ledgers_map_batch_max,
-        )
+        self._manager: EntryLogManagerBase
+        if settings.per_ledger:
+            self._manager = PerLedgerEntryLogManager(
+                fs,
+                self._dirs,
+                self._allocator,
+                self._status,
+                clock if clock is not None else SystemClock(),
+                log_size_limit_bytes=settings.log_size_limit_bytes,
+                write_buffer_bytes=settings.write_buffer_bytes,
+                flush_entrylog_bytes=max(0, settings.flush_entrylog_bytes),
+                expiry_s=settings.entrylog_map_access_expiry_s,
+                max_active=settings.maximum_active_entry_logs,
+                map_batch_max=limits.ledgers_map_batch_max,
+            )
+        else:
+            self._manager = SingleEntryLogManager(
+                fs,
+                self._dirs,
+                self._allocator,
+                self._status,
+                rng,
+                log_size_limit_bytes=settings.log_size_limit_bytes,
+                write_buffer_bytes=settings.write_buffer_bytes,
+                flush_entrylog_bytes=max(0, settings.flush_entrylog_bytes),
+                preallocation_enabled=settings.preallocation_enabled,
+                map_batch_max=limits.ledgers_map_batch_max,
+            )
         self._read_handles: dict[int, FileHandle] = {}
         self._closed = False
 
@@ -181,12 +229,14 @@ class EntryLogger:
         return self._dirs
 
     @property
-    def manager(self) -> SingleEntryLogManager:
+    def manager(self) -> EntryLogManagerBase:
+        """The entry-log manager: SingleEntryLogManager or PerLedgerEntryLogManager."""
         return self._manager
 
     @property
     def current_log_id(self) -> EntryLogId | None:
-        """The active log's id, None before the first add."""
+        """The active log's id, None before the first add; in per-ledger mode the id of the
+        active log most recently added to (PerLedgerEntryLogManager.current_log_id)."""
         return self._manager.current_log_id
 
     @property
@@ -232,22 +282,26 @@ class EntryLogger:
         return map_as_written(self._source(log_id))
 
     def flush(self) -> None:
-        """Force the active log and checkpoint the rotated ones (DefaultEntryLogger.flush)."""
+        """Force the active log(s) and checkpoint the rotated ones (DefaultEntryLogger.flush)."""
         self._require_open()
         self._manager.flush()
 
     def checkpoint(self) -> None:
-        """fsync and close the rotated logs; ``least_unflushed_log_id`` moves past them."""
+        """fsync and close the rotated logs; ``least_unflushed_log_id`` moves past them. In
+        per-ledger mode also forces the active logs, after evicting the expired ledgers."""
         self._require_open()
         self._manager.checkpoint()
 
-    def rotate(self) -> EntryLogId:
-        """Seal the active log and start a new one (createNewLog); return the new id."""
+    def rotate(self) -> EntryLogId | None:
+        """Single mode: seal the active log and start a new one (createNewLog); return the
+        new id. Per-ledger mode: seal every active log, no new one until each ledger's next
+        add; return the highest id sealed (None when there was none)."""
         self._require_open()
         return self._manager.rotate()
 
     def preallocate(self) -> EntryLogId | None:
-        """Create the next log ahead of need (entryLogFilePreallocationEnabled)."""
+        """Create the next log ahead of need (entryLogFilePreallocationEnabled; single mode
+        only: None in per-ledger mode)."""
         self._require_open()
         return self._manager.preallocate()
 
@@ -261,7 +315,8 @@ class EntryLogger:
 
     def check_dirs(self) -> dict[str, DirState]:
         """Measure every ledger directory (LedgerDirsMonitor.check); a full or almost full
-        directory holding the active log makes the next add rotate."""
+        directory holding the active log makes the next add rotate (per-ledger mode: a full
+        one, at the next add of each ledger whose log is there)."""
         self._require_open()
         return self._dirs.check()
 

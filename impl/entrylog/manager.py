@@ -1,4 +1,5 @@
-"""The single-active-log manager: where each entry goes, rotation, checkpoint.
+"""The entry-log managers' shared part and the single-active-log manager: where each entry
+goes, rotation, checkpoint.
 
 Spec page: spec/format/entry_log.md ("The ledgers map", "Which crash states are possible").
 BookKeeper sources: EntryLogManagerBase (addEntry, createNewLog),
@@ -39,13 +40,20 @@ Deviations from BookKeeper, each on purpose:
   stay readable, and once space returns and a disk check sees it, the next add rotates to a
   writable directory. FsIOError and other FsErrors propagate unchanged.
 
-Not verified here: recovery from a failed fsync (see impl/entrylog/buffered_channel.py), entry log
-per ledger (EntryLogManagerForEntryLogPerLedger), ``rollLog=false``. Compaction logs are
-allocated here (``allocate_compaction_log``) and written by impl/entrylog/compactor.py.
+:class:`EntryLogManagerBase` holds what every manager shares (sealing, allocating a log or a
+compaction log, flushing the rotated logs, the ENOSPC mapping, the invariants over
+RecentEntryLogsStatus); the manager with an active log per ledger
+(EntryLogManagerForEntryLogPerLedger) is impl/entrylog/per_ledger.py, built on it with the same
+deviations.
+
+Not verified here: recovery from a failed fsync (see impl/entrylog/buffered_channel.py),
+``rollLog=false``. Compaction logs are allocated here (``allocate_compaction_log``) and written
+by impl/entrylog/compactor.py.
 """
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import enum
 import functools
@@ -134,8 +142,12 @@ class LogChannel:
         )
 
 
-class SingleEntryLogManager:
-    """EntryLogManagerForSingleEntryLog with its allocator, as explicit steps."""
+class EntryLogManagerBase(abc.ABC):
+    """What every entry-log manager shares (EntryLogManagerBase with the allocator's part):
+    the rotated and flushed logs, sealing (the ledgers map), allocating a log or a compaction
+    log, checkpointing the rotated logs, and the ENOSPC mapping. The managers differ in which
+    log takes an add and when a log is sealed: :class:`SingleEntryLogManager` here,
+    ``PerLedgerEntryLogManager`` in impl/entrylog/per_ledger.py."""
 
     def __init__(
         self,
@@ -143,12 +155,10 @@ class SingleEntryLogManager:
         ledger_dirs: LedgerDirs,
         allocator: LogIdAllocator,
         status: RecentEntryLogsStatus,
-        rng: RandomSource,
         *,
         log_size_limit_bytes: int,
         write_buffer_bytes: int,
         flush_entrylog_bytes: int,
-        preallocation_enabled: bool,
         map_batch_max: int = LEDGERS_MAP_MAX_BATCH_SIZE,
     ) -> None:
         assert log_size_limit_bytes >= 0, log_size_limit_bytes
@@ -158,60 +168,79 @@ class SingleEntryLogManager:
         self._ledger_dirs = ledger_dirs
         self._allocator = allocator
         self._status = status
-        self._rng = rng
         self._log_size_limit_bytes = log_size_limit_bytes
         self._write_buffer_bytes = write_buffer_bytes
         self._flush_entrylog_bytes = flush_entrylog_bytes
-        self._preallocation_enabled = preallocation_enabled
         #: Ledgers per record of a ledgers map (Limits.ledgers_map_batch_max).
         self._map_batch_max = map_batch_max
-        self._active: LogChannel | None = None
         self._rotated: list[LogChannel] = []
-        self._preallocated: LogChannel | None = None
         self._flushed: dict[int, LogDescription] = {}
-        self._rotate_requested = False
         self._closed = False
         ledger_dirs.add_listener(self._on_dir_state)
 
-    # --- observation -------------------------------------------------------------------
+    # --- the interface every manager has -----------------------------------------------
 
     @property
+    @abc.abstractmethod
     def current_log_id(self) -> EntryLogId | None:
-        """The active log's id, or None before the first add (UNINITIALIZED_LOG_ID)."""
-        return None if self._active is None else self._active.log_id
+        """The log the abstract state calls current (None before the first add)."""
 
     @property
+    @abc.abstractmethod
     def rotate_requested(self) -> bool:
-        """A disk listener asked to move the active log off its directory."""
-        return self._rotate_requested
+        """A disk listener asked to move an active log off its directory."""
 
+    @abc.abstractmethod
     def active(self) -> LogChannel | None:
-        return self._active
+        """The current log's channel (the log of ``current_log_id``), if any."""
+
+    @abc.abstractmethod
+    def preallocated(self) -> LogChannel | None:
+        """The log created ahead of need, if any."""
+
+    @abc.abstractmethod
+    def channel_for(self, log_id: int) -> BufferedChannel | None:
+        """The channel of an active log (getCurrentLogIfPresent): reads of an active log must
+        see its write buffer. None for any other log."""
+
+    @abc.abstractmethod
+    def describe(self) -> list[LogDescription]:
+        """Every log of this run, by id."""
+
+    @abc.abstractmethod
+    def add_record(self, ledger_id: LedgerId, record: bytes) -> Location:
+        """Append one encoded record and return its location (see the subclasses)."""
+
+    @abc.abstractmethod
+    def rotate(self) -> EntryLogId | None:
+        """An explicit rotation (see the subclasses for what it seals and returns)."""
+
+    @abc.abstractmethod
+    def preallocate(self) -> EntryLogId | None:
+        """Create the next log ahead of need, if the manager does; its id or None."""
+
+    @abc.abstractmethod
+    def checkpoint(self) -> None:
+        """What a checkpoint makes durable (see the subclasses)."""
+
+    @abc.abstractmethod
+    def flush(self) -> None:
+        """Force every log of this run that is not flushed yet (DefaultEntryLogger.flush)."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """flush, then release the handles; no ledgers map is written."""
+
+    @abc.abstractmethod
+    def _unflushed_logs(self) -> list[LogChannel]:
+        """Every log of this run not flushed yet: rotated, active, preallocated."""
+
+    @abc.abstractmethod
+    def _on_dir_state(self, directory: str, state: DirState) -> None:
+        """The disk listener: ``directory`` changed to ``state``."""
 
     def rotated(self) -> tuple[LogChannel, ...]:
         return tuple(self._rotated)
-
-    def preallocated(self) -> LogChannel | None:
-        return self._preallocated
-
-    def channel_for(self, log_id: int) -> BufferedChannel | None:
-        """The active log's channel if ``log_id`` is active (getCurrentLogIfPresent): reads of
-        the active log must see its write buffer."""
-        if self._active is not None and self._active.log_id == log_id:
-            return self._active.channel
-        return None
-
-    def describe(self) -> list[LogDescription]:
-        """Every log of this run, by id: flushed, rotated, active, preallocated."""
-        out = list(self._flushed.values())
-        out += [log.describe(LogState.ROTATED) for log in self._rotated]
-        if self._active is not None:
-            out.append(self._active.describe(LogState.ACTIVE))
-        if self._preallocated is not None:
-            out.append(self._preallocated.describe(LogState.PREALLOCATED))
-        return sorted(out, key=lambda d: d.log_id)
-
-    # --- adding ------------------------------------------------------------------------
 
     def add_entry(self, ledger_id: LedgerId, payload: bytes) -> Location:
         """Append one entry; return its location. Raises NoWritableLedgerDir when it cannot
@@ -219,80 +248,7 @@ class SingleEntryLogManager:
         _check_payload(ledger_id, payload)
         return self.add_record(ledger_id, encode_record(payload))
 
-    def add_record(self, ledger_id: LedgerId, record: bytes) -> Location:
-        """Append one encoded record (``encode_record``: int32 size + a payload beginning
-        with ``ledger_id`` and the entry id) and return its location; the bookie's add path,
-        which builds the record once for the journal and the entry log. Raises
-        NoWritableLedgerDir as ``add_entry`` does.
-
-        Every add goes through here, so it is kept lean: one unpack checks the record's
-        head, and the checks of ``_log_for_add`` and ``LogChannel.register`` are inlined."""
-        assert not self._closed, "the entry log manager is closed"
-        record_bytes = len(record)
-        assert record_bytes >= RECORD_SIZE_PREFIX + MIN_SANE_ENTRY_SIZE, record_bytes
-        size, found = _RECORD_HEAD.unpack_from(record, 0)
-        assert size == record_bytes - RECORD_SIZE_PREFIX, (size, record_bytes)
-        assert found == ledger_id, f"record of ledger {found} added to ledger {ledger_id}"
-        assert ledger_id >= 0, f"ledger id {ledger_id} is reserved"
-        log = self._active
-        # Fast path: the active log takes the record (the checks of _log_for_add, inlined).
-        if (
-            log is None
-            or self._rotate_requested
-            or log.map_offset is not None
-            or log.channel.position + record_bytes > self._log_size_limit_bytes
-        ):
-            log = self._log_for_add(record_bytes)
-        channel = log.channel
-        offset = channel.position + RECORD_SIZE_PREFIX
-        try:
-            channel.write_record(record)
-        except FsNoSpace as exc:
-            entry_id = decode_ids(record[RECORD_SIZE_PREFIX:])[1]
-            action = f"writing entry {entry_id} of ledger {ledger_id}"
-            self._ledger_dirs.mark_full(log.directory)
-            raise NoWritableLedgerDir(_no_space_message(log.directory, log.path, action)) from exc
-        # LogChannel.register, inlined: the log takes no entry once its map is accepted.
-        assert log.map_offset is None, "entry after the ledgers map"
-        ledgers = log.ledgers
-        ledgers[ledger_id] = ledgers.get(ledger_id, 0) + record_bytes
-        assert channel.position == offset + size, (channel.position, offset, size)
-        assert offset < LOCATION_OFFSET_END, offset
-        return Location((log.log_id << 32) | offset)  # make_location, inlined
-
-    def _log_for_add(self, record_bytes: int) -> LogChannel:
-        """getCurrentLogForLedgerForAddEntry: lazy first log, or rotate when needed."""
-        active = self._active
-        if active is None:
-            return self._create_new_log(force_old=False)
-        over_limit = active.channel.position + record_bytes > self._log_size_limit_bytes
-        if over_limit or self._rotate_requested or active.map_offset is not None:
-            return self._create_new_log(force_old=True)
-        return active
-
-    # --- rotation ----------------------------------------------------------------------
-
-    def rotate(self) -> EntryLogId:
-        """createNewLog: seal the active log (if any) and start a new one; return its id."""
-        self._require_open()
-        return self._create_new_log(force_old=False).log_id
-
-    def _create_new_log(self, force_old: bool) -> LogChannel:
-        directory = self._ledger_dirs.dir_for_new_log(self._rng)
-        old = self._active
-        if old is not None:
-            if force_old and self._flush_entrylog_bytes > 0:
-                # flushAndForceWriteIfRegularFlush before a rotation from an add.
-                self._guard(old, "forcing", lambda: old.channel.flush_and_force(False))
-            self._seal(old)
-        new = self._take_preallocated()
-        if new is None:
-            new = self._allocate(directory)
-        self._active = new
-        if old is not None:
-            self._rotated.append(old)
-        self._rotate_requested = False
-        return new
+    # --- shared steps --------------------------------------------------------------------
 
     def _seal(self, log: LogChannel) -> None:
         """appendLedgersMap, resumable: flush, append the map (once), flush, then point the
@@ -317,27 +273,6 @@ class SingleEntryLogManager:
         )
         log.sealed = True
 
-    def _take_preallocated(self) -> LogChannel | None:
-        pre = self._preallocated
-        if pre is None:
-            return None
-        if not self._ledger_dirs.is_writable(pre.directory):
-            self._discard_preallocated(pre)
-            return None
-        self._preallocated = None
-        return pre
-
-    def _discard_preallocated(self, pre: LogChannel) -> None:
-        """Drop a preallocated log whose directory became full. It holds no entry (its
-        header is still in its buffer), so it is unlinked and counts as flushed."""
-        assert not pre.ledgers
-        self._fs.unlink(pre.path)
-        self._preallocated = None
-        with contextlib.suppress(FsError):
-            pre.channel.close()
-        self._status.flushed(pre.log_id)
-        self._fs.fsync_dir(pre.directory)
-
     def _allocate(
         self,
         directory: str,
@@ -354,7 +289,7 @@ class SingleEntryLogManager:
             handle = self._fs.open(path, create=True, exclusive=True)
         except FsNoSpace as exc:
             self._ledger_dirs.mark_full(directory)
-            raise NoWritableLedgerDir(_no_space_message(directory, path, "creating")) from exc
+            raise NoWritableLedgerDir(no_space_message(directory, path, "creating")) from exc
         channel = BufferedChannel(
             handle, self._write_buffer_bytes, self._flush_entrylog_bytes, start_position=0
         )
@@ -402,6 +337,219 @@ class SingleEntryLogManager:
         directory = max(roomy, key=lambda pair: pair[0])[1]
         return self._allocate(directory, compacting_file_name, register=False)
 
+    def _flush_rotated(self) -> None:
+        """flushRotatedLogs: fsync and close each rotated log and mark it flushed. On a
+        failure the logs not yet flushed go back to the rotated list, in order."""
+        channels, self._rotated = self._rotated, []
+        for index, log in enumerate(channels):
+            try:
+                self._guard(log, "syncing", functools.partial(log.channel.flush_and_force, True))
+            except BaseException:
+                self._rotated = channels[index:] + self._rotated
+                raise
+            self._flushed[log.log_id] = log.describe(LogState.FLUSHED)
+            self._status.flushed(log.log_id)
+            try:
+                log.channel.close()
+            except BaseException:
+                self._rotated = channels[index + 1 :] + self._rotated
+                raise
+
+    def _guard(self, log: LogChannel, action: str, step: Callable[[], T]) -> T:
+        try:
+            return step()
+        except FsNoSpace as exc:
+            self._ledger_dirs.mark_full(log.directory)
+            raise NoWritableLedgerDir(no_space_message(log.directory, log.path, action)) from exc
+
+    def _require_open(self) -> None:
+        assert not self._closed, "the entry log manager is closed"
+
+    def check_invariants(self) -> None:
+        """What every manager keeps; the subclasses add their own."""
+        logs = self._unflushed_logs()
+        ids = [log.log_id for log in logs]
+        assert len(set(ids)) == len(ids), ids
+        assert not set(ids) & set(self._flushed), (ids, sorted(self._flushed))
+        pending = self._status.pending()
+        for log in logs:
+            assert pending.get(log.log_id) is False, (log.log_id, pending)
+            check_log(log)
+            assert not log.channel.closed
+        for log in self._rotated:
+            assert log.sealed
+            assert log.channel.buffered_bytes == 0
+        for log_id in self._flushed:
+            # Flushed ids are marked True, or already dropped from the front.
+            assert pending.get(log_id, True) is True, (log_id, pending)
+
+
+class SingleEntryLogManager(EntryLogManagerBase):
+    """EntryLogManagerForSingleEntryLog with its allocator, as explicit steps."""
+
+    def __init__(
+        self,
+        fs: FileSystem,
+        ledger_dirs: LedgerDirs,
+        allocator: LogIdAllocator,
+        status: RecentEntryLogsStatus,
+        rng: RandomSource,
+        *,
+        log_size_limit_bytes: int,
+        write_buffer_bytes: int,
+        flush_entrylog_bytes: int,
+        preallocation_enabled: bool,
+        map_batch_max: int = LEDGERS_MAP_MAX_BATCH_SIZE,
+    ) -> None:
+        self._rng = rng
+        self._preallocation_enabled = preallocation_enabled
+        self._active: LogChannel | None = None
+        self._preallocated: LogChannel | None = None
+        self._rotate_requested = False
+        super().__init__(
+            fs,
+            ledger_dirs,
+            allocator,
+            status,
+            log_size_limit_bytes=log_size_limit_bytes,
+            write_buffer_bytes=write_buffer_bytes,
+            flush_entrylog_bytes=flush_entrylog_bytes,
+            map_batch_max=map_batch_max,
+        )
+
+    # --- observation -------------------------------------------------------------------
+
+    @property
+    def current_log_id(self) -> EntryLogId | None:
+        """The active log's id, or None before the first add (UNINITIALIZED_LOG_ID)."""
+        return None if self._active is None else self._active.log_id
+
+    @property
+    def rotate_requested(self) -> bool:
+        """A disk listener asked to move the active log off its directory."""
+        return self._rotate_requested
+
+    def active(self) -> LogChannel | None:
+        return self._active
+
+    def preallocated(self) -> LogChannel | None:
+        return self._preallocated
+
+    def channel_for(self, log_id: int) -> BufferedChannel | None:
+        """The active log's channel if ``log_id`` is active (getCurrentLogIfPresent): reads of
+        the active log must see its write buffer."""
+        if self._active is not None and self._active.log_id == log_id:
+            return self._active.channel
+        return None
+
+    def describe(self) -> list[LogDescription]:
+        """Every log of this run, by id: flushed, rotated, active, preallocated."""
+        out = list(self._flushed.values())
+        out += [log.describe(LogState.ROTATED) for log in self._rotated]
+        if self._active is not None:
+            out.append(self._active.describe(LogState.ACTIVE))
+        if self._preallocated is not None:
+            out.append(self._preallocated.describe(LogState.PREALLOCATED))
+        return sorted(out, key=lambda d: d.log_id)
+
+    # --- adding ------------------------------------------------------------------------
+
+    def add_record(self, ledger_id: LedgerId, record: bytes) -> Location:
+        """Append one encoded record (``encode_record``: int32 size + a payload beginning
+        with ``ledger_id`` and the entry id) and return its location; the bookie's add path,
+        which builds the record once for the journal and the entry log. Raises
+        NoWritableLedgerDir as ``add_entry`` does.
+
+        Every add goes through here, so it is kept lean: one unpack checks the record's
+        head, and the checks of ``_log_for_add`` and ``LogChannel.register`` are inlined."""
+        assert not self._closed, "the entry log manager is closed"
+        record_bytes = len(record)
+        assert record_bytes >= RECORD_SIZE_PREFIX + MIN_SANE_ENTRY_SIZE, record_bytes
+        size, found = _RECORD_HEAD.unpack_from(record, 0)
+        assert size == record_bytes - RECORD_SIZE_PREFIX, (size, record_bytes)
+        assert found == ledger_id, f"record of ledger {found} added to ledger {ledger_id}"
+        assert ledger_id >= 0, f"ledger id {ledger_id} is reserved"
+        log = self._active
+        # Fast path: the active log takes the record (the checks of _log_for_add, inlined).
+        if (
+            log is None
+            or self._rotate_requested
+            or log.map_offset is not None
+            or log.channel.position + record_bytes > self._log_size_limit_bytes
+        ):
+            log = self._log_for_add(record_bytes)
+        channel = log.channel
+        offset = channel.position + RECORD_SIZE_PREFIX
+        try:
+            channel.write_record(record)
+        except FsNoSpace as exc:
+            entry_id = decode_ids(record[RECORD_SIZE_PREFIX:])[1]
+            action = f"writing entry {entry_id} of ledger {ledger_id}"
+            self._ledger_dirs.mark_full(log.directory)
+            raise NoWritableLedgerDir(no_space_message(log.directory, log.path, action)) from exc
+        # LogChannel.register, inlined: the log takes no entry once its map is accepted.
+        assert log.map_offset is None, "entry after the ledgers map"
+        ledgers = log.ledgers
+        ledgers[ledger_id] = ledgers.get(ledger_id, 0) + record_bytes
+        assert channel.position == offset + size, (channel.position, offset, size)
+        assert offset < LOCATION_OFFSET_END, offset
+        return Location((log.log_id << 32) | offset)  # make_location, inlined
+
+    def _log_for_add(self, record_bytes: int) -> LogChannel:
+        """getCurrentLogForLedgerForAddEntry: lazy first log, or rotate when needed."""
+        active = self._active
+        if active is None:
+            return self._create_new_log(force_old=False)
+        over_limit = active.channel.position + record_bytes > self._log_size_limit_bytes
+        if over_limit or self._rotate_requested or active.map_offset is not None:
+            return self._create_new_log(force_old=True)
+        return active
+
+    # --- rotation ----------------------------------------------------------------------
+
+    def rotate(self) -> EntryLogId:
+        """createNewLog: seal the active log (if any) and start a new one; return its id."""
+        self._require_open()
+        return self._create_new_log(force_old=False).log_id
+
+    def _create_new_log(self, force_old: bool) -> LogChannel:
+        directory = self._ledger_dirs.dir_for_new_log(self._rng)
+        old = self._active
+        if old is not None:
+            if force_old and self._flush_entrylog_bytes > 0:
+                # flushAndForceWriteIfRegularFlush before a rotation from an add.
+                self._guard(old, "forcing", lambda: old.channel.flush_and_force(False))
+            self._seal(old)
+        new = self._take_preallocated()
+        if new is None:
+            new = self._allocate(directory)
+        self._active = new
+        if old is not None:
+            self._rotated.append(old)
+        self._rotate_requested = False
+        return new
+
+    def _take_preallocated(self) -> LogChannel | None:
+        pre = self._preallocated
+        if pre is None:
+            return None
+        if not self._ledger_dirs.is_writable(pre.directory):
+            self._discard_preallocated(pre)
+            return None
+        self._preallocated = None
+        return pre
+
+    def _discard_preallocated(self, pre: LogChannel) -> None:
+        """Drop a preallocated log whose directory became full. It holds no entry (its
+        header is still in its buffer), so it is unlinked and counts as flushed."""
+        assert not pre.ledgers
+        self._fs.unlink(pre.path)
+        self._preallocated = None
+        with contextlib.suppress(FsError):
+            pre.channel.close()
+        self._status.flushed(pre.log_id)
+        self._fs.fsync_dir(pre.directory)
+
     def preallocate(self) -> EntryLogId | None:
         """Create the next log ahead of need, when preallocation is enabled; the next
         rotation takes it. Returns its id (None when disabled)."""
@@ -419,20 +567,7 @@ class SingleEntryLogManager:
         """flushRotatedLogs: fsync and close each rotated log and mark it flushed. On a
         failure the logs not yet flushed go back to the rotated list, in order."""
         self._require_open()
-        channels, self._rotated = self._rotated, []
-        for index, log in enumerate(channels):
-            try:
-                self._guard(log, "syncing", functools.partial(log.channel.flush_and_force, True))
-            except BaseException:
-                self._rotated = channels[index:] + self._rotated
-                raise
-            self._flushed[log.log_id] = log.describe(LogState.FLUSHED)
-            self._status.flushed(log.log_id)
-            try:
-                log.channel.close()
-            except BaseException:
-                self._rotated = channels[index + 1 :] + self._rotated
-                raise
+        self._flush_rotated()
 
     def flush(self) -> None:
         """flushCurrentLogs + flushRotatedLogs: force the active log (data and metadata),
@@ -455,14 +590,7 @@ class SingleEntryLogManager:
                 log.channel.close()
         self._closed = True
 
-    # --- ENOSPC and disk events --------------------------------------------------------
-
-    def _guard(self, log: LogChannel, action: str, step: Callable[[], T]) -> T:
-        try:
-            return step()
-        except FsNoSpace as exc:
-            self._ledger_dirs.mark_full(log.directory)
-            raise NoWritableLedgerDir(_no_space_message(log.directory, log.path, action)) from exc
+    # --- disk events -------------------------------------------------------------------
 
     def _on_dir_state(self, directory: str, state: DirState) -> None:
         """diskFull / diskAlmostFull: rotate the active log off that directory."""
@@ -471,39 +599,27 @@ class SingleEntryLogManager:
         if self._active is not None and self._active.directory == directory:
             self._rotate_requested = True
 
-    def _require_open(self) -> None:
-        assert not self._closed, "the entry log manager is closed"
-
     # --- invariants --------------------------------------------------------------------
 
-    def check_invariants(self) -> None:
+    def _unflushed_logs(self) -> list[LogChannel]:
         logs = list(self._rotated)
         if self._active is not None:
             logs.append(self._active)
         if self._preallocated is not None:
             logs.append(self._preallocated)
-        ids = [log.log_id for log in logs]
-        assert len(set(ids)) == len(ids), ids
-        assert not set(ids) & set(self._flushed), (ids, sorted(self._flushed))
-        pending = self._status.pending()
-        for log in logs:
-            assert pending.get(log.log_id) is False, (log.log_id, pending)
-            _check_log(log)
-            assert not log.channel.closed
-        for log in self._rotated:
-            assert log.sealed
-            assert log.channel.buffered_bytes == 0
+        return logs
+
+    def check_invariants(self) -> None:
+        super().check_invariants()
         if self._preallocated is not None:
             assert not self._preallocated.ledgers
             assert self._preallocated.map_offset is None
         if self._rotate_requested:
             assert self._active is not None
-        for log_id in self._flushed:
-            # Flushed ids are marked True, or already dropped from the front.
-            assert pending.get(log_id, True) is True, (log_id, pending)
 
 
-def _check_log(log: LogChannel) -> None:
+def check_log(log: LogChannel) -> None:
+    """A log's own invariants: its channel, its header, its counted bytes, its map."""
     log.channel.check_invariants()
     assert log.channel.position >= LOGFILE_HEADER_SIZE
     for ledger_id, size in log.ledgers.items():
@@ -524,7 +640,8 @@ def _check_payload(ledger_id: LedgerId, payload: bytes) -> None:
     assert found == ledger_id, f"payload of ledger {found} added to ledger {ledger_id}"
 
 
-def _no_space_message(directory: str, path: str, action: str) -> str:
+def no_space_message(directory: str, path: str, action: str) -> str:
+    """What NoWritableLedgerDir says when a write in ``directory`` met ENOSPC."""
     return (
         f"{directory}: no space left on device while {action} ({path}). Nothing of that "
         "write was accepted and entries already written are kept (in memory until the log "

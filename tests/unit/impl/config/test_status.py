@@ -33,9 +33,6 @@ DERIVED: dict[str, tuple[str, ...]] = {
 
 #: A value that differs from the harmless one, for each key that is not built.
 NON_DEFAULT: dict[str, str] = {
-    "entryLogPerLedgerEnabled": "true",
-    "entrylogMapAccessExpiryTimeInSeconds": "60",
-    "maximumNumberOfActiveEntryLogs": "7",
     "readBufferSizeBytes": "4096",
     "minUsableSizeForEntryLogCreation": "1000",
     "diskUsageLwmThreshold": "0.8",
@@ -70,7 +67,14 @@ def _accessors(key: str) -> set[str]:
 def test_every_key_has_a_status_and_not_built_keys_are_keys() -> None:
     assert set(NOT_BUILT) <= set(KEYS_BY_NAME)
     statuses = {spec.key: status_of(spec.key) for spec in KEYS}
-    assert set(statuses.values()) == set(Status)
+    # No key is refused today (entryLogPerLedgerEnabled was until per-ledger logs were built).
+    assert set(statuses.values()) == {Status.IMPLEMENTED, Status.IGNORED}
+    for key in (
+        "entryLogPerLedgerEnabled",
+        "entrylogMapAccessExpiryTimeInSeconds",
+        "maximumNumberOfActiveEntryLogs",
+    ):
+        assert statuses[key] is Status.IMPLEMENTED, key
     assert set(NON_DEFAULT) == set(NOT_BUILT)
     for key, not_built in NOT_BUILT.items():
         if not_built.status is Status.REFUSED:
@@ -107,6 +111,45 @@ def test_a_not_built_key_set_is_warned_about_or_refused(key: str) -> None:
     matching = [w for w in config.warnings if w.startswith(f"{setting} (--set): ")]
     assert len(matching) == 1, config.warnings
     assert "accepted but has no effect in bkref" in matching[0]
+
+
+def test_per_ledger_entry_logs_and_their_tuning_load_without_a_word() -> None:
+    config = load_config(
+        None,
+        "",
+        [
+            "entryLogPerLedgerEnabled=true",
+            "entrylogMapAccessExpiryTimeInSeconds=60",
+            "maximumNumberOfActiveEntryLogs=7",
+        ],
+    )
+    assert config.warnings == ()
+    assert config.entry_log_per_ledger_enabled is True
+    assert config.entrylog_map_access_expiry_time_s == 60
+    assert config.maximum_number_of_active_entry_logs == 7
+
+
+def test_per_ledger_entry_logs_with_transactional_compaction_asked_for_are_refused() -> None:
+    """BookKeeper refuses the pair at start (ServerConfiguration.validate), so bkref does
+    too, though it compacts transactionally in per-ledger mode as in any mode."""
+    with pytest.raises(ConfigError, match="BookKeeper refuses both together"):
+        load_config(None, "", ["entryLogPerLedgerEnabled=true", "useTransactionalCompaction=true"])
+
+
+def test_a_refused_key_is_still_refused_when_one_is_listed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No key is refused today; the refusal path stays working for the next one."""
+    import impl.config.config as config_module
+    from impl.config.keys import NotBuilt
+
+    refused = NotBuilt(Status.REFUSED, "not built in this test", harmless=300)
+    table = {**NOT_BUILT, "entrylogMapAccessExpiryTimeInSeconds": refused}
+    monkeypatch.setattr(config_module, "NOT_BUILT", table)
+    assert load_config(None, "", []).warnings == ()
+    with pytest.raises(ConfigError) as error:
+        load_config(None, "", ["entrylogMapAccessExpiryTimeInSeconds=60"])
+    message = str(error.value)
+    assert message.startswith("entrylogMapAccessExpiryTimeInSeconds=60 (--set): not implemented")
+    assert "set entrylogMapAccessExpiryTimeInSeconds=300" in message
 
 
 def test_the_harmless_value_given_is_not_warned_about() -> None:

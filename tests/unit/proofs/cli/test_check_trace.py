@@ -348,8 +348,8 @@ def _trace(ops_results: Sequence[tuple[Operation, Result]], config: object = ())
         (_trace([(Rotate(), OK)], [("fooBarBaz", "1")]), "unknown key 'fooBarBaz'"),
         (_trace([(Rotate(), OK)], [("logSizeLimt", "2048")]), "did you mean 'logSizeLimit'"),
         (
-            _trace([(Rotate(), OK)], [("entryLogPerLedgerEnabled", "true")]),
-            "entryLogPerLedgerEnabled",
+            _trace([(Rotate(), OK)], [("forceReadOnlyBookie", "true")]),
+            "forceReadOnlyBookie",
         ),
     ],
     ids=[

@@ -52,7 +52,7 @@ def test_defaults_table(capsys: pytest.CaptureFixture[str]) -> None:
         "(=",
         "diskUsageThreshold)",
     ]
-    assert rows["entryLogPerLedgerEnabled"] == ["false", "refused", "default"]
+    assert rows["entryLogPerLedgerEnabled"] == ["false", "implemented", "default"]
     assert "#   useTransactionalCompaction " in out  # what bkref does instead, when not built
     assert rows["gcWaitTime"] == ["600000", "implemented", "default"]
     assert "# ignored: none" in out

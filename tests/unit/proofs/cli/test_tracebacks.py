@@ -291,11 +291,18 @@ def test_the_adapter_warns_at_start_about_a_key_it_does_not_act_on(tmp_path: Pat
     )
 
 
-def test_the_adapter_refuses_per_ledger_entry_logs(tmp_path: Path) -> None:
+def test_the_adapter_starts_with_per_ledger_entry_logs_without_a_word(tmp_path: Path) -> None:
     result = _adapter(tmp_path, "entryLogPerLedgerEnabled=true")
     err = _no_traceback(result.stderr)
+    assert result.returncode == 0, err
+    assert "entryLogPerLedgerEnabled" not in err
+
+
+def test_the_adapter_refuses_a_forced_read_only_bookie(tmp_path: Path) -> None:
+    result = _adapter(tmp_path, "forceReadOnlyBookie=true")
+    err = _no_traceback(result.stderr)
     assert result.returncode == 2, err
-    assert "entryLogPerLedgerEnabled=true (--set): not implemented by bkref" in err
+    assert "forceReadOnlyBookie=true (--set): not implemented by bkref" in err
     assert result.stdout == b""
     assert not (tmp_path / "l").exists()  # refused before any directory was made
 
