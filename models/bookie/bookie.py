@@ -52,11 +52,23 @@ new.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
+from models.entrylog.layout import (
+    MANAGERS,
+    Between,
+    Layout,
+    LayoutProblem,
+    ManagerRules,
+    RunHistory,
+    check_active,
+    check_ids,
+    judge,
+)
 from models.entrylog.manager import (
     NO_MAP,
     RECORD_OVERHEAD_BYTES,
@@ -155,6 +167,17 @@ class ModelConfig:
     major_interval_s: int = 86400  # majorCompactionInterval
     force_allow_compaction: bool = False  # forceAllowCompaction
     force_gc_when_no_space: bool = False  # isForceGCAllowWhenNoSpace
+    #: How the entry-log layout is judged: ``rules`` (models/entrylog/layout.py: every state
+    #: against the one before by the rules every manager keeps, then followed) or
+    #: ``predict`` (the single-log manager's every decision predicted and compared exactly,
+    #: kept to measure the two against each other). BKREF_MODEL_LAYOUT sets the default.
+    layout: str = attrs.field(
+        factory=lambda: os.environ.get("BKREF_MODEL_LAYOUT", "rules"),
+        validator=attrs.validators.in_(("rules", "predict")),
+    )
+    #: The entry-log manager (entryLogPerLedgerEnabled): ``single`` or ``per_ledger``, whose
+    #: layout only rules can judge.
+    manager: str = attrs.field(default="single", validator=attrs.validators.in_(MANAGERS))
 
     @classmethod
     def from_settings(
@@ -176,6 +199,11 @@ class ModelConfig:
             major_interval_s=_int_setting(settings, "majorCompactionInterval", 86400),
             force_allow_compaction=_bool_setting(settings, "forceAllowCompaction", False),
             force_gc_when_no_space=_bool_setting(settings, "isForceGCAllowWhenNoSpace", False),
+            manager=(
+                "per_ledger"
+                if _bool_setting(settings, "entryLogPerLedgerEnabled", False)
+                else "single"
+            ),
         )
 
     def threshold(self, kind: str) -> float:
@@ -454,6 +482,19 @@ class BookieModel:
         #: Logs showing no record that a GC step may or may not have deleted: the next
         #: compared state shows which (see _gc_begin_checks).
         self.maybe_dead: set[int] = set()
+        #: The layout judged by rules (models/entrylog/layout.py) rather than predicted.
+        self.by_rules = config.layout == "rules" or config.manager != "single"
+        self.manager = ManagerRules(config.manager, config.log_size_limit_bytes)
+        self.logs.per_ledger = config.manager == "per_ledger"
+        #: The layout the last compared state showed, and what happened since.
+        self.last_layout: Layout | None = None
+        self.between = Between(unsure=self.async_acks)
+        self.run = RunHistory()
+        #: A GC step ran since the last compared state (its layout is computed, not judged
+        #: by rules: the GC's decisions follow from the layout before it).
+        self.gc_since = False
+        #: A directory filled up under the active log, and no state has shown it rotated.
+        self.rotation_owed = False
 
     @property
     def up(self) -> bool:
@@ -476,6 +517,8 @@ class BookieModel:
         if isinstance(op, Add | Fence | Delete | Read):
             self.named_since_restart.add(op.ledger)
         fired = self._fired(faults, reading=isinstance(op, Read), gc=isinstance(op, GC_STEPS))
+        if isinstance(op, GC_STEPS):
+            self.gc_since = True
         notes = self._step(index, op, result, completed, rule)
         if self.async_acks and not rule.lifecycle and not result.pending and not result.crashed:
             # Answered: the bookie ran this request, and every one before it.
@@ -617,8 +660,13 @@ class BookieModel:
         failed = self._background_failed(index, op, result, {"io_error", "no_space"})
         if failed is not None:
             return failed
+        self.between.rotate = True
         if not self.logs.relaxed:
             log_id = self.logs.rotate()
+            if log_id < 0:
+                return [
+                    "every active entry log was sealed; each ledger's next add starts a new one"
+                ]
             return [f"the active entry log was sealed; entry log {log_id} is now active"]
         return []
 
@@ -685,6 +733,7 @@ class BookieModel:
         self.checkpoint_open = failed is None
         if failed is not None:
             return failed
+        self.between.checkpoint = True
         if not self.logs.relaxed:
             self.logs.checkpoint()
         self.marks.capture_mark()
@@ -1245,6 +1294,8 @@ class BookieModel:
         if records:
             self.marks.appended(2 if new_key else 1)
         op = pending.op
+        if isinstance(op, Add):
+            self.between.records.append((op.ledger, record_bytes(len(op.data))))
         if isinstance(op, Add) and not self.logs.relaxed:
             self.logs.add_entry(op.ledger, len(op.data))
 
@@ -1306,7 +1357,7 @@ class BookieModel:
         if not self.pending[index].applied:
             return [f"{what} in flight: its answer says whether the bookie admitted it"]
         where = ""
-        if not self.logs.relaxed and self.logs.current is not None:
+        if not self.logs.relaxed and not self.by_rules and self.logs.current is not None:
             where = f" in entry log {self.logs.current}"
         resent = " The entry id was added before: this is a re-send." if again else ""
         if not self.internals:
@@ -1418,6 +1469,7 @@ class BookieModel:
     def _checkpoint(self) -> list[str]:
         covered = self.marks.journal_only
         self.checkpoint_open = False  # a whole checkpoint overtakes a phased one
+        self.between.checkpoint = True
         if not self.logs.relaxed:
             self.logs.checkpoint()
         self.marks.checkpointed()
@@ -1607,6 +1659,7 @@ class BookieModel:
             # The disk listener moves the active log off its full directory: the next add
             # that is taken starts a new log (until one is, the request stands, room or not).
             self.logs.rotate_requested = True
+            self.rotation_owed = True
         if op.where == "ledger_dirs":
             return [
                 "the ledger directories are full: adds may be refused with no_space (nothing "
@@ -1663,7 +1716,7 @@ class BookieModel:
             self.ledgers.send(
                 self.interrupted_index, op.ledger, op.key, entry=op.entry, data=op.data
             )
-            current = self.logs.current
+            current = self.logs.log_of(op.ledger)
             if current is not None and current in self.logs.logs:
                 log = self.logs.logs[current]
                 written = log.written.get(op.ledger, 0)
@@ -1736,6 +1789,7 @@ class BookieModel:
             )
         self.status = "up"
         self.gc = None
+        self.rotation_owed = False
         self.faulted = False
         self.short_of_space = False
         self.no_room = False
@@ -1824,9 +1878,15 @@ class BookieModel:
             return notes
         logs = self._real_logs(index, observed)
         maps = _observed_maps(index, observed)
+        layout = Layout.of(
+            observed.entry_logs, maps, observed.least_unflushed_log_id, observed.current_log_id
+        )
         if self.fresh_run or self.logs.relaxed:
             _check_least_unflushed(index, observed)
-            _check_layout_possible(index, observed, logs)
+            try:
+                check_active(layout, self.manager)
+            except LayoutProblem as exc:
+                raise Divergence(index, exc.message, rule=exc.rule) from None
         if self.fresh_run:
             self._check_logs_after_stop(index, observed, logs)
             if maps is not None:
@@ -1838,11 +1898,18 @@ class BookieModel:
                 maps,
                 after_restart=True,
             )
+            self.run.restarted(observed.least_unflushed_log_id, layout)
+            if self.by_rules:
+                self._follow(observed, logs, maps)
         elif self.logs.relaxed:
             self._check_logs_relaxed(index, observed, logs)
             if maps is not None:
                 self._check_durable_maps(index, maps)
             self.logs.adopt(logs, observed.current_log_id, observed.least_unflushed_log_id, maps)
+        elif self.by_rules and not (
+            self.gc_since or self.maybe_dead or self.unplaced or self.last_layout is None
+        ):
+            self._judge_layout(index, observed, layout, logs, maps)
         else:
             if self.maybe_dead:
                 self._resolve_maybe_dead(logs)
@@ -1851,6 +1918,19 @@ class BookieModel:
             self._compare_logs(index, observed, logs)
             if maps is not None:
                 self._compare_maps(index, maps)
+            if self.by_rules and self.last_layout is not None:
+                try:
+                    check_ids(self.last_layout, layout, self.between, self.run)
+                except LayoutProblem as exc:
+                    raise Divergence(index, exc.message, rule=exc.rule) from None
+            if self.by_rules:
+                self._follow(observed, logs, maps)
+        self.run.learn(layout)
+        if self.last_layout is not None and layout.current != self.last_layout.current:
+            self.rotation_owed = False
+        self.last_layout = layout
+        self.between = Between(unsure=self.async_acks)
+        self.gc_since = False
         problems = self.marks.check(
             step,
             last_mark=observed.last_mark,
@@ -1873,6 +1953,32 @@ class BookieModel:
             )
         self._compared()
         return notes
+
+    def _judge_layout(
+        self,
+        index: int,
+        observed: AbstractState,
+        layout: Layout,
+        logs: tuple[LogView, ...],
+        maps: dict[int, MapState] | None,
+    ) -> None:
+        """The layout against the one before, by the rules every manager keeps
+        (models/entrylog/layout.py), then followed."""
+        assert self.last_layout is not None
+        self.between.dir_full |= self.rotation_owed
+        try:
+            judge(self.last_layout, layout, self.between, self.manager, self.run)
+        except LayoutProblem as exc:
+            raise Divergence(index, exc.message, rule=exc.rule) from None
+        self._follow(observed, logs, maps)
+
+    def _follow(
+        self, observed: AbstractState, logs: tuple[LogView, ...], maps: dict[int, MapState] | None
+    ) -> None:
+        waiting = tuple(v.log_id for v in observed.entry_logs if v.state == "preallocated")
+        self.logs.follow(
+            logs, waiting, observed.current_log_id, observed.least_unflushed_log_id, maps
+        )
 
     def _compared(self) -> None:
         """A state was compared: the next one is judged over the steps after this one (and
@@ -1901,6 +2007,8 @@ class BookieModel:
                     f"entry log {view.log_id} is preallocated but holds entries",
                     rule="R-PREALLOC",
                 )
+            if self.by_rules:
+                continue  # its id is judged by R-LOG-IDS (models/entrylog/layout.py)
             reserved = view.log_id == self.logs.next_id and view.log_id not in self.logs.logs
             reused = self.logs.reusable(view.log_id)
             # A preallocated log accepted by an earlier state is the same log, still waiting
@@ -2405,24 +2513,6 @@ def _observed_maps(index: int, observed: AbstractState) -> dict[int, MapState] |
                 rule="R-PREALLOC",
             )
     return maps
-
-
-def _check_layout_possible(index: int, observed: AbstractState, views: tuple[LogView, ...]) -> None:
-    """What any layout must be, before the model adopts one: at most one active log, and it
-    is the current one (a bookie in single-log mode appends to one log)."""
-    active = [view.log_id for view in views if view.state == "active"]
-    if len(active) > 1:
-        raise Divergence(
-            index,
-            f"entry logs {active} are all active; one log takes the adds",
-            rule="R-LOG-LAYOUT",
-        )
-    if active and observed.current_log_id != active[0]:
-        raise Divergence(
-            index,
-            f"entry log {active[0]} is active but the current log is {observed.current_log_id}",
-            rule="R-LOG-LAYOUT",
-        )
 
 
 def _check_least_unflushed(index: int, observed: AbstractState) -> None:

@@ -389,12 +389,40 @@ class EntryLogManagerModel:
         self.max_before_provisional = -1
         #: While relaxed: logs a GC step may have deleted or compacted away.
         self.may_vanish: set[int] = set()
+        #: The layout is judged by rules and followed (:meth:`follow`): a compaction's id is
+        #: not predicted, only checked to be new.
+        self.followed = False
+        #: The highest id a state showed (:meth:`follow`).
+        self.observed_max = -1
+        #: An entry log per ledger (entryLogPerLedgerEnabled): many active logs, judged by
+        #: rules and followed (models/entrylog/layout.py).
+        self.per_ledger = False
 
     # --- the operations, in the implementation's order ---------------------------------
 
+    def log_of(self, ledger_id: int) -> int | None:
+        """The active log an add of ``ledger_id`` goes to now: the single active log, or
+        with an entry log per ledger that ledger's (None: a new log)."""
+        if not self.per_ledger:
+            return self.current
+        for log_id, log in sorted(self.logs.items()):
+            if log.state == "active" and ledger_id in log.written:
+                return log_id
+        return None
+
     def add_entry(self, ledger_id: int, data_bytes: int) -> int:
-        """Append one entry; return the id of the log it went to."""
+        """Append one entry; return the id of the log it went to. With an entry log per
+        ledger the layout is judged by rules and followed at the next state: the record is
+        counted in the ledger's active log, or in a new one (a placeholder id until seen)."""
         size = record_bytes(data_bytes)
+        if self.per_ledger:
+            log_id = self.log_of(ledger_id)
+            if log_id is None:
+                log_id = max([self.max_seen_id, *self.taken, *self.logs]) + 1
+                self._put(log_id, LogModel(log_id, "active"))
+            log = self.logs[log_id]
+            log.written[ledger_id] = log.written.get(ledger_id, 0) + size
+            return log_id
         active = self.logs.get(self.current) if self.current is not None else None
         if (
             active is None
@@ -406,7 +434,15 @@ class EntryLogManagerModel:
         return active.log_id
 
     def rotate(self) -> int:
-        """Seal the active log (if any) and start a new one."""
+        """Seal the active log (if any) and start a new one (with an entry log per ledger,
+        seal every active log: each ledger's next add starts its new one; -1)."""
+        if self.per_ledger:
+            for log in self.logs.values():
+                if log.state == "active":
+                    log.state = "rotated"
+                    log.ledgers_map = (True, tuple(sorted(log.written.items())))
+            self.current = None
+            return -1
         return self._new_active().log_id
 
     def checkpoint(self) -> None:
@@ -491,7 +527,7 @@ class EntryLogManagerModel:
     def next_compaction_ids(self) -> set[int]:
         """The ids a compaction may take now: the next id, or the one after it when a
         preallocated log may hold the next (empty when the next id is unknown)."""
-        if self.next_id is None:
+        if self.next_id is None or self.followed:
             return set()
         ids = {self.next_id}
         if self.preallocated:
@@ -707,6 +743,56 @@ class EntryLogManagerModel:
             self.next_id = current + 1
             self._skip_taken()
 
+    def follow(
+        self,
+        views: tuple[LogView, ...],
+        preallocated: tuple[int, ...],
+        current: int | None,
+        least: int,
+        maps: dict[int, MapState] | None,
+    ) -> None:
+        """Take a layout the rules accepted (models/entrylog/layout.py) as the model's, in
+        the same run: what each log that stays had durable stays durable (bytes a checkpoint
+        fsynced, a map that was fsynced), the next id is the preallocated log's or one past
+        every id seen, and leastUnflushedLogId is followed from now on."""
+        before = self.logs
+        self.logs = {}
+        for view in views:
+            written = dict(view.ledger_bytes)
+            old = before.get(view.log_id)
+            log = LogModel(view.log_id, view.state, written)
+            if view.state == "flushed":
+                log.durable = dict(written)
+            elif old is not None:
+                log.durable = {k: min(n, written.get(k, 0)) for k, n in old.durable.items()}
+                log.durable = {k: n for k, n in log.durable.items() if n > 0}
+            if old is not None and old.map_durable:
+                log.ledgers_map, log.map_durable = old.ledgers_map, True
+            else:
+                log.ledgers_map = None if maps is None else maps.get(view.log_id)
+                log.map_durable = view.state == "flushed" and old is not None
+            self._put(view.log_id, log)
+        # Ids from what states showed only (the predicted logs between two states are
+        # placeholders). A preallocated log's id is not counted: a crash may drop the log,
+        # which holds nothing, and its id with it, as the predicting model's does.
+        self.observed_max = max([self.observed_max, *self.logs])
+        self.max_seen_id = max(self.observed_max, least - 1)
+        self.current = current
+        self.least_unflushed = self.least_seen = least
+        self.least_followed = True
+        self.followed = True
+        self.provisional = []
+        self.dropped_from = None
+        self.rotate_requested = False
+        self.preallocated = bool(preallocated) or self.preallocates_unseen
+        # The next id: the waiting preallocated log's, or one past this run's logs (the
+        # run starts at leastUnflushedLogId's first value; ids of removed logs may come back).
+        self.next_id = (
+            min(preallocated) if preallocated else max([least, *(i + 1 for i in self.logs)])
+        )
+        self._skip_taken()
+        self.created = {}
+
     def restarted(self) -> None:
         """A new run: nothing is created in it yet, the next id is unknown until seen, and
         the logs of earlier runs are sealed (the first state of the run replaces them with
@@ -736,6 +822,8 @@ class EntryLogManagerModel:
             log.check_invariants()
             assert log_id <= self.max_seen_id, (log_id, self.max_seen_id)
         actives = [log_id for log_id, log in self.logs.items() if log.state == "active"]
+        if self.per_ledger:
+            return
         assert len(actives) <= 1, actives
         if self.current is not None and not self.relaxed:
             assert actives == [self.current], (actives, self.current)

@@ -187,11 +187,14 @@ class DiskCheck:
                     f"disk: after recovery entry log {log_id} ({found.path}) is not durable: "
                     f"records {_sizes(found.current)}, durable {_sizes(found.durable)}",
                 )
-        active = model.logs.current
+        # The active logs take this run's adds (one, or one per ledger with an entry log per
+        # ledger); every other log is an earlier run's, and never changes.
+        active = {i for i, log in model.logs.logs.items() if log.state == "active"}
+        active.add(-1 if model.logs.current is None else model.logs.current)
         self.inherited = {
             log_id: self.inherited.get(log_id, (found.current, found.durable))
             for log_id, found in logs.items()
-            if log_id != active
+            if log_id not in active
         }
         # Their ledgers are on the disk: a compaction copies them whatever they are (a scan
         # may read garbage records past a hole in a log a crash tore).

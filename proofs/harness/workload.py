@@ -577,11 +577,15 @@ class Workload:
         *,
         stretch_max: int = STRETCH_MAX,
         seen: Callable[[str], None] = lambda _text: None,
+        fixed: Mapping[str, str] | None = None,
     ) -> None:
+        """``fixed``: settings every run of this workload has, over the drawn knobs (e.g.
+        entryLogPerLedgerEnabled for the refinement test of that manager)."""
         self.opener = opener
         self.stretch_max = stretch_max
         self.seen = seen
-        self.settings = dict(SMALL_SETTINGS)
+        self.fixed = dict(fixed or {})
+        self.settings = {**SMALL_SETTINGS, **self.fixed}
         self.sut = InProcessBookie(self.settings, opener=opener)
         self.harness = Refinement(self.sut, self.settings)
         #: The live ledgers, and the next entry id of each: ids are never reused.
@@ -595,7 +599,7 @@ class Workload:
     def configure(self, drawn: dict[str, str], wall_ms: int) -> None:
         """Start this run's bookie with its drawn knobs (:data:`KNOBS`) and wall clock
         (:data:`WALL_CLOCKS`)."""
-        self.settings = {**SMALL_SETTINGS, **HALF_FULL_THRESHOLDS, **drawn}
+        self.settings = {**SMALL_SETTINGS, **HALF_FULL_THRESHOLDS, **drawn, **self.fixed}
         self.sut = InProcessBookie(self.settings, opener=self.opener, wall_ms=wall_ms)
         self.harness = Refinement(self.sut, self.settings)
         self.seen(f"logSizeLimit {drawn['logSizeLimit']}")

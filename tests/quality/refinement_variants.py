@@ -18,6 +18,7 @@ the derandomized profile finds one run where the model, a property or an invaria
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -41,19 +42,24 @@ from impl.entrylog.compactor import (
     MovedEntry,
     TransactionalCompactor,
 )
-from impl.entrylog.ids import RecentEntryLogsStatus
+from impl.entrylog.ids import LogIdAllocator, RecentEntryLogsStatus
 from impl.entrylog.ledger_dirs import DirState
-from impl.entrylog.manager import SingleEntryLogManager
-from impl.format.entry_log import LEDGERS_MAP_MAX_BATCH_SIZE, encode_ledgers_map
+from impl.entrylog.manager import LogState, SingleEntryLogManager
+from impl.entrylog.per_ledger import PerLedgerEntryLogManager
+from impl.format.entry_log import (
+    LEDGERS_MAP_MAX_BATCH_SIZE,
+    LOGFILE_HEADER_SIZE,
+    encode_ledgers_map,
+)
 from impl.format.journal import encode_key_record
-from impl.format.names import LAST_MARK_FILE_NAME
+from impl.format.names import LAST_MARK_FILE_NAME, log_file_name
 from impl.fs.api import FileSystem, join
 from impl.index.ledger_index import TombstoneUncertain
 from impl.journal.journal import Journal, OnDurable
 from impl.journal.last_mark import IndexCoverage, LogMark, encode_last_mark
 from impl.limits import LIMITS, Limits
 from spec.errors import BookieError, BookieIOError, FsError, NoSpace
-from spec.ids import EntryId, EntryLogId, LedgerId, location_log_id
+from spec.ids import EntryId, EntryLogId, LedgerId, Location, location_log_id
 from tests.quality import bookie_variants, variants
 from tests.unit.fs_wrappers import ForwardingFs
 
@@ -753,3 +759,162 @@ class RemembersALogItUnlinkedBookie(Bookie):
 
     def _forget_if_gone(self, log_id: EntryLogId) -> None:
         del log_id
+
+
+# --- the layout rules (models/entrylog/layout.py): each variant breaks one ------------------
+#
+# They lose no acknowledged data: what catches them is the layout judged by rules alone
+# (tests/quality/test_layout_rules_catch.py runs them with the model's layout judged by
+# rules, not predicted), each by the rule its name says.
+
+
+def _limit_shifted(shift: int) -> Callable[..., None]:
+    init = SingleEntryLogManager.__init__
+
+    def shifted_init(self: SingleEntryLogManager, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        self._log_size_limit_bytes += shift
+
+    return shifted_init
+
+
+def apply_rotation_counting_the_header_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rotation test compares the log's size with logSizeLimit less the header, which its
+    position already counts: logs are sealed 1024 bytes early (R-LOG-ROTATION)."""
+    monkeypatch.setattr(SingleEntryLogManager, "__init__", _limit_shifted(-LOGFILE_HEADER_SIZE))
+
+
+def apply_rotation_forgetting_the_header(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rotation test leaves the header out of the log's size: logs grow 1024 bytes past
+    logSizeLimit before they are sealed (R-LOG-ROTATION)."""
+    monkeypatch.setattr(SingleEntryLogManager, "__init__", _limit_shifted(LOGFILE_HEADER_SIZE))
+
+
+def _checkpoint_keeping_the_last_rotated(self: SingleEntryLogManager) -> None:
+    """flushRotatedLogs that fsyncs every rotated log but leaves the last one on the rotated
+    list, unmarked (it is fsynced again at the next checkpoint)."""
+    channels = list(self._rotated)
+    keep = channels[-1:] if channels else []
+    for log in channels:
+        self._guard(log, "syncing", functools.partial(log.channel.flush_and_force, True))
+    self._rotated = keep
+    for log in channels[:-1]:
+        self._flushed[log.log_id] = log.describe(LogState.FLUSHED)
+        self._status.flushed(log.log_id)
+        log.channel.close()
+
+
+def apply_checkpoint_leaving_a_rotated_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint that returns with a rotated log still rotated: it was fsynced, so nothing
+    is lost, but it is not flushed and GC never takes it (R-LOG-FLUSH)."""
+    monkeypatch.setattr(SingleEntryLogManager, "checkpoint", _checkpoint_keeping_the_last_rotated)
+
+
+def _next_id_filling_holes(
+    self: LogIdAllocator, file_name: Callable[[int], str] = log_file_name
+) -> EntryLogId:
+    if file_name is log_file_name:
+        return _NEXT_ID(self, file_name)
+    names = {name for d in self._dirs for name in self._fs.listdir(d)}
+    candidate = 0
+    while any(name.startswith(f"{candidate:x}.log") for name in names):
+        candidate += 1
+    self._last_id = max(self._last_id, candidate)
+    return EntryLogId(candidate)
+
+
+def apply_compaction_ids_filling_holes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The allocator hands a compaction the smallest id no file names: once GC removed a
+    log, its id comes back within the run for a compaction's new log, while the index may
+    still name it for a ledger that was deleted (R-LOG-IDS)."""
+    monkeypatch.setattr(LogIdAllocator, "next_id", _next_id_filling_holes)
+
+
+def _checkpoint_dropping_empty_rotated(self: SingleEntryLogManager) -> None:
+    empty = [log for log in self._rotated if not log.ledgers]
+    self._rotated = [log for log in self._rotated if log.ledgers]
+    for log in empty:
+        log.channel.close()
+        self._fs.unlink(log.path)
+        self._status.flushed(log.log_id)
+    _CHECKPOINT(self)
+
+
+def apply_empty_rotated_logs_unlinked_at_checkpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint that unlinks the rotated logs holding no record (an explicit rotation of
+    an empty log) instead of flushing them: a sealed log vanishes without a GC
+    (R-LOG-SEALED)."""
+    monkeypatch.setattr(SingleEntryLogManager, "checkpoint", _checkpoint_dropping_empty_rotated)
+
+
+def _add_record_counting_the_prefix_twice(
+    self: SingleEntryLogManager, ledger_id: LedgerId, record: bytes
+) -> Location:
+    location = _ADD_RECORD(self, ledger_id, record)
+    active = self._active
+    assert active is not None and active.log_id == location_log_id(location)
+    active.ledgers[ledger_id] += 4
+    return location
+
+
+def apply_record_bytes_counting_the_prefix_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """EntryLogMetadata counts each record's size prefix twice: the bytes a log holds per
+    ledger (what GC's usage is computed from) grow faster than its records (R-LOG-BYTES)."""
+    monkeypatch.setattr(SingleEntryLogManager, "add_record", _add_record_counting_the_prefix_twice)
+
+
+_CHECKPOINT = SingleEntryLogManager.checkpoint
+_NEXT_ID = LogIdAllocator.next_id
+_ADD_RECORD = SingleEntryLogManager.add_record
+
+
+# --- an entry log per ledger (impl/entrylog/per_ledger.py): the manager's own rules ---------
+
+
+def _evict_without_the_map(self: PerLedgerEntryLogManager, current: Any) -> None:
+    del self._current[current.ledger_id]
+    del self._by_log[current.log.log_id]
+    current.log.map_offset = current.log.channel.position
+    current.log.sealed = True
+    self._rotated.append(current.log)
+
+
+def apply_eviction_without_the_map(monkeypatch: pytest.MonkeyPatch) -> None:
+    """onCacheEntryRemoval that moves the evicted ledger's log to the rotated list without
+    appending its ledgers map (the log takes no more records, but its header points at no
+    map): GC must scan it, and a map-trusting reader finds none (R-LOG-MAP)."""
+    monkeypatch.setattr(PerLedgerEntryLogManager, "_evict", _evict_without_the_map)
+
+
+_PER_LEDGER_LOG_FOR_ADD = PerLedgerEntryLogManager._log_for_add
+_PER_LEDGER_DESCRIBE = PerLedgerEntryLogManager.describe
+
+
+def _log_for_add_leaking_the_old(
+    self: PerLedgerEntryLogManager, ledger_id: int, current: Any, now: int
+) -> Any:
+    """A rotation at logSizeLimit that starts the ledger's new log and leaves the old one
+    where it was: still open, never sealed, still counted as the ledger's."""
+    if current is None:
+        return _PER_LEDGER_LOG_FOR_ADD(self, ledger_id, current, now)
+    old = current.log
+    new = self._allocate(self._dir_for_new_log())
+    del self._by_log[old.log_id]
+    current.log = new
+    self._by_log[new.log_id] = current
+    leaked: list[Any] = self.__dict__.setdefault("_leaked", [])
+    leaked.append(old)
+    return current
+
+
+def _describe_with_the_leaked(self: PerLedgerEntryLogManager) -> list[Any]:
+    leaked = [log.describe(LogState.ACTIVE) for log in self.__dict__.get("_leaked", [])]
+    return sorted(_PER_LEDGER_DESCRIBE(self) + leaked, key=lambda d: d.log_id)
+
+
+def apply_two_active_logs_for_one_ledger(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ledger's rotation at logSizeLimit that opens its new log but never seals the old
+    one, which stays active beside it: two active logs for one ledger, the old one never
+    flushed nor collected (R-LOG-ACTIVE)."""
+    monkeypatch.setattr(PerLedgerEntryLogManager, "_log_for_add", _log_for_add_leaking_the_old)
+    monkeypatch.setattr(PerLedgerEntryLogManager, "describe", _describe_with_the_leaked)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, event, settings
@@ -164,3 +164,19 @@ def machine_for(
     for spec in wl.rules(stretch_max):
         setattr(RefinementMachine, spec.name, _hypothesis_rule(spec))
     return RefinementMachine
+
+
+def machine_with(
+    fixed: Mapping[str, str], opener: Callable[..., Bookie] = Bookie.open, **kwargs: Any
+) -> type[RuleBasedStateMachine]:
+    """:func:`machine_for`'s machine with ``fixed`` settings over the drawn knobs in every
+    run (e.g. entryLogPerLedgerEnabled). A subclass, so that machine_for's own source, which
+    Hypothesis's derandomized draws hash, stays as it is."""
+    base: Any = machine_for(opener, **kwargs)
+
+    class FixedSettingsMachine(base):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.fixed = dict(fixed)
+
+    return FixedSettingsMachine

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.refinement.machine import machine_for
+from tests.refinement.machine import machine_for, machine_with
 
 _QUIET = [HealthCheck.too_slow, HealthCheck.filter_too_much]
 
@@ -33,4 +33,38 @@ class TestBookieRefinesTheModelFast(machine_for().TestCase):  # type: ignore[mis
 
 @pytest.mark.slow
 class TestBookieRefinesTheModelDeep(machine_for(stretch_max=DEEP_STRETCH_MAX).TestCase):  # type: ignore[misc]
+    settings = DEEP
+
+
+#: An entry log per ledger (BookKeeper's EntryLogManagerForEntryLogPerLedger): many active
+#: logs, judged by the layout rules (models/entrylog/layout.py), not predicted. At most two
+#: active at once, so that the least recently used ledger's log is evicted (sealed, its map
+#: appended) whenever a third ledger writes; and with an access expiry of 0 s, every add
+#: finds the other ledgers' logs expired (the injected clock never moves otherwise).
+PER_LEDGER = {"entryLogPerLedgerEnabled": "true", "maximumNumberOfActiveEntryLogs": "2"}
+PER_LEDGER_EXPIRING = {
+    "entryLogPerLedgerEnabled": "true",
+    "entrylogMapAccessExpiryTimeInSeconds": "0",
+}
+PER_LEDGER_FAST = settings(
+    max_examples=100, stateful_step_count=50, deadline=None, suppress_health_check=_QUIET
+)
+
+
+class TestPerLedgerBookieRefinesTheModelFast(machine_with(PER_LEDGER).TestCase):  # type: ignore[misc]
+    settings = PER_LEDGER_FAST
+
+
+_EXPIRING = machine_with(PER_LEDGER_EXPIRING)
+
+
+class TestExpiringPerLedgerBookieRefinesTheModelFast(_EXPIRING.TestCase):  # type: ignore[misc, name-defined]
+    settings = PER_LEDGER_FAST
+
+
+_DEEP_PER_LEDGER = machine_with(PER_LEDGER, stretch_max=DEEP_STRETCH_MAX)
+
+
+@pytest.mark.slow
+class TestPerLedgerBookieRefinesTheModelDeep(_DEEP_PER_LEDGER.TestCase):  # type: ignore[misc, name-defined]
     settings = DEEP

@@ -1,0 +1,435 @@
+"""The entry-log layout judged by rules, not predicted.
+
+Spec pages: spec/format/entry_log.md ("Rules every entry-log manager keeps") and the
+entry-log rows of spec/adapter.md. Which log a record goes to, when a log is rotated and
+which id a new log takes are the manager's choices: many are made by timing (a preallocated
+log, a compaction taking an id from the shared counter, a directory filling up), and with
+many active logs they are made per ledger. Predicting them exactly means modelling one
+manager's every decision; this module instead checks, on each observed layout against the
+one observed before it in the same run, the rules every correct manager keeps:
+
+- ``R-LOG-IDS``: a log that appears takes an id never seen in this run and not below the
+  run's first id; while every step is observed, ids appear in increasing order.
+- ``R-LOG-SEALED``: a sealed (rotated or flushed) log never changes its bytes, never becomes
+  active again, and never vanishes but by a GC step.
+- ``R-LOG-BYTES``: per ledger, the bytes the logs gained are exactly the records the bookie
+  accepted since (every step observed), or at most those (some still in flight).
+- ``R-LOG-FLUSH``: a log becomes flushed only by a checkpoint, and a checkpoint that returned
+  leaves no rotated log behind.
+- ``R-LOG-ACTIVE``: the manager's own rule: ``single``, one active log, the current one;
+  ``per_ledger``, each active log holds one ledger, and no ledger has two active logs.
+- ``R-LOG-ROTATION``: a log is rotated only for a reason (the next record would pass
+  ``logSizeLimit``, an explicit rotation, a directory that filled up, the manager's own
+  eviction), and a log holding more than one record never passes ``logSizeLimit``.
+- ``R-LOG-MAP``: a log sealed in this run has a ledgers map of exactly its records; an
+  active or preallocated log has none; a map once seen never changes.
+- ``R-LEAST-UNFLUSHED``: leastUnflushedLogId never passes a log that is not flushed, never
+  moves back, and moves past every log of this run that is flushed below the first
+  unflushed one.
+- ``R-PREALLOC``: a preallocated log holds nothing.
+
+Garbage collection, crashes and faults are judged elsewhere (models/bookie/bookie.py): a
+GC step is computed from the layout before it, a restart against what the crash could
+leave, and while a fault is active only what holds in any case.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import attrs
+
+from spec.state import LogView
+
+#: Bytes of an entry log's header (spec/format/entry_log.md).
+HEADER_BYTES = 1024
+
+#: The managers whose rules this module knows (spec/format/entry_log.md).
+MANAGERS = ("single", "per_ledger")
+
+#: What a log's header says of its ledgers map: (sealed, pairs or None), as models/entrylog/
+#: manager.py's MapState.
+MapState = tuple[bool, tuple[tuple[int, int], ...] | None]
+
+
+class LayoutProblem(Exception):
+    """A rule the observed layout breaks: ``rule`` names it (spec/adapter.md)."""
+
+    def __init__(self, rule: str, message: str) -> None:
+        super().__init__(message)
+        self.rule = rule
+        self.message = message
+
+
+@attrs.frozen
+class Layout:
+    """One observed layout: every entry log (preallocated ones included) by id, their
+    ledgers maps when the state reports them, leastUnflushedLogId and the current log."""
+
+    logs: Mapping[int, LogView]
+    maps: Mapping[int, MapState] | None
+    least: int
+    current: int | None
+
+    @classmethod
+    def of(
+        cls,
+        views: Sequence[LogView],
+        maps: Mapping[int, MapState] | None,
+        least: int,
+        current: int | None,
+    ) -> Layout:
+        return cls({view.log_id: view for view in views}, maps, least, current)
+
+
+@attrs.define
+class Between:
+    """What the model knows happened between two observed layouts of one run."""
+
+    #: The records the bookie accepted into the entry logs, in order: (ledger, bytes).
+    records: list[tuple[int, int]] = attrs.Factory(list)
+    #: An explicit rotation returned ok.
+    rotate: bool = False
+    #: A checkpoint (or its flush phase) returned ok.
+    checkpoint: bool = False
+    #: A ledger directory filled up (the active log may move off it).
+    dir_full: bool = False
+    #: The bookie runs on threads of its own (asynchronous acks): some steps may not have
+    #: run yet, and a checkpoint or a preallocation may run unseen.
+    unsure: bool = False
+
+    def added(self) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for ledger, size in self.records:
+            out[ledger] = out.get(ledger, 0) + size
+        return out
+
+
+@attrs.define
+class RunHistory:
+    """What the rules remember of the current run."""
+
+    #: The run's first id (leastUnflushedLogId when it started): no new log goes below it.
+    first_id: int = 0
+    #: Every id a state of this run showed.
+    seen: set[int] = attrs.Factory(set)
+    #: The ids of logs this run created for adds (seen preallocated, active or rotated): the
+    #: logs leastUnflushedLogId counts (a compaction's new log is not among them).
+    created: set[int] = attrs.Factory(set)
+    #: The logs this run sealed (seen active, then sealed): their maps are exact.
+    sealed_here: set[int] = attrs.Factory(set)
+
+    def restarted(self, first_id: int, layout: Layout) -> None:
+        """A new run, starting with ``layout`` (judged by the restart rules)."""
+        self.first_id = first_id
+        self.seen = set(layout.logs)
+        self.created = {i for i, v in layout.logs.items() if v.state != "flushed"}
+        self.sealed_here = set()
+
+    def learn(self, layout: Layout) -> None:
+        for log_id, view in layout.logs.items():
+            self.seen.add(log_id)
+            if view.state in ("preallocated", "active", "rotated"):
+                self.created.add(log_id)
+
+
+@attrs.frozen
+class ManagerRules:
+    """The manager's parameters the rules need."""
+
+    kind: str = attrs.field(validator=attrs.validators.in_(MANAGERS))
+    log_size_limit_bytes: int
+
+
+def judge(
+    before: Layout,
+    after: Layout,
+    between: Between,
+    manager: ManagerRules,
+    history: RunHistory,
+) -> None:
+    """Check ``after`` against ``before`` and what happened between them; raise
+    LayoutProblem for the first rule broken. ``history`` is updated when all hold."""
+    check_ids(before, after, between, history)
+    _check_sealed(before, after)
+    _check_bytes(before, after, between)
+    _check_flush(before, after, between)
+    check_active(after, manager)
+    _check_rotation(before, after, between, manager)
+    _check_maps(before, after, history)
+    _check_least(before, after, between, history)
+    for log_id, view in before.logs.items():
+        if view.state == "active" and after.logs.get(log_id, view).state != "active":
+            history.sealed_here.add(log_id)
+    history.learn(after)
+
+
+def check_ids(before: Layout, after: Layout, between: Between, history: RunHistory) -> None:
+    """R-LOG-IDS, which every state of a run keeps, a GC step's too."""
+    high = max(history.seen, default=-1)
+    new = sorted(set(after.logs) - set(before.logs))
+    for log_id in new:
+        if log_id in history.seen:
+            raise LayoutProblem(
+                "R-LOG-IDS",
+                f"entry log {log_id} appeared with an id already used in this run (ids come "
+                "from one counter and are never reused while a file or the index names them)",
+            )
+        if log_id < history.first_id:
+            raise LayoutProblem(
+                "R-LOG-IDS",
+                f"entry log {log_id} appeared below {history.first_id}, where this run's ids "
+                "start (one past the last id of the runs before: ids are never reused)",
+            )
+        view = after.logs[log_id]
+        if log_id < high and not between.unsure and view.state != "flushed":
+            # (A compaction's new log took its id at the copy phase and shows at phase 3,
+            # after logs the rotations took since: only its newness is judged.)
+            raise LayoutProblem(
+                "R-LOG-IDS",
+                f"entry log {log_id} appeared below entry log {high}, seen before: ids are "
+                "taken from one counter, in increasing order",
+            )
+
+
+def _check_sealed(before: Layout, after: Layout) -> None:
+    for log_id, old in before.logs.items():
+        view = after.logs.get(log_id)
+        if view is None:
+            if old.state == "preallocated":
+                continue  # dropped: its directory filled up (it holds nothing)
+            raise LayoutProblem(
+                "R-LOG-SEALED", f"entry log {log_id} ({old.state}) vanished without a GC"
+            )
+        if old.state in ("rotated", "flushed"):
+            if view.state not in ("rotated", "flushed") or (
+                old.state == "flushed" and view.state != "flushed"
+            ):
+                raise LayoutProblem(
+                    "R-LOG-SEALED",
+                    f"entry log {log_id} was {old.state} and is {view.state} now: a sealed "
+                    "log takes no more records",
+                )
+            if view.ledger_bytes != old.ledger_bytes:
+                raise LayoutProblem(
+                    "R-LOG-SEALED",
+                    f"entry log {log_id} was sealed holding {dict(old.ledger_bytes)} and "
+                    f"holds {dict(view.ledger_bytes)} now: a sealed log never changes",
+                )
+        elif old.state == "active" and view.state == "preallocated":
+            raise LayoutProblem(
+                "R-LOG-SEALED", f"entry log {log_id} was active and is preallocated now"
+            )
+
+
+def _check_bytes(before: Layout, after: Layout, between: Between) -> None:
+    gained: dict[int, int] = {}
+    for log_id, view in after.logs.items():
+        old = dict(before.logs[log_id].ledger_bytes) if log_id in before.logs else {}
+        for ledger, size in view.ledger_bytes:
+            if size < old.get(ledger, 0):
+                raise LayoutProblem(
+                    "R-LOG-BYTES",
+                    f"entry log {log_id} lost bytes of ledger {ledger}: {old[ledger]} -> {size}",
+                )
+            if size > old.get(ledger, 0):
+                gained[ledger] = gained.get(ledger, 0) + size - old.get(ledger, 0)
+        for ledger in set(old) - {led for led, _ in view.ledger_bytes}:
+            raise LayoutProblem(
+                "R-LOG-BYTES", f"entry log {log_id} lost every byte of ledger {ledger}"
+            )
+    added = between.added()
+    for ledger in sorted(set(gained) | set(added)):
+        got, want = gained.get(ledger, 0), added.get(ledger, 0)
+        if got == want or (between.unsure and got <= want):
+            continue
+        raise LayoutProblem(
+            "R-LOG-BYTES",
+            f"the entry logs gained {got} bytes of ledger {ledger}; the records accepted "
+            f"since the state before come to {want}"
+            + (" at most" if between.unsure else "")
+            + " (a record written twice, or lost, or bytes nobody added)",
+        )
+
+
+def _check_flush(before: Layout, after: Layout, between: Between) -> None:
+    for log_id, view in after.logs.items():
+        old = before.logs.get(log_id)
+        if (
+            view.state == "flushed"
+            and old is not None
+            and old.state != "flushed"
+            and not (between.checkpoint or between.unsure)
+        ):
+            raise LayoutProblem(
+                "R-LOG-FLUSH",
+                f"entry log {log_id} was {old.state} and is flushed now, with no checkpoint "
+                "between: only a checkpoint fsyncs a log",
+            )
+        if view.state == "flushed" and old is None and not between.unsure:
+            raise LayoutProblem(
+                "R-LOG-FLUSH",
+                f"entry log {log_id} appeared flushed outside a GC step: a new log is "
+                "active (or preallocated) until a checkpoint fsyncs it",
+            )
+        rotated_before = old is not None and old.state == "rotated"
+        if between.checkpoint and not between.unsure and view.state == "rotated" and rotated_before:
+            raise LayoutProblem(
+                "R-LOG-FLUSH",
+                f"entry log {log_id} is still rotated after a checkpoint returned: a "
+                "checkpoint fsyncs every rotated log",
+            )
+
+
+def check_active(after: Layout, manager: ManagerRules) -> None:
+    """R-LOG-ACTIVE, which every layout keeps, after a restart and under a fault too."""
+    active = sorted(i for i, v in after.logs.items() if v.state == "active")
+    if manager.kind == "single":
+        if len(active) > 1:
+            raise LayoutProblem(
+                "R-LOG-ACTIVE", f"entry logs {active} are all active; one log takes the adds"
+            )
+        if active and after.current != active[0]:
+            raise LayoutProblem(
+                "R-LOG-ACTIVE",
+                f"entry log {active[0]} is active but the current log is {after.current}",
+            )
+        return
+    owner: dict[int, int] = {}
+    for log_id in active:
+        ledgers = after.logs[log_id].ledgers
+        if len(ledgers) > 1:
+            raise LayoutProblem(
+                "R-LOG-ACTIVE",
+                f"active entry log {log_id} holds ledgers {list(ledgers)}: with an entry "
+                "log per ledger, an active log takes one ledger's records",
+            )
+        for ledger in ledgers:
+            if ledger in owner:
+                raise LayoutProblem(
+                    "R-LOG-ACTIVE",
+                    f"ledger {ledger} has two active entry logs, {owner[ledger]} and "
+                    f"{log_id}: its new records go to one",
+                )
+            owner[ledger] = log_id
+
+
+def _check_rotation(before: Layout, after: Layout, between: Between, manager: ManagerRules) -> None:
+    limit = manager.log_size_limit_bytes
+    for log_id, old in before.logs.items():
+        view = after.logs.get(log_id)
+        if old.state != "active" or view is None:
+            continue
+        size = HEADER_BYTES + view.entry_bytes
+        if view.state == "active":
+            if size > limit and old.entry_bytes > 0 and view.entry_bytes > old.entry_bytes:
+                raise LayoutProblem(
+                    "R-LOG-ROTATION",
+                    f"active entry log {log_id} holds {size} bytes, past logSizeLimit "
+                    f"({limit}): the record that passed it should have gone to a new log",
+                )
+            continue
+        if between.rotate or between.dir_full or between.unsure:
+            continue
+        if manager.kind != "single":
+            continue  # eviction and write close rotate too (the manager's own clock)
+        nxt = _next_record(old, view, between.records)
+        if nxt is None or size + nxt <= limit:
+            raise LayoutProblem(
+                "R-LOG-ROTATION",
+                f"entry log {log_id} was rotated at {size} bytes with no reason: the next "
+                + (
+                    "add brought no record"
+                    if nxt is None
+                    else f"record ({nxt} bytes) still fitted under logSizeLimit ({limit})"
+                ),
+            )
+
+
+def _next_record(old: LogView, view: LogView, records: list[tuple[int, int]]) -> int | None:
+    """The size of the first record since ``old`` that did not go to the log: the records
+    are taken in order, those that went to it first (as many as its bytes grew by)."""
+    grew = view.entry_bytes - old.entry_bytes
+    for _, size in records:
+        if grew == 0:
+            return size
+        grew -= size
+        if grew < 0:
+            return None
+    return None
+
+
+def _check_maps(before: Layout, after: Layout, history: RunHistory) -> None:
+    if after.maps is None:
+        return
+    for log_id, view in after.logs.items():
+        found = after.maps.get(log_id)
+        if found is None:
+            continue
+        if view.state in ("active", "preallocated"):
+            if found != (False, None):
+                raise LayoutProblem(
+                    "R-LOG-MAP", f"entry log {log_id} is {view.state} but has a ledgers map"
+                )
+            continue
+        old = before.logs.get(log_id)
+        sealed_now = old is not None and old.state == "active"
+        if sealed_now or log_id in history.sealed_here:
+            want: MapState = (True, view.ledger_bytes)
+            if found != want:
+                raise LayoutProblem(
+                    "R-LOG-MAP",
+                    f"entry log {log_id} ({view.state}) has {_describe(found)}; sealing "
+                    f"writes a map of exactly its records ({_describe(want)})",
+                )
+        known = None if before.maps is None else before.maps.get(log_id)
+        if known is not None and known[0] and found != known:
+            raise LayoutProblem(
+                "R-LOG-MAP",
+                f"entry log {log_id} has {_describe(found)}; it had {_describe(known)} (a "
+                "sealed log's map never changes)",
+            )
+
+
+def _check_least(before: Layout, after: Layout, between: Between, history: RunHistory) -> None:
+    least = after.least
+    unflushed = sorted(i for i, v in after.logs.items() if v.state in ("active", "rotated"))
+    below = [i for i in unflushed if i < least]
+    if below:
+        raise LayoutProblem(
+            "R-LEAST-UNFLUSHED",
+            f"leastUnflushedLogId is {least}, but entry logs {below} below it are not flushed",
+        )
+    if least < before.least:
+        raise LayoutProblem(
+            "R-LEAST-UNFLUSHED", f"leastUnflushedLogId moved backwards: {before.least} -> {least}"
+        )
+    if between.unsure:
+        return
+    waiting = sorted(
+        i for i, v in after.logs.items() if v.state in ("active", "rotated", "preallocated")
+    )
+    first = waiting[0] if waiting else None
+    passed = [
+        i
+        for i, v in after.logs.items()
+        if v.state == "flushed"
+        and i in history.created
+        and i >= least
+        and (first is None or i < first)
+    ]
+    if passed:
+        raise LayoutProblem(
+            "R-LEAST-UNFLUSHED",
+            f"leastUnflushedLogId is {least}, but entry logs {sorted(passed)} of this run are "
+            "flushed with nothing unflushed below them: it moves past each once it is flushed",
+        )
+
+
+def _describe(found: MapState) -> str:
+    sealed, pairs = found
+    if not sealed:
+        return "no ledgers map"
+    if pairs is None:
+        return "a ledgers map that does not read whole"
+    return "the ledgers map {" + ", ".join(f"{k}: {v}" for k, v in pairs) + "}"

@@ -1,0 +1,97 @@
+"""Each rule the model judges an entry-log layout by has a known-bad variant, caught by it.
+
+models/entrylog/layout.py judges each observed layout against the one before it by the rules
+every entry-log manager keeps, instead of predicting the single-log manager's decisions.
+Each variant here (tests/quality/refinement_variants.py, "the layout rules") breaks one of
+those rules and loses no acknowledged data, so it is the layout judgement, not a durability
+property, that must catch it, and by the rule its name says: the message carries the rule
+id. The refinement machine and its derandomized profile are the unchanged ones of
+tests/quality/test_refinement_catches.py; the model judges by rules
+(``BKREF_MODEL_LAYOUT=rules``, read by models/bookie/bookie.py ModelConfig).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from hypothesis.stateful import run_state_machine_as_test
+
+from proofs.harness.refinement import RefinementFailure
+from tests.quality import refinement_variants as rv
+from tests.quality.test_refinement_catches import PROFILE, run_profile
+from tests.refinement.machine import machine_with, stable_draws
+
+#: (the variant's monkeypatch, the rule that must catch it).
+CASES: list[tuple[Callable[[pytest.MonkeyPatch], None], str]] = [
+    (rv.apply_rotation_counting_the_header_twice, "R-LOG-ROTATION"),
+    (rv.apply_rotation_forgetting_the_header, "R-LOG-ROTATION"),
+    (rv.apply_checkpoint_leaving_a_rotated_log, "R-LOG-FLUSH"),
+    (rv.apply_compaction_ids_filling_holes, "R-LOG-IDS"),
+    (rv.apply_empty_rotated_logs_unlinked_at_checkpoint, "R-LOG-SEALED"),
+    (rv.apply_record_bytes_counting_the_prefix_twice, "R-LOG-BYTES"),
+    (rv.apply_least_unflushed_past_unflushed, "R-LEAST-UNFLUSHED"),
+    (rv.apply_seal_without_header, "R-LOG-MAP"),
+]
+
+
+@pytest.fixture(autouse=True)
+def _rules_and_traces_in_tmp(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BKREF_MODEL_LAYOUT", "rules")
+    monkeypatch.setenv("BKREF_TRACE_DIR", str(tmp_path))
+
+
+def test_the_unchanged_bookie_passes_with_the_layout_judged_by_rules() -> None:
+    assert run_profile() is None
+
+
+@pytest.mark.parametrize(
+    ("apply", "rule"), CASES, ids=[apply.__name__.removeprefix("apply_") for apply, _ in CASES]
+)
+def test_each_layout_rule_catches_its_variant(
+    apply: Callable[[pytest.MonkeyPatch], None], rule: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    apply(monkeypatch)
+    caught = run_profile()
+    assert caught is not None, "the variant slipped through the layout rules"
+    assert caught.by_model, caught.message
+    assert caught.message.endswith(f"[{rule}]"), caught.message
+
+
+#: An entry log per ledger, at most two active at once (eviction by size in every run with
+#: three ledgers): tests/refinement/test_refinement.py's per-ledger settings.
+PER_LEDGER = {"entryLogPerLedgerEnabled": "true", "maximumNumberOfActiveEntryLogs": "2"}
+
+#: The per-ledger manager's own variants, and the rule that must catch each.
+PER_LEDGER_CASES: list[tuple[Callable[[pytest.MonkeyPatch], None], str]] = [
+    (rv.apply_eviction_without_the_map, "R-LOG-MAP"),
+    (rv.apply_two_active_logs_for_one_ledger, "R-LOG-ACTIVE"),
+]
+
+
+def _run_per_ledger() -> str | None:
+    """The refinement profile over the per-ledger bookie: the failure's first line, or None."""
+    try:
+        with stable_draws():
+            run_state_machine_as_test(machine_with(PER_LEDGER), settings=PROFILE)  # type: ignore[no-untyped-call, unused-ignore]
+    except RefinementFailure as failure:
+        return failure.message.splitlines()[0]
+    return None
+
+
+def test_the_unchanged_per_ledger_bookie_passes() -> None:
+    assert _run_per_ledger() is None
+
+
+@pytest.mark.parametrize(
+    ("apply", "rule"),
+    PER_LEDGER_CASES,
+    ids=[apply.__name__.removeprefix("apply_") for apply, _ in PER_LEDGER_CASES],
+)
+def test_each_per_ledger_rule_catches_its_variant(
+    apply: Callable[[pytest.MonkeyPatch], None], rule: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    apply(monkeypatch)
+    message = _run_per_ledger()
+    assert message is not None, "the variant slipped through the layout rules"
+    assert message.endswith(f"[{rule}]"), message
