@@ -70,6 +70,8 @@ class Request:
     variant: str = ""
     adapter: str | None = None
     lazy_disk: bool = False
+    #: The entry-log manager of bkref's in-process bookie (MANAGER_SETTINGS).
+    manager: str = "single"
 
     @property
     def first_pass(self) -> int:
@@ -99,6 +101,11 @@ def check_request(request: Request) -> None:
     if request.adapter is not None:
         if request.variant:
             raise CampaignError("--variant checks bkref's in-process bookie; not with --adapter")
+        if request.manager != "single":
+            raise CampaignError(
+                "--manager chooses the entry-log manager of bkref's in-process bookie; not "
+                "with --adapter (the bookie behind it has its own)"
+            )
         problem = external.adapter_problem(request.adapter)
         if problem is not None:
             raise CampaignError(problem)
@@ -153,6 +160,7 @@ class Campaign:
                     variant=request.variant,
                     stretch_max=request.stretch_max,
                     pass_number=pass_number,
+                    manager=request.manager,
                 )
                 items.append(scenario.item_of(scenario_spec, request.shrink_runs))
         return items
@@ -237,8 +245,11 @@ class Campaign:
         if self.request.adapter is not None:
             self.say("pass 2: an adapter records no probes; it runs unsteered")
             return (), (), ()
-        probes = tuple(p.name for p in probe_status(first.probes, first.totals.rules) if not p.met)
-        cells = missed_cells(first.cells)
+        manager = self.request.manager
+        probes = tuple(
+            p.name for p in probe_status(first.probes, first.totals.rules, manager) if not p.met
+        )
+        cells = missed_cells(first.cells, manager)
         if not probes and not cells:
             self.say("pass 1 met every probe and reached every expected cell: pass 2 unsteered")
             return (), (), ()
@@ -267,6 +278,7 @@ class Campaign:
             lazy_disk=request.lazy_disk,
             out_dir=request.out_dir,
             probes_apply=request.adapter is None,
+            manager=request.manager,
         )
         passes = tuple(
             PassReport(number, aggregates, pass_wall_s, about, probes, cells)

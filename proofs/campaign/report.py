@@ -237,6 +237,8 @@ def _commits_lines(summary: CampaignSummary) -> list[str]:
 def _settings_lines(summary: CampaignSummary) -> list[str]:
     s = summary.settings
     variant = f", variant {clean(s.variant)}" if s.variant else ""
+    if s.manager != "single":
+        variant += f", entry logs {clean(s.manager)}"
     lazy = "lazy disk" if s.lazy_disk else "no lazy disk"
     return [
         f"  seed {s.seed}, {_n(s.scenarios, 'scenario')} of {_n(s.steps, 'step')}, {lazy}"
@@ -642,6 +644,7 @@ def _settings_html(summary: CampaignSummary) -> str:
         ("Python workers", str(len(summary.all.workers))),
         ("bookie", s.bookie),
         ("variant", s.variant or "none: bkref's own Bookie"),
+        ("entry-log manager", s.manager),
         ("lazy disk", "yes" if s.lazy_disk else "no"),
         ("commit", summary.commit or "unknown"),
         ("commits of the rows", ", ".join(found) or "none recorded"),

@@ -51,7 +51,7 @@ from impl.bookie.bookie import Bookie
 from proofs.campaign.coverage import cells_of
 from proofs.campaign.errors import CampaignError
 from proofs.harness.promises import promise_keys
-from proofs.harness.refinement import RefinementFailure
+from proofs.harness.refinement import MANAGER_SETTINGS, RefinementFailure
 from proofs.harness.replay import ReplayError, replay_trace
 from proofs.harness.shrink import delta_debug
 from proofs.harness.workload import (
@@ -158,6 +158,9 @@ class ScenarioSpec:
     variant: str = ""
     stretch_max: int = STRETCH_MAX
     pass_number: int = 1
+    #: The entry-log manager (MANAGER_SETTINGS, over the drawn knobs). It does not change
+    #: the draws either: the same scenario runs with each manager.
+    manager: str = "single"
 
     def seed_text(self) -> str:
         return (
@@ -180,6 +183,8 @@ class ScenarioSpec:
             words += ["--focus", self.focus.text]
         if self.variant:
             words += ["--variant", self.variant]
+        if self.manager != "single":
+            words += ["--manager", self.manager]
         return shlex.join(words)
 
 
@@ -418,7 +423,7 @@ def recorded_calls(calls: Sequence[Call]) -> NextCall:
 def run_drawn(spec: ScenarioSpec, opener: Callable[..., Bookie] | None = None) -> Execution:
     """Draw and run ``spec`` once."""
     drawer = RandomDrawer(spec.rng(), spec.focus.steer)
-    knobs = drawer.draw(KNOBS)
+    knobs = {**drawer.draw(KNOBS), **MANAGER_SETTINGS[spec.manager]}
     wall_ms = drawer.draw(WALL_CLOCKS)
     chosen = opener or load_opener(spec.variant)
     return execute(chosen, spec.stretch_max, knobs, wall_ms, drawn_calls(spec, drawer))
@@ -652,12 +657,14 @@ def item_of(spec: ScenarioSpec, shrink_runs: int) -> tuple[Any, ...]:
         spec.stretch_max,
         spec.pass_number,
         shrink_runs,
+        spec.manager,
     )
 
 
 def spec_of(item: Sequence[Any]) -> tuple[ScenarioSpec, int]:
-    seed, index, steps, focus, variant, stretch_max, pass_number, shrink_runs = item
+    seed, index, steps, focus, variant, stretch_max, pass_number, shrink_runs, manager = item
     spec = ScenarioSpec(
+        manager=manager,
         seed=seed,
         index=index,
         steps=steps,

@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from proofs.campaign.coverage import PROBES, ProbeStatus, minimum, missed_cells
+from proofs.campaign.coverage import ProbeStatus, minimum, missed_cells, probes_for
 from proofs.harness.promises import PLANS, Observation, gaps, promise_counts
 
 #: Exit statuses of ``bkref campaign``.
@@ -210,6 +210,8 @@ class Settings:
     #: Whether the workload's probes apply (an in-process campaign; an adapter's scenarios
     #: record none).
     probes_apply: bool = True
+    #: The entry-log manager of an in-process campaign (``--manager``): which probes apply.
+    manager: str = "single"
 
 
 @attrs.frozen
@@ -246,7 +248,7 @@ class CampaignSummary:
             ProbeStatus(
                 name, everything.probes.get(name, 0), minimum(probe, everything.totals.rules)
             )
-            for name, probe in PROBES.items()
+            for name, probe in probes_for(self.settings.manager).items()
         )
 
     @property
@@ -258,7 +260,7 @@ class CampaignSummary:
         """Expected cells never reached (in-process campaigns only)."""
         if not self.settings.probes_apply:
             return ()
-        return missed_cells(self.all.cells)
+        return missed_cells(self.all.cells, self.settings.manager)
 
     @property
     def promise_plans(self) -> tuple[str, ...]:

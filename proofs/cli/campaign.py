@@ -25,6 +25,7 @@ from proofs.campaign.output import new_output_dir
 from proofs.campaign.scenario import DEFAULT_SHRINK_RUNS, DEFAULT_STEPS
 from proofs.campaign.summary import EXIT_COVERAGE, EXIT_ERROR, EXIT_FAIL, EXIT_PASS
 from proofs.cli.check_trace import whole_number
+from proofs.harness.refinement import MANAGER_SETTINGS
 from proofs.harness.workload import STRETCH_MAX
 
 PREFIX = "bkref campaign: "
@@ -127,6 +128,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=STRETCH_MAX,
         help=f"the longest healthy stretch of adds (default {STRETCH_MAX}; deeper: 180)",
     )
+    parser.add_argument(
+        "--manager",
+        choices=sorted(MANAGER_SETTINGS),
+        default="single",
+        help="the entry-log manager of bkref's bookie: single (default) or per-ledger "
+        "(entryLogPerLedgerEnabled, at most 2 active logs so that short scenarios evict); the "
+        "draws are the same with either",
+    )
 
 
 def _positive(text: str) -> int:
@@ -168,6 +177,7 @@ def run(args: argparse.Namespace) -> int:
             shrink_runs=args.shrink_runs,
             stretch_max=args.stretch_max,
             variant=args.variant,
+            manager=args.manager,
             adapter=args.adapter,
             lazy_disk=args.lazy_disk,
         )

@@ -30,6 +30,7 @@ from proofs.campaign.scenario import (
     shrink,
 )
 from proofs.cli.check_trace import whole_number
+from proofs.harness.refinement import MANAGER_SETTINGS
 from proofs.harness.workload import STRETCH_MAX
 from spec.trace import Trace, write_trace
 
@@ -38,8 +39,9 @@ EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
 
 EPILOG = f"""\
 Give the options the campaign ran with (a row's replay column has them all): --steps,
---stretch-max, --focus and --variant for bkref's in-process bookie; --adapter, --steps and
---lazy-disk for a bookie behind an adapter. The same commit draws the same scenario.
+--stretch-max, --focus, --variant and --manager for bkref's in-process bookie; --adapter,
+--steps and --lazy-disk for a bookie behind an adapter. The same commit draws the same
+scenario.
 
 exit codes:
   {EXIT_PASS}  the scenario passed
@@ -77,6 +79,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--focus", default="", help="the row's focus (second pass)")
     parser.add_argument(
+        "--manager",
+        choices=sorted(MANAGER_SETTINGS),
+        default="single",
+        help="the entry-log manager, as the campaign's --manager (default single)",
+    )
+    parser.add_argument(
         "--variant",
         metavar="MODULE:NAME",
         default="",
@@ -101,6 +109,10 @@ def say(line: str) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         if args.adapter is not None:
+            if args.manager != "single":
+                raise CampaignError(
+                    "--manager is for bkref's in-process bookie; not with --adapter"
+                )
             return _adapter(args)
         return _in_process(args)
     except CampaignError as exc:
@@ -120,6 +132,7 @@ def _in_process(args: argparse.Namespace) -> int:
         focus=Focus.parse(args.focus),
         variant=args.variant,
         stretch_max=args.stretch_max,
+        manager=args.manager,
     )
     opener = load_opener(spec.variant)
     run_ = run_drawn(spec, opener)

@@ -146,6 +146,14 @@ SMALL_SETTINGS: Mapping[str, str] = {
 #: ``active_log_dir``): the directory the disk check calls full then has as much room left
 #: as it uses, enough to seal the active log there (at BookKeeper's 0.95 a directory of a
 #: few KiB has a few dozen bytes left, and sealing finds no space).
+#: The entry-log managers a run may be fixed to, as settings over the drawn knobs
+#: (``bkref campaign --manager``, ``bkref replay --manager``, the per-ledger refinement test).
+#: ``per-ledger``: BookKeeper's entry log per ledger, with at most two logs active at once so
+#: that short runs evict (a third ledger's first add seals the least recently used one).
+MANAGER_SETTINGS: Mapping[str, Mapping[str, str]] = {
+    "single": {},
+    "per-ledger": {"entryLogPerLedgerEnabled": "true", "maximumNumberOfActiveEntryLogs": "2"},
+}
 HALF_FULL_THRESHOLDS: Mapping[str, str] = {
     "diskUsageThreshold": "0.5",
     "diskUsageWarnThreshold": "0.5",

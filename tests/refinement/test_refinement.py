@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, settings
 
+from proofs.harness.refinement import MANAGER_SETTINGS
 from tests.refinement.machine import machine_for, machine_with
 
 _QUIET = [HealthCheck.too_slow, HealthCheck.filter_too_much]
@@ -41,7 +42,7 @@ class TestBookieRefinesTheModelDeep(machine_for(stretch_max=DEEP_STRETCH_MAX).Te
 #: active at once, so that the least recently used ledger's log is evicted (sealed, its map
 #: appended) whenever a third ledger writes; and with an access expiry of 0 s, every add
 #: finds the other ledgers' logs expired (the injected clock never moves otherwise).
-PER_LEDGER = {"entryLogPerLedgerEnabled": "true", "maximumNumberOfActiveEntryLogs": "2"}
+PER_LEDGER = MANAGER_SETTINGS["per-ledger"]
 PER_LEDGER_EXPIRING = {
     "entryLogPerLedgerEnabled": "true",
     "entrylogMapAccessExpiryTimeInSeconds": "0",

@@ -16,6 +16,7 @@ from proofs.campaign.coverage import (
     missed_cells,
     probe_status,
     probe_target,
+    probes_for,
     targets,
 )
 from proofs.campaign.scenario import Focus, ScenarioSpec, run_scenario
@@ -129,3 +130,18 @@ def test_steering_reaches_what_it_aims_at() -> None:
     for target in targets(("a fault fired: fsync of journal",), ("delete/inside/kill/*",)):
         aimed, unaimed = _reached(target, True), _reached(target, False)
         assert aimed >= 5 and aimed > 4 * unaimed, (target.name, aimed, unaimed)
+
+
+def test_a_per_ledger_campaign_is_not_held_to_what_cannot_happen_with_it() -> None:
+    # A log per ledger is wholly live or wholly dead: no compaction, no preallocation.
+    single, per_ledger = probes_for("single"), probes_for("per-ledger")
+    assert single == dict(PROBES)
+    gone = set(single) - set(per_ledger)
+    assert "a compaction finished" in gone and "preallocate found no room" in gone
+    assert "crash inside compaction copy" in gone
+    assert "a GC deleted dead logs" in per_ledger and "entry log rotated" in per_ledger
+    assert "crash during add" in per_ledger
+    nothing: dict[str, int] = {}
+    assert len(missed_cells(nothing, "per-ledger")) < len(missed_cells(nothing))
+    assert not any(c.startswith("compact_") for c in missed_cells(nothing, "per-ledger"))
+    assert any(c.startswith("rotate/") for c in missed_cells(nothing, "per-ledger"))

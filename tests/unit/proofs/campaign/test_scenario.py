@@ -219,3 +219,18 @@ def test_a_failure_seen_by_a_shadow_crash_replays_from_its_row_s_trace() -> None
     assert row.trace is not None
     verdict = replay_trace(read_trace(row.trace.splitlines()))
     assert verdict.failure is not None and verdict.failure.step == row.failing_step
+
+
+def test_a_scenario_runs_with_either_entry_log_manager_on_the_same_draws() -> None:
+    single = ScenarioSpec(seed=4, index=2, steps=150)
+    per_ledger = ScenarioSpec(seed=4, index=2, steps=150, manager="per-ledger")
+    one, many = run_drawn(single), run_drawn(per_ledger)
+    assert one.problem is None and many.problem is None, (one.problem, many.problem)
+    assert "entryLogPerLedgerEnabled" not in dict(one.knobs)
+    assert dict(many.knobs)["entryLogPerLedgerEnabled"] == "true"
+    # The same rules were drawn: only the manager differs.
+    assert [call.rule for call in one.calls] == [call.rule for call in many.calls]
+    assert "--manager per-ledger" in per_ledger.replay_command
+    assert "--manager" not in single.replay_command
+    again, _ = scenario.spec_of(item_of(per_ledger, 3))
+    assert again == per_ledger

@@ -24,6 +24,7 @@ from proofs.cli.main import main
             ["campaign", "--adapter", "true", "--variant", "impl.bookie.bookie:Bookie"],
             "not with --adapter",
         ),
+        (["campaign", "--adapter", "true", "--manager", "per-ledger"], "not with --adapter"),
     ],
 )
 def test_campaign_mistakes_are_told_before_anything_starts(
@@ -52,6 +53,20 @@ def test_an_output_directory_in_use_is_refused(
         (["replay", "--seed", "1", "--index", "0", "--focus", "rules=nope"], "no rule named nope"),
         (["replay", "--seed", "1", "--index", "0", "--lazy-disk"], "behind --adapter"),
         (["replay", "--seed", "1", "--index", "0", "--steps", "0"], "--steps must be at least 1"),
+        (
+            [
+                "replay",
+                "--seed",
+                "1",
+                "--index",
+                "0",
+                "--adapter",
+                "true",
+                "--manager",
+                "per-ledger",
+            ],
+            "not with --adapter",
+        ),
         (["check-traces", "/no/such/dir"], "is not a directory"),
     ],
 )
