@@ -249,3 +249,72 @@ def test_a_read_error_during_the_index_rebuild_fails_the_start_and_loses_nothing
     bookie = open_on(disk, built, [])
     assert bookie.recovery.index_rebuilt
     check_every_entry(bookie, built)
+
+
+# --- a directory BookKeeper wrote with entryLogPerLedgerEnabled ---------------------------
+
+
+def build_bk_per_ledger_directory(fs: FileSystem, root: str, *, per_ledger: bool) -> BkDirectory:
+    """What BookKeeper's EntryLogManagerForEntryLogPerLedger leaves: a log per ledger, the
+    first logs taking ids equal to their ledgers' (ledgers 0 to 3 created in order on a new
+    bookie), then logs of the same ledgers sealed by eviction and rotation, and, at a crash,
+    several active logs at once, one per ledger, none with a ledgers map; spread over two
+    ledger directories, ``lastId`` at the highest id. No journal record after the mark: the
+    entries are in the logs only, as after a checkpoint."""
+    ledger_dirs = [join(root, "ledgers0", "current"), join(root, "ledgers1", "current")]
+    config = make_config(
+        "logSizeLimit=1048576",
+        f"entryLogPerLedgerEnabled={str(per_ledger).lower()}",
+        journal=join(root, "journal"),
+        ledgers=(join(root, "ledgers0"), join(root, "ledgers1")),
+    )
+    built = BkDirectory(root, config)
+    fs.mkdir(join(root, "journal"))
+    fs.mkdir(join(root, "journal", "current"))
+    logs: list[tuple[int, int, range, bool]] = [
+        # (log id, ledger, entries, sealed)
+        (0, 0, range(0, 5), True),
+        (1, 1, range(0, 3), True),
+        (2, 2, range(0, 4), True),
+        (3, 3, range(0, 2), True),
+        (4, 0, range(5, 9), True),  # ledger 0 evicted, then written again
+        (5, 1, range(3, 6), False),  # active at the crash
+        (6, 0, range(9, 12), False),
+        (7, 2, range(4, 5), False),
+    ]
+    for log_id, ledger, entry_ids, sealed in logs:
+        entries = [(ledger, e, bk_body(ledger, e)) for e in entry_ids]
+        log = bk_layout.build_log(entries, rotated=sealed)
+        write(fs, join(ledger_dirs[log_id % 2], f"{log_id:x}.log"), log.data)
+        built.entries.update({(led, e): data for led, e, data in entries})
+    for directory in ledger_dirs:
+        write(fs, join(directory, "lastId"), b"7\n")
+    built.in_logs = len(built.entries)
+    return built
+
+
+@pytest.mark.parametrize("per_ledger", [True, False], ids=["per-ledger", "single"])
+def test_bkref_opens_a_bookkeeper_per_ledger_directory(tmp_path: Path, per_ledger: bool) -> None:
+    """Either manager opens it (the format is the same): every entry reads back, new adds go
+    to new logs with ids past BookKeeper's, and a restart finds everything."""
+    fs = OsFileSystem()
+    built = build_bk_per_ledger_directory(fs, str(tmp_path), per_ledger=per_ledger)
+    bookie = open_on(fs, built, [])
+    assert bookie.recovery.index_rebuilt
+    assert bookie.recovery.entries_rebuilt == built.in_logs
+    check_every_entry(bookie, built)
+    for ledger in range(4):
+        entry = max(e for led, e in built.entries if led == ledger) + 1
+        data = bk_body(ledger, entry)
+        bookie.add_entry(LedgerId(ledger), EntryId(entry), KEY, data)
+        built.entries[(ledger, entry)] = data
+    bookie.checkpoint()
+    active = [log for log in bookie.inspect().entry_logs if log.state == "active"]
+    assert len(active) == (4 if per_ledger else 1)
+    assert min(log.log_id for log in active) > 7  # past every id BookKeeper used
+    check_every_entry(bookie, built)
+    bookie.shutdown()
+    again = open_on(fs, built, [])
+    assert again.recovery.records_replayed == 0
+    check_every_entry(again, built)
+    again.shutdown()
