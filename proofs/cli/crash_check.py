@@ -11,6 +11,13 @@ Two targets (docs/crash-check.md):
   every crash state is a trace judged by the model and the properties of
   spec/properties.md; a failure's trace is saved and replays with ``bkref check-trace``.
 
+``--manager`` picks the entry-log manager both targets run: ``single`` (one active log, the
+default: today's run time), ``per-ledger`` (an active log per ledger,
+entryLogPerLedgerEnabled=true, with maximumNumberOfActiveEntryLogs 2 so logs are evicted
+inside the workloads; about ten times the run time), or ``all`` (both, one after the other).
+Each run's header and summary lines name its manager; a per-ledger run's lines are labelled
+``entry-log per-ledger`` and ``bookie per-ledger``.
+
 Progress lines (every two seconds) name the target and the crash point, and say what the
 checks did so far: crash states, how many were recovered and checked, and what those checks
 verified (durable entries read back intact; restarts with lastMark checked, entries read
@@ -28,9 +35,16 @@ from collections.abc import Callable
 
 import attrs
 
-from proofs.crash.entry_log_check import PROPERTIES as ENTRY_LOG_PROPERTIES
+from proofs.crash.entry_log_check import (
+    MANAGERS,
+    NoSuchState,
+    Workload,
+    describe_manager,
+    properties_for,
+    replay_state,
+    run_check,
+)
 from proofs.crash.entry_log_check import SUMMARY as ENTRY_LOG_SUMMARY
-from proofs.crash.entry_log_check import NoSuchState, Workload, replay_state, run_check
 from proofs.crash.explorer import CrashFailure, Report
 
 #: The two entry-log runs of a full check (docs/crash-check.md).
@@ -49,6 +63,20 @@ every crash state is a trace judged by the model and properties 1, 2, 3 and 6 of
 spec/properties.md. A failure prints where its trace was saved: replay it with bkref
 check-trace PATH, tell it with bkref explain PATH.
 
+--manager: which entry-log manager the entry logger and the bookie run. single (the default)
+keeps one active log (entryLogPerLedgerEnabled=false). per-ledger keeps an active log per
+ledger (entryLogPerLedgerEnabled=true) with maximumNumberOfActiveEntryLogs 2, so logs are
+evicted inside the workloads; in the entry-log target also
+entrylogMapAccessExpiryTimeInSeconds 4 with the clock moving 1 s before each add, so idle
+ledgers expire (the bookie's clock does not move: no expiry there). The same checks run,
+generalised to many active logs: with per-ledger logs a checkpoint is a flush (every entry
+added before it is durable), checkpointed logs must each hold one ledger's records, and after
+recovery three new ledgers must each get a new log of their own; the per-ledger manager
+preallocates nothing, so the preallocate steps do nothing there. per-ledger takes about ten
+times as long as single (several logs unsynced at once: more crash points, more plans each).
+all runs both, single first. A per-ledger failure's re-run command names --manager
+per-ledger.
+
 Exit status: 0 when every crash state passes every check, 1 when any fails, 2 on bad
 arguments."""
 
@@ -59,6 +87,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
         choices=("entry-log", "bookie", "all"),
         default="all",
         help="what to crash: the entry logger, the whole bookie, or both (default all)",
+    )
+    parser.add_argument(
+        "--manager",
+        choices=(*MANAGERS, "all"),
+        default="single",
+        help=(
+            "the entry-log manager to crash: single (one active log; the default), "
+            "per-ledger (entryLogPerLedgerEnabled=true, maximumNumberOfActiveEntryLogs 2; "
+            "about ten times as long), or all (both)"
+        ),
     )
     parser.add_argument("--seed", type=int, default=1, help="workload seed (default 1)")
     parser.add_argument(
@@ -117,6 +155,11 @@ def _argument_error(args: argparse.Namespace) -> str | None:
             )
         if args.flush_entrylog_bytes is None:
             return "--point needs --flush-entrylog-bytes (the failure's re-run command names it)"
+        if args.manager == "all":
+            return (
+                "--point re-runs one run's crash state: give --manager single or per-ledger "
+                "(the failure's re-run command names it)"
+            )
         if args.point < 0 or (args.plan is not None and args.plan < 0):
             return "--point and --plan must be at least 0"
     return None
@@ -145,11 +188,12 @@ def run(args: argparse.Namespace) -> int:
         return _replay(args)
     say: Callable[[str], None] = _quiet if args.quiet else _say
     started = time.monotonic()
+    managers = MANAGERS if args.manager == "all" else (args.manager,)
     parts: list[Part] = []
     if args.target in ("entry-log", "all"):
-        parts.append(_entry_log_runs(args, say))
+        parts += [_entry_log_runs(args, say, manager) for manager in managers]
     if args.target in ("bookie", "all"):
-        parts.append(_bookie_run(args, say))
+        parts += [_bookie_run(args, say, manager) for manager in managers]
     total = Report()
     for part in parts:
         total.merge(part.report)
@@ -157,7 +201,8 @@ def run(args: argparse.Namespace) -> int:
         _print_failure(failure)
     if len(total.failures) > args.max_failures:
         print(f"... and {len(total.failures) - args.max_failures} more failures")
-    for line in summary_lines(args.seed, total, parts, time.monotonic() - started):
+    elapsed = time.monotonic() - started
+    for line in summary_lines(args.seed, total, parts, elapsed, managers):
         print(line)
     return 0 if not total.failures else 1
 
@@ -170,46 +215,66 @@ def _quiet(_line: str) -> None:
     pass
 
 
-def _entry_log_runs(args: argparse.Namespace, say: Callable[[str], None]) -> Part:
+def _part_name(target: str, manager: str) -> str:
+    """A target's name in the lines of one manager's run: ``entry-log``, ``bookie`` for the
+    single manager, ``entry-log per-ledger``, ``bookie per-ledger`` for the other."""
+    return target if manager == "single" else f"{target} {manager}"
+
+
+def _entry_log_runs(args: argparse.Namespace, say: Callable[[str], None], manager: str) -> Part:
     total = Report()
+    name = _part_name("entry-log", manager)
+    properties = properties_for(manager)
     runs = (
         FLUSH_ENTRYLOG_BYTES if args.flush_entrylog_bytes is None else (args.flush_entrylog_bytes,)
     )
     for flush_bytes in runs:
-        workload = Workload(args.seed, args.entries, args.ledgers, flush_bytes)
-        say(f"crash-check entry-log: {workload.describe()}; checks {ENTRY_LOG_PROPERTIES}")
+        workload = Workload(args.seed, args.entries, args.ledgers, flush_bytes, manager)
+        say(f"crash-check {name}: {workload.describe()}; checks {properties}")
         report = run_check(
             seed=args.seed,
             entries=args.entries,
             ledgers=args.ledgers,
             flush_entrylog_bytes=flush_bytes,
+            manager=manager,
             progress=say,
         )
         say(
-            f"  entry-log (flushEntrylogBytes {flush_bytes}) done: {report.crash_points} "
-            f"crash points, {report.describe_states()}"
+            f"  {workload.label} done: {report.crash_points} crash points, "
+            f"{report.describe_states()}"
         )
         total.merge(report)
     settings = " and ".join(str(flush_bytes) for flush_bytes in runs)
     crashed = (
         f"the entry logger ({args.entries} adds over {args.ledgers} ledgers, seed {args.seed}; "
-        f"{len(runs)} run(s), flushEntrylogBytes {settings})"
+        f"{len(runs)} run(s), flushEntrylogBytes {settings}; {describe_manager(manager)})"
     )
-    return Part("entry-log", total, crashed, ENTRY_LOG_PROPERTIES, ENTRY_LOG_SUMMARY)
+    return Part(name, total, crashed, properties, ENTRY_LOG_SUMMARY)
 
 
-def _bookie_run(args: argparse.Namespace, say: Callable[[str], None]) -> Part:
+def _bookie_run(args: argparse.Namespace, say: Callable[[str], None], manager: str) -> Part:
     # The bookie and the harness are loaded only when asked for.
-    from proofs.crash.bookie_check import PROPERTIES, SUMMARY, BookieRun, run_bookie_check
+    from proofs.crash.bookie_check import (
+        PROPERTIES,
+        SUMMARY,
+        BookieRun,
+        run_bookie_check,
+    )
+    from proofs.crash.bookie_check import describe_manager as describe_bookie_manager
 
-    say(f"crash-check bookie: {BookieRun(args.seed, args.adds).describe()}; {PROPERTIES}")
-    report = run_bookie_check(seed=args.seed, adds=args.adds, progress=say)
+    name = _part_name("bookie", manager)
+    run = BookieRun(args.seed, args.adds, manager)
+    say(f"crash-check {name}: {run.describe()}; {PROPERTIES}")
+    report = run_bookie_check(seed=args.seed, adds=args.adds, manager=manager, progress=say)
     say(
-        f"  bookie done: {report.crash_points} crash points, {report.describe_states()}, "
+        f"  {name} done: {report.crash_points} crash points, {report.describe_states()}, "
         f"{report.checked_items} steps judged by the model after the crashes"
     )
-    crashed = f"the whole bookie ({args.adds} adds over 3 ledgers, a fence, seed {args.seed})"
-    return Part("bookie", report, crashed, PROPERTIES, SUMMARY)
+    crashed = (
+        f"the whole bookie ({args.adds} adds over 3 ledgers, a fence, seed {args.seed}; "
+        f"{describe_bookie_manager(manager)})"
+    )
+    return Part(name, report, crashed, PROPERTIES, SUMMARY)
 
 
 def _print_failure(failure: CrashFailure) -> None:
@@ -220,10 +285,16 @@ def _print_failure(failure: CrashFailure) -> None:
         print(f"  {line}")
 
 
-def summary_lines(seed: int, total: Report, parts: list[Part], elapsed: float) -> list[str]:
-    """The summary: per target what was crashed, how many states were recovered and
-    checked and what the checks did, which properties held; then the verdict line (verdict,
-    states, time, rate), which stays last."""
+def summary_lines(
+    seed: int,
+    total: Report,
+    parts: list[Part],
+    elapsed: float,
+    managers: tuple[str, ...] = ("single",),
+) -> list[str]:
+    """The summary: per target (and manager) what was crashed, how many states were
+    recovered and checked and what the checks did, which properties held; then the verdict
+    line (verdict, states, time, rate, the managers), which stays last."""
     lines = [f"summary (seed {seed}):"]
     for part in parts:
         report = part.report
@@ -240,10 +311,12 @@ def summary_lines(seed: int, total: Report, parts: list[Part], elapsed: float) -
     rate = total.crash_states / elapsed if elapsed > 0 else 0.0
     verdict = "PASS" if not total.failures else "FAIL"
     detail = ", ".join(f"{part.name} {part.report.crash_states} ({part.short})" for part in parts)
+    named = " and ".join(managers)
     lines.append(
         f"{verdict}: {total.crash_states} crash states checked in {elapsed:.1f} s "
         f"({rate:.0f} states/s; {total.recovered_states} recovered, the rest identical to a "
-        f"passing disk at the same point), {len(total.failures)} failures. {detail}"
+        f"passing disk at the same point), {len(total.failures)} failures; entry-log "
+        f"manager{'s' if len(managers) > 1 else ''} {named}. {detail}"
     )
     return lines
 
@@ -251,7 +324,9 @@ def summary_lines(seed: int, total: Report, parts: list[Part], elapsed: float) -
 def _replay(args: argparse.Namespace) -> int:
     """``--point``: re-run one entry-log crash state (or every plan at one point) and say
     what was checked."""
-    workload = Workload(args.seed, args.entries, args.ledgers, args.flush_entrylog_bytes)
+    workload = Workload(
+        args.seed, args.entries, args.ledgers, args.flush_entrylog_bytes, args.manager
+    )
     try:
         point, checks = replay_state(workload, args.point, args.plan)
     except NoSuchState as exc:
@@ -259,7 +334,8 @@ def _replay(args: argparse.Namespace) -> int:
         return 2
     durable = len(point.oracle.durable)
     print(
-        f"crash-check entry-log: {workload.describe()}; crash point {args.point} (before a "
+        f"crash-check {_part_name('entry-log', args.manager)}: {workload.describe()}; crash "
+        f"point {args.point} (before a "
         f"{point.op_kind}): the oracle holds {durable} durable entries and "
         f"{len(point.oracle.checkpointed_logs)} checkpointed logs; {len(checks)} plan(s)"
     )

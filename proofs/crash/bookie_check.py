@@ -38,6 +38,19 @@ the trace. Speed (docs/crash-check.md): the harness after an interrupted step is
 per crash point and unpickled per plan, and a plan whose crashed disk is identical to one
 that passed at the same point passes without a second recovery (proofs/crash/explorer.py).
 
+Two entry-log managers (``manager``, ``bkref crash-check --manager``): ``single`` (one
+active log, the default) and ``per-ledger`` (entryLogPerLedgerEnabled=true with
+maximumNumberOfActiveEntryLogs 2: :func:`crash_settings`). The workload is the same; with
+per-ledger logs its first half, round robin over three ledgers, evicts the least recently
+added-to ledger's log at nearly every add (sealed, and flushed at the next checkpoint), the
+second half keeps two logs active, and each Rotate seals every active log. Nothing in this
+check assumes one active log: the model judges the layout of a per-ledger run by the rules
+every manager keeps (models/entrylog/layout.py, property 10 of spec/properties.md) instead of
+predicting each log as it does for the single manager, and the harness's disk check
+(proofs/harness/disk_check.py) takes every active log as this run's. Not exercised with
+per-ledger logs: eviction by entrylogMapAccessExpiryTimeInSeconds (the harness's clock does
+not move, so no log expires; the entry-log target covers expiry).
+
 Not checked here: deletes and no resurrection (the refinement test), compaction, the
 threaded driver (its acks are the same Acks; tests/unit/impl/bookie/test_driver.py covers it).
 """
@@ -112,20 +125,44 @@ PROPERTIES = (
 #: The same, in a few words for the summary line.
 SUMMARY = "traces judged by the model, properties 1, 2, 3 and 6"
 
+#: The entry-log managers the check runs (``bkref crash-check --manager``).
+MANAGERS = ("single", "per-ledger")
+#: maximumNumberOfActiveEntryLogs of a per-ledger run: fewer than the workload's three
+#: ledgers, so logs are evicted inside the workload.
+PER_LEDGER_MAX_ACTIVE = 2
 
-def crash_settings() -> dict[str, str]:
+
+def describe_manager(manager: str) -> str:
+    """The manager, in words, for the header and summary lines."""
+    if manager == "single":
+        return "manager single (one active log, entryLogPerLedgerEnabled=false)"
+    assert manager == "per-ledger", manager
+    return (
+        "manager per-ledger (an active log per ledger, entryLogPerLedgerEnabled=true, "
+        f"maximumNumberOfActiveEntryLogs {PER_LEDGER_MAX_ACTIVE}; the clock does not move, "
+        "so no log expires)"
+    )
+
+
+def crash_settings(manager: str = "single") -> dict[str, str]:
     """Tiny limits so entry logs rotate every few entries (BookKeeper key names). Not
     TEST_SETTINGS (impl/limits.py), whose logSizeLimit and writeBufferSizeBytes are half
     these: the workload was sized with these, and other settings would move every crash
     point. The bookie itself is opened with TEST_LIMITS, as InProcessBookie opens it (its
-    index then merges segments within the workload: the crash points of a merge)."""
-    return {
+    index then merges segments within the workload: the crash points of a merge). With
+    ``manager`` per-ledger, an entry log per ledger, at most PER_LEDGER_MAX_ACTIVE active."""
+    assert manager in MANAGERS, manager
+    settings = {
         "journalDirectories": JOURNAL_DIR,
         "ledgerDirectories": ",".join(LEDGER_DIRS),
         "logSizeLimit": "2048",
         "writeBufferSizeBytes": "512",
         "journalMaxGroupWaitMSec": "0",
     }
+    if manager == "per-ledger":
+        settings["entryLogPerLedgerEnabled"] = "true"
+        settings["maximumNumberOfActiveEntryLogs"] = str(PER_LEDGER_MAX_ACTIVE)
+    return settings
 
 
 def workload(seed: int, adds: int) -> list[Operation]:
@@ -220,7 +257,7 @@ def record(ops: Sequence[Operation], settings: Mapping[str, str], seed: int) -> 
     start = _record_start(settings, seed)
     sites = [CrashSite(None, k, len(start), k, kind) for k, (kind, _) in enumerate(start)]
     sut = InProcessBookie(settings, seed=seed)
-    harness = Refinement(sut, settings, source=_source(seed, len(ops), None))
+    harness = Refinement(sut, settings, source=_source(seed, len(ops), None, settings))
     passed = 0
     failure: RefinementFailure | None = None
     for index, op in enumerate(ops):
@@ -239,10 +276,12 @@ def record(ops: Sequence[Operation], settings: Mapping[str, str], seed: int) -> 
     return Recording(tuple(sites), passed, tuple(image for _, image in start), failure)
 
 
-def _source(seed: int, steps: int, site: str | None) -> str:
+def _source(seed: int, steps: int, site: str | None, settings: Mapping[str, str]) -> str:
     where = "" if site is None else f"; {site}"
+    per_ledger = settings.get("entryLogPerLedgerEnabled") == "true"
+    logs = ", an entry log per ledger" if per_ledger else ""
     return (
-        f"bkref crash-check bookie: in-process Bookie on the simulated disk, seed {seed}, "
+        f"bkref crash-check bookie: in-process Bookie on the simulated disk{logs}, seed {seed}, "
         f"{steps} workload steps{where}"
     )
 
@@ -303,7 +342,9 @@ def _interrupted(
         # Still starting: no state a client could see before the crash, so none to compare.
         sut.disk = restore_disk(start_images[site.after_ops])
         sut.bookie = None
-    harness = Refinement(sut, settings, source=_source(seed, len(ops), site.describe(ops)))
+    harness = Refinement(
+        sut, settings, source=_source(seed, len(ops), site.describe(ops), settings)
+    )
     if site.step is None:
         return harness, sut
     for op in ops[: site.step]:
@@ -417,7 +458,10 @@ class BookieRun:
 
     seed: int
     adds: int
-    settings: Mapping[str, str] = attrs.field(factory=crash_settings)
+    manager: str = attrs.field(default="single", validator=attrs.validators.in_(MANAGERS))
+    settings: Mapping[str, str] = attrs.field(
+        default=attrs.Factory(lambda run: crash_settings(run.manager), takes_self=True)
+    )
 
     @property
     def ops(self) -> list[Operation]:
@@ -428,7 +472,7 @@ class BookieRun:
             f"seed {self.seed}, {self.adds} adds over 3 ledgers, a fence, a wrong-key add and "
             f"fence, journal forces and checkpoints (some phase by phase, with adds between "
             f"the phases), rotations, a clean shutdown; logSizeLimit "
-            f"{self.settings['logSizeLimit']}"
+            f"{self.settings['logSizeLimit']}; {describe_manager(self.manager)}"
         )
 
 
@@ -436,15 +480,17 @@ def run_bookie_check(
     *,
     seed: int = 1,
     adds: int = 24,
+    manager: str = "single",
     max_points: int | None = None,
     max_failures: int | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> Report:
     """Crash the workload at every file-system operation (or ``max_points`` of them) under
-    every plan, each crash state a trace judged by the model (module docstring). With
-    ``max_failures``, stop after the crash point at which that many failures were found
-    (a known-bad variant fails thousands of states, each recovered and judged in full)."""
-    run = BookieRun(seed, adds)
+    every plan, each crash state a trace judged by the model (module docstring), the bookie
+    running with ``manager``'s entry logs. With ``max_failures``, stop after the crash point
+    at which that many failures were found (a known-bad variant fails thousands of states,
+    each recovered and judged in full)."""
+    run = BookieRun(seed, adds, manager)
     ops = run.ops
     recording = record(ops, run.settings, seed)
     report = Report()
@@ -465,13 +511,14 @@ def run_bookie_check(
     if max_points is not None and len(sites) > max_points:
         sites = sites[:: -(-len(sites) // max_points)]
     ticker = ProgressTicker(progress)
+    label = "bookie" if manager == "single" else f"bookie {manager}"
     for number, site in enumerate(sites, start=1):
         if max_failures is not None and len(report.failures) >= max_failures:
             break
         _explore_site(run, ops, site, recording, report)
         if ticker.due():
             ticker.say(
-                f"  bookie: crash point {number}/{len(sites)} ({site.describe(ops)}): "
+                f"  {label}: crash point {number}/{len(sites)} ({site.describe(ops)}): "
                 f"{report.describe_states()}"
             )
     return report

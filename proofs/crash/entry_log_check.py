@@ -7,26 +7,63 @@ that moment (proofs/crash/explorer.py). Each image is then crashed under every p
 proofs.crash.plans, a fresh EntryLogger opens the recovered directories, and the checks
 below run.
 
-The oracle is independent of the implementation's internal state. An entry is *durable*
-once a flush() that started after it has returned, or a checkpoint() has returned while the
-entry's log was no longer the active one (a later add went to another log): those are the
-promises BookKeeper's entry logger makes (EntryLogManagerBase.flush, flushRotatedLogs).
+Two entry-log managers (``manager``, ``bkref crash-check --manager``): ``single``, one
+active log for every ledger (impl/entrylog/manager.py), and ``per-ledger``, an active log per
+ledger (entryLogPerLedgerEnabled=true, impl/entrylog/per_ledger.py) with
+maximumNumberOfActiveEntryLogs 2 and entrylogMapAccessExpiryTimeInSeconds 4 while the
+workload's clock moves one second before every add. The adds pick their ledger at random, so
+ledgers interleave: with three ledgers two logs are active at once most of the time, the
+third ledger's add evicts the least recently added-to one, and a ledger whose last add was
+four adds ago is evicted by expiry, at the next add or checkpoint (with the default 60 adds
+over three ledgers, seed 1: 25 logs, 17 evicted for room, 4 expired, 2 rotated by size). Same
+workload, same checks, and the single manager's runs are exactly what they were; what
+differs is what the oracle may promise, and the no-stomping check (below).
+
+The oracle is independent of the implementation's internal state: it knows the adds, the
+locations they returned, the steps that returned, and the rules the manager documents. An
+entry is *durable* once a flush() (or close()) that started after it has returned; with the
+single manager also once a checkpoint() has returned while the entry's log was no longer the
+active one (a later add went to another log), and with per-ledger logs once any checkpoint()
+that started after it has returned (the per-ledger manager's checkpoint is its flush: it
+forces every active log). Those are the promises BookKeeper's entry logger makes
+(EntryLogManagerBase.flush, flushRotatedLogs; EntryLogManagerForEntryLogPerLedger.checkpoint).
+A log is *checkpointed* once a checkpoint returned while the log was sealed: with the single
+manager every log but the one of the last add; with per-ledger logs (many active at once,
+so "the active log" means nothing) every log the oracle knows sealed from the locations and
+the manager's rules alone: a ledger's log whose next add went to another log (rotation), and
+a ledger's log evicted, the least recently added-to first, when a new ledger's log would make
+more than maximumNumberOfActiveEntryLogs, or when it took no add for the expiry time at an
+add or a checkpoint (:class:`ActiveLogs`). With per-ledger logs a flush is the same step as a
+checkpoint, and close() flushes the sealed logs too, so both also make the sealed logs
+checkpointed. The workload run itself is checked against those rules before any crash:
+a log taking a second ledger's entries, or an add going to a log the rules sealed, is a
+failure of the workload (crash point -1) and says the oracle's premise broke.
 
 Checks after each crash (spec/properties.md at the entry-log level: 1 durability of forced
 entries, 7 format validity):
 1. durability: every durable entry reads back, same bytes, at its location;
-2. format validity: every log that was checkpointed keeps a ledgers map equal to its scan;
+2. format validity: every log that was checkpointed keeps a ledgers map equal to its scan
+   (per-ledger: and holds one ledger's records);
 3. typed failures only: every ``*.log`` left on disk, durable or not, reads and scans with
    no error other than bkref's typed ones;
 4. no stomping: a new log created after recovery takes an id no existing file has, and every
-   durable entry still reads back after an add to it.
+   durable entry still reads back after an add to it. With per-ledger logs "the first log
+   written after recovery" is not the whole story, since every ledger gets its own: one
+   entry goes to each of three new ledgers (one more than may be active, so the last add
+   evicts and seals the first's log), each must land in a log of its own whose id no file
+   had before, and each reads back, before the durable entries are read again.
+
+What the per-ledger runs cannot check: preallocation (the per-ledger manager preallocates
+nothing, so the workload's preallocate steps do nothing there; the summary line says "no
+preallocation"), and expiry in the bookie target (proofs/crash/bookie_check.py: its clock
+does not move). Every check above applies to both managers.
 
 Why a component check and not a trace (spec/trace.md): it works below the bookie, on the
 EntryLogger directly (adds that return a location, flush, checkpoint, preallocate), which
 the trace vocabulary (spec/operations.py: requests a client sends a bookie) does not express,
 and its oracle is deliberately its own (it parses log names itself rather than trust
 impl.entrylog.ids). A failure is replayable all the same: it names the workload (seed,
-entries, ledgers, flushEntrylogBytes), the crash point and the plan, and
+entries, ledgers, flushEntrylogBytes, manager), the crash point and the plan, and
 ``bkref crash-check --target entry-log ... --point N --plan P`` (:func:`replay_state`)
 re-runs exactly that state and says what it checked (docs/crash-check.md).
 
@@ -36,16 +73,19 @@ proofs/crash/bookie_check.py), index persistence, compaction.
 
 from __future__ import annotations
 
+import collections
 import random
 from collections.abc import Callable
 
 import attrs
 
+from impl.clock import ManualClock
 from impl.entrylog.logger import EntryLogger, EntryLoggerSettings
 from impl.format.entry_log import encode_payload
 from impl.fs.api import join
 from models.fs.simdisk import SimDisk
 from proofs.crash.explorer import (
+    CrashFailure,
     CrashPoint,
     Report,
     explore,
@@ -67,9 +107,48 @@ PROPERTIES = (
 )
 #: The same, in a few words for the summary line.
 SUMMARY = "properties 1 and 7 at the entry-log level"
+#: What the per-ledger runs check, for progress lines and the summary: the same, with the
+#: checks generalised to many active logs (module docstring).
+PER_LEDGER_PROPERTIES = (
+    f"{PROPERTIES} (with a log per ledger: each checkpointed log holds one ledger's records, "
+    "and new ledgers after recovery each get a new log of their own)"
+)
+
+
+def properties_for(manager: str) -> str:
+    """What a run with ``manager`` checks, in words."""
+    return PROPERTIES if manager == "single" else PER_LEDGER_PROPERTIES
+
+
 #: What check_recovered's count counts; each recovered state also has every log on disk
 #: scanned, the checkpointed logs' maps compared with their scans and a new log id taken.
 ITEMS = "durable entries read back intact"
+
+#: The entry-log managers the check runs (``bkref crash-check --manager``).
+MANAGERS = ("single", "per-ledger")
+#: The per-ledger runs' maximumNumberOfActiveEntryLogs: fewer than the workload's ledgers,
+#: so a new ledger's log evicts another inside the workload.
+PER_LEDGER_MAX_ACTIVE = 2
+#: The per-ledger runs' entrylogMapAccessExpiryTimeInSeconds, and how far the workload's
+#: clock moves before each add: a ledger whose last add was four adds ago expires.
+PER_LEDGER_EXPIRY_S = 4
+CLOCK_MS_PER_ADD = 1000
+#: Fresh ledgers written after recovery in a per-ledger run (no-stomping check): one more
+#: than may be active at once.
+NEW_LEDGERS_AFTER_RECOVERY = tuple(LedgerId(999 + i) for i in range(PER_LEDGER_MAX_ACTIVE + 1))
+
+
+def describe_manager(manager: str) -> str:
+    """The manager, in words, for the header and summary lines."""
+    if manager == "single":
+        return "manager single (one active log, entryLogPerLedgerEnabled=false)"
+    assert manager == "per-ledger", manager
+    return (
+        "manager per-ledger (an active log per ledger, entryLogPerLedgerEnabled=true, "
+        f"maximumNumberOfActiveEntryLogs {PER_LEDGER_MAX_ACTIVE}, "
+        f"entrylogMapAccessExpiryTimeInSeconds {PER_LEDGER_EXPIRY_S} with the clock moving "
+        f"{CLOCK_MS_PER_ADD // 1000} s before each add; no preallocation)"
+    )
 
 
 @attrs.frozen
@@ -130,14 +209,109 @@ def make_workload(seed: int, entries: int, ledgers: int) -> list[WorkloadStep]:
     return steps
 
 
-def settings_for_check(flush_entrylog_bytes: int) -> EntryLoggerSettings:
-    """Tiny limits so that a few entries fill a log and buffers flush mid-log."""
-    return EntryLoggerSettings(
+def settings_for_check(flush_entrylog_bytes: int, manager: str = "single") -> EntryLoggerSettings:
+    """Tiny limits so that a few entries fill a log and buffers flush mid-log; with
+    ``manager`` per-ledger, an active log per ledger with a small cache (module docstring)."""
+    assert manager in MANAGERS, manager
+    settings = EntryLoggerSettings(
         log_size_limit_bytes=2048,
         flush_entrylog_bytes=flush_entrylog_bytes,
         write_buffer_bytes=512,
         preallocation_enabled=True,
     )
+    if manager == "single":
+        return settings
+    return attrs.evolve(
+        settings,
+        per_ledger=True,
+        entrylog_map_access_expiry_s=PER_LEDGER_EXPIRY_S,
+        maximum_active_entry_logs=PER_LEDGER_MAX_ACTIVE,
+    )
+
+
+class ActiveLogs:
+    """What the oracle knows of which logs are sealed, from the locations the adds returned
+    and the rules the manager documents, never from the manager's state (module docstring).
+
+    Single manager: every log but the one of the last add. Per-ledger: each ledger's log
+    (the one its last add went to), least recently added-to first, as the cache of
+    EntryLogManagerForEntryLogPerLedger keeps them; a log leaves it sealed when its ledger's
+    next add goes to another log (rotation), when a new ledger's log would make more than
+    ``max_active`` (the least recently added-to is evicted), or when it took no add for
+    ``expiry_ns`` at an add or a checkpoint. ``surprises`` are adds that break those rules:
+    a log taking a second ledger's entries, or an add to a log the rules sealed.
+    """
+
+    def __init__(self, manager: str, max_active: int, expiry_ns: int) -> None:
+        assert manager in MANAGERS, manager
+        self.per_ledger = manager == "per-ledger"
+        self._max_active = max_active
+        self._expiry_ns = expiry_ns
+        #: Per-ledger: ledger -> (its log, the time of its last add), least recent first.
+        self._current: collections.OrderedDict[LedgerId, tuple[EntryLogId, int]] = (
+            collections.OrderedDict()
+        )
+        #: Single: the log of the last add.
+        self._last: EntryLogId | None = None
+        #: Every log an add went to, with the ledger whose entries it took first.
+        self._holder: dict[EntryLogId, LedgerId] = {}
+        self.sealed: set[EntryLogId] = set()
+        self.surprises: list[str] = []
+        #: What happened, for the report: logs sealed by rotation, by the maximum number of
+        #: active logs, by expiry; the most logs active at once.
+        self.rotations = 0
+        self.evicted_for_room = 0
+        self.evicted_expired = 0
+        self.most_active = 0
+
+    def expire(self, now_ns: int) -> None:
+        """Evict every ledger whose log took no add for the expiry time (per-ledger)."""
+        while self.per_ledger and self._current:
+            ledger, (log_id, last_ns) = next(iter(self._current.items()))
+            if now_ns - last_ns < self._expiry_ns:
+                return
+            del self._current[ledger]
+            self.sealed.add(log_id)
+            self.evicted_expired += 1
+
+    def added(self, number: int, ledger: LedgerId, log_id: EntryLogId, now_ns: int) -> None:
+        """Add number ``number`` of ``ledger`` went to ``log_id`` at ``now_ns`` (expired
+        ledgers already evicted with :meth:`expire`)."""
+        holder = self._holder.setdefault(log_id, ledger)
+        if not self.per_ledger:
+            if self._last is not None and self._last != log_id:
+                self.sealed.add(self._last)
+                self.rotations += 1
+            self._last = log_id
+            return
+        where = f"add {number} (ledger {ledger}) went to log {log_id:x}"
+        if holder != ledger:
+            self.surprises.append(f"{where}, which holds ledger {holder}'s entries")
+        if log_id in self.sealed:
+            self.surprises.append(f"{where}, which the manager's rules had sealed")
+        mine = self._current.get(ledger)
+        if mine is not None and mine[0] != log_id:
+            self.sealed.add(mine[0])
+            self.rotations += 1
+        elif mine is None:
+            while len(self._current) >= self._max_active:
+                _, (evicted, _) = self._current.popitem(last=False)
+                self.sealed.add(evicted)
+                self.evicted_for_room += 1
+        self._current[ledger] = (log_id, now_ns)
+        self._current.move_to_end(ledger)
+        self.most_active = max(self.most_active, len(self._current))
+
+    def describe(self) -> str:
+        """What the workload did to its logs, in words."""
+        text = f"wrote {len(self._holder)} logs: {self.rotations} sealed by rotation"
+        if not self.per_ledger:
+            return text
+        return (
+            f"{text}, {self.evicted_for_room} evicted for a new ledger's log (at most "
+            f"{self._max_active} active), {self.evicted_expired} evicted by expiry; up to "
+            f"{self.most_active} logs active at once"
+        )
 
 
 def fresh_log_disk() -> SimDisk:
@@ -149,53 +323,82 @@ def fresh_log_disk() -> SimDisk:
     return disk
 
 
+def active_logs_for(settings: EntryLoggerSettings) -> ActiveLogs:
+    """The oracle's view of the sealed logs, for a run with ``settings``."""
+    return ActiveLogs(
+        "per-ledger" if settings.per_ledger else "single",
+        settings.maximum_active_entry_logs,
+        settings.entrylog_map_access_expiry_s * 1_000_000_000,
+    )
+
+
 def record_crash_points(
     steps: list[WorkloadStep], settings: EntryLoggerSettings, seed: int
-) -> tuple[list[CrashPoint[Expected]], list[Written]]:
-    """Run the workload once, with a crash point before every operation."""
+) -> tuple[list[CrashPoint[Expected]], list[Written], ActiveLogs]:
+    """Run the workload once, with a crash point before every operation. Also returns the
+    oracle's view of the logs at the end (what the workload did to them, and any add that
+    broke the manager's rules)."""
     disk = fresh_log_disk()
     written: list[Written] = []
     durable: list[Written] = []
     checkpointed: set[EntryLogId] = set()
+    logs = active_logs_for(settings)
+    clock = ManualClock()
 
     def oracle() -> Expected:
         return Expected(tuple(durable), frozenset(checkpointed))
 
     def run() -> None:
-        logger = EntryLogger(disk, CURRENT_DIRS, settings, random.Random(seed))
+        logger = EntryLogger(disk, CURRENT_DIRS, settings, random.Random(seed), clock=clock)
         for step in steps:
-            _apply(logger, step, written, durable, checkpointed)
+            _apply(logger, clock, step, written, durable, checkpointed, logs)
 
     points = record_points(disk, oracle, run)
-    return points, written
+    return points, written, logs
 
 
 def _apply(
     logger: EntryLogger,
+    clock: ManualClock,
     step: WorkloadStep,
     written: list[Written],
     durable: list[Written],
     checkpointed: set[EntryLogId],
+    logs: ActiveLogs,
 ) -> None:
     """Carry out one step and update the oracle's knowledge once it has returned."""
     if step.kind == "add":
         assert step.add is not None
+        if logs.per_ledger:
+            clock.advance_ms(CLOCK_MS_PER_ADD)
+        now = clock.monotonic_ns()
         payload = encode_payload(step.add.ledger_id, step.add.entry_id, step.add.payload)
         location = logger.add_entry(step.add.ledger_id, payload)
         written.append(Written(step.add, location))
-    elif step.kind == "checkpoint":
+        logs.expire(now)  # the manager evicts the expired ledgers before the add
+        logs.added(len(written) - 1, step.add.ledger_id, location_log_id(location), now)
+    elif not logs.per_ledger and step.kind == "checkpoint":
         active = location_log_id(written[-1].location) if written else None
         logger.checkpoint()
         done = [w for w in written if location_log_id(w.location) != active]
         durable.extend(w for w in done if w not in durable)
         checkpointed.update(location_log_id(w.location) for w in done)
-    elif step.kind in ("flush", "close"):
-        # close() flushes as DefaultEntryLogger.close does: everything becomes durable.
-        if step.kind == "flush":
-            logger.flush()
-        else:
+    elif step.kind in ("checkpoint", "flush", "close"):
+        # close() flushes as DefaultEntryLogger.close does: everything becomes durable. With
+        # per-ledger logs a checkpoint is a flush (it forces every active log), and all three
+        # fsync the sealed logs, their ledgers maps included (module docstring).
+        if step.kind == "close":
             logger.close()
+        else:
+            now = clock.monotonic_ns()
+            if step.kind == "checkpoint":
+                logger.checkpoint()
+            else:
+                logger.flush()
+            logs.expire(now)  # the checkpoint (or flush) evicts the expired ledgers first
         durable.extend(w for w in written if w not in durable)
+        if logs.per_ledger:
+            checkpointed.update(logs.sealed)
     else:
         logger.preallocate()
 
@@ -208,30 +411,43 @@ class Workload:
     entries: int
     ledgers: int
     flush_entrylog_bytes: int
+    manager: str = attrs.field(default="single", validator=attrs.validators.in_(MANAGERS))
 
     def describe(self) -> str:
         return (
             f"seed {self.seed}, {self.entries} adds over {self.ledgers} ledgers, "
-            f"logSizeLimit 2048, flushEntrylogBytes {self.flush_entrylog_bytes}"
+            f"logSizeLimit 2048, flushEntrylogBytes {self.flush_entrylog_bytes}, "
+            f"{describe_manager(self.manager)}"
         )
+
+    @property
+    def label(self) -> str:
+        """The run in a few words, for progress lines."""
+        manager = "" if self.manager == "single" else f" {self.manager}"
+        return f"entry-log{manager} (flushEntrylogBytes {self.flush_entrylog_bytes})"
 
     def command(self, point: int, plan: int | None = None) -> str:
         """The bkref command that re-runs crash point ``point`` (under plan ``plan``)."""
+        manager = "" if self.manager == "single" else f" --manager {self.manager}"
         text = (
-            f"bkref crash-check --target entry-log --seed {self.seed} --entries "
+            f"bkref crash-check --target entry-log{manager} --seed {self.seed} --entries "
             f"{self.entries} --ledgers {self.ledgers} --flush-entrylog-bytes "
             f"{self.flush_entrylog_bytes} --point {point}"
         )
         return text if plan is None else f"{text} --plan {plan}"
 
     def settings(self) -> EntryLoggerSettings:
-        return settings_for_check(self.flush_entrylog_bytes)
+        return settings_for_check(self.flush_entrylog_bytes, self.manager)
 
     def record(self) -> list[CrashPoint[Expected]]:
         """Run the workload once; its crash points, numbered from 0."""
+        return self.record_with_logs()[0]
+
+    def record_with_logs(self) -> tuple[list[CrashPoint[Expected]], ActiveLogs]:
+        """Run the workload once; its crash points, and the oracle's view of its logs."""
         steps = make_workload(self.seed, self.entries, self.ledgers)
-        points, _ = record_crash_points(steps, self.settings(), self.seed)
-        return points
+        points, _, logs = record_crash_points(steps, self.settings(), self.seed)
+        return points, logs
 
 
 def check_recovered(
@@ -244,11 +460,23 @@ def check_recovered(
     """Open the crashed disk afresh and run the four checks. Returns (entries read,
     problems); with ``account``, appends what was checked, in words, one line per check."""
     try:
-        logger = EntryLogger(disk, CURRENT_DIRS, settings, random.Random(seed + 1))
+        logger = EntryLogger(
+            disk, CURRENT_DIRS, settings, random.Random(seed + 1), clock=ManualClock()
+        )
     except BkrefError as exc:
         return 0, [f"recovery failed to open the entry logger: {exc}"]
     durable = len(point.durable)
     logs_before = _existing_log_ids(disk) if account is not None else set()
+    if settings.per_ledger:
+        one_ledger = "; each holds one ledger's records"
+        new_logs = (
+            f"added one entry to each of {len(NEW_LEDGERS_AFTER_RECOVERY)} new ledgers: each "
+            "went to a log of its own with an id that no existing file has, and reads back"
+        )
+    else:
+        one_ledger = ""
+        new_logs = "added one entry: it went to a log id that no existing file has"
+    adds = "those adds" if settings.per_ledger else "that add"
     checks = [
         (
             f"read back {durable} durable entries at their locations",
@@ -256,16 +484,23 @@ def check_recovered(
         ),
         (
             f"scanned the logs on disk ({_ids(logs_before)}) for untyped errors; ledgers "
-            f"map equal to the scan in checkpointed logs ({_ids(point.checkpointed_logs)})",
-            _check_logs(disk, logger, point.checkpointed_logs),
+            f"map equal to the scan in checkpointed logs ({_ids(point.checkpointed_logs)})"
+            f"{one_ledger}",
+            _check_logs(disk, logger, point.checkpointed_logs, one_ledger=settings.per_ledger),
         ),
         (
-            "added one entry: it went to a log id that no existing file has",
-            _check_no_stomping(disk, logger),
+            new_logs,
+            _check_new_logs(disk, logger)
+            if settings.per_ledger
+            else _check_no_stomping(disk, logger),
         ),
         (
-            f"read back the {durable} durable entries again after that add",
-            _check_durable(logger, point.durable, "after a new add"),
+            f"read back the {durable} durable entries again after {adds}",
+            _check_durable(
+                logger,
+                point.durable,
+                "after the new ledgers' adds" if settings.per_ledger else "after a new add",
+            ),
         ),
     ]
     if account is not None:
@@ -290,6 +525,41 @@ def _check_no_stomping(disk: SimDisk, logger: EntryLogger) -> list[str]:
             "which an existing file already has"
         ]
     return []
+
+
+def _check_new_logs(disk: SimDisk, logger: EntryLogger) -> list[str]:
+    """The no-stomping check with a log per ledger: an entry to each of a few new ledgers,
+    more than may be active at once; each goes to a log of its own, whose id no file had
+    before the adds, and reads back."""
+    existing = _existing_log_ids(disk)
+    problems: list[str] = []
+    taken: dict[EntryLogId, LedgerId] = {}
+    for ledger in NEW_LEDGERS_AFTER_RECOVERY:
+        payload = encode_payload(ledger, 0, b"after-recovery")
+        try:
+            location = logger.add_entry(ledger, payload)
+        except BkrefError as exc:
+            return [*problems, f"an add to ledger {ledger} after recovery failed: {exc}"]
+        log_id = location_log_id(location)
+        if log_id in existing:
+            problems.append(
+                f"ledger {ledger}'s log written after recovery reused id {log_id:x}, which an "
+                "existing file already has"
+            )
+        if log_id in taken:
+            problems.append(
+                f"ledger {ledger}'s entry after recovery went to log {log_id:x}, which "
+                f"ledger {taken[log_id]}'s entry went to"
+            )
+        taken.setdefault(log_id, ledger)
+        try:
+            got = logger.read_entry(ledger, EntryId(0), location)
+        except BkrefError as exc:
+            problems.append(f"ledger {ledger}'s entry added after recovery does not read: {exc}")
+            continue
+        if got != payload:
+            problems.append(f"ledger {ledger}'s entry added after recovery reads other bytes")
+    return problems
 
 
 def _check_durable(logger: EntryLogger, durable: tuple[Written, ...], when: str) -> list[str]:
@@ -320,8 +590,15 @@ def _existing_log_ids(disk: SimDisk) -> set[EntryLogId]:
 
 
 def _check_logs(
-    disk: SimDisk, logger: EntryLogger, checkpointed: frozenset[EntryLogId]
+    disk: SimDisk,
+    logger: EntryLogger,
+    checkpointed: frozenset[EntryLogId],
+    *,
+    one_ledger: bool = False,
 ) -> list[str]:
+    """Every log on disk scans with typed failures only; every checkpointed log keeps a
+    ledgers map equal to its scan, and with ``one_ledger`` (per-ledger logs) holds the records
+    of one ledger."""
     from impl.entrylog.reader import scan  # the reader is the unit under check here
 
     problems = []
@@ -351,6 +628,11 @@ def _check_logs(
                 )
             elif dict(result.metadata.ledgers) != sums:
                 problems.append(f"checkpointed log {log_id:x}: ledgers map differs from its scan")
+            if one_ledger and len(sums) > 1:
+                problems.append(
+                    f"checkpointed log {log_id:x} holds the records of ledgers "
+                    f"{', '.join(map(str, sorted(sums)))}: a per-ledger log holds one ledger's"
+                )
     return problems
 
 
@@ -360,21 +642,32 @@ def run_check(
     entries: int,
     ledgers: int,
     flush_entrylog_bytes: int,
+    manager: str = "single",
     progress: Callable[[str], None] | None = None,
     max_points: int | None = None,
 ) -> Report:
     """Record the crash points of one workload and check every plan at each of them. Each
-    failure carries the command that re-runs its state."""
-    workload = Workload(seed, entries, ledgers, flush_entrylog_bytes)
+    failure carries the command that re-runs its state. With per-ledger logs, a progress
+    line says what the workload did to its logs (rotations, evictions, logs active at once),
+    and an add of the workload that broke the manager's rules is a failure at crash point -1
+    (module docstring)."""
+    workload = Workload(seed, entries, ledgers, flush_entrylog_bytes, manager)
     settings = workload.settings()
-    return explore(
-        thin(workload.record(), max_points),
+    points, logs = workload.record_with_logs()
+    if progress is not None and logs.per_ledger:
+        progress(f"  {workload.label}: the workload {logs.describe()}")
+    report = explore(
+        thin(points, max_points),
         lambda disk, oracle: check_recovered(disk, oracle, settings, seed),
         progress,
-        label=f"entry-log (flushEntrylogBytes {flush_entrylog_bytes}): ",
+        label=f"{workload.label}: ",
         command=workload.command,
         items=ITEMS,
     )
+    where = "the workload without a crash"
+    surprises = [CrashFailure(-1, "none", None, s, where=where) for s in logs.surprises]
+    report.failures[:0] = surprises
+    return report
 
 
 class NoSuchState(BkrefError):

@@ -9,9 +9,12 @@ replayable: the command it names re-runs exactly its crash state.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from impl.entrylog.manager import SingleEntryLogManager
+from impl.entrylog.per_ledger import PerLedgerEntryLogManager
 from proofs.cli.main import main
 from proofs.crash.entry_log_check import run_check
 from proofs.crash.explorer import Report
@@ -91,3 +94,46 @@ def test_quiet_prints_the_failures_and_the_summary(
     assert "; checked: durability of forced entries (property 1)" in lines[6]
     assert lines[6].endswith(" failures (above)")
     assert lines[-1].startswith("FAIL: ") and len(lines) == 8
+
+
+def _expiry_never_evicting(self: PerLedgerEntryLogManager, now: int) -> None:
+    """A per-ledger manager whose cache never expires an idle ledger's log (no
+    expireAfterAccess): the log stays active, unsealed, however long its ledger is idle."""
+    del self, now
+
+
+@pytest.mark.parametrize(
+    ("method", "variant", "caught_by"),
+    [
+        # The rotated (evicted) logs marked flushed without an fsync: the shared
+        # flushRotatedLogs of EntryLogManagerBase, which the per-ledger checkpoint runs.
+        ("_flush_rotated", variants.checkpoint_without_fsync, ("lost",)),
+        ("_allocate", variants.allocate_without_dir_fsync, ("lost",)),
+        ("_evict_expired", _expiry_never_evicting, ("had sealed", "lost its ledgers map")),
+    ],
+    ids=["checkpoint_without_fsync", "allocate_without_dir_fsync", "expiry_never_evicting"],
+)
+def test_catches_known_bad_variants_with_an_entry_log_per_ledger(
+    method: str,
+    variant: Callable[..., object],
+    caught_by: tuple[str, ...],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The per-ledger manager (entryLogPerLedgerEnabled=true, at most two active logs, idle
+    ledgers expiring) on the per-ledger slice of tests/unit/proofs/crash/
+    test_entry_log_check.py, which the unchanged manager passes: each variant fails it, and
+    a failure re-runs from its command, which names the manager."""
+    monkeypatch.setattr(PerLedgerEntryLogManager, method, variant)
+    report = run_check(seed=1, entries=16, ledgers=3, flush_entrylog_bytes=0, manager="per-ledger")
+    assert report.failures, f"{method} as {variant.__name__} went unnoticed with per-ledger logs"
+    messages = _messages(report)
+    assert any(text in messages for text in caught_by), messages[:2000]
+    failure = next(failure for failure in report.failures if failure.plan is not None)
+    assert failure.command.startswith(
+        "bkref crash-check --target entry-log --manager per-ledger --seed 1 --entries 16 "
+        f"--ledgers 3 --flush-entrylog-bytes 0 --point {failure.op_index} --plan "
+    )
+    assert main(failure.command.split()[1:]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("crash-check entry-log per-ledger: ") and failure.message in out

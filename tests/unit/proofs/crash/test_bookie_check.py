@@ -174,3 +174,42 @@ def test_without_pickling_the_prefix_runs_again_with_the_same_verdicts(
         pickled.recovered_states,
     )
     assert rebuilt.checked_items == pickled.checked_items > 1000
+
+
+# --- an entry log per ledger (--manager per-ledger) ----------------------------------------
+
+
+def test_a_per_ledger_bookie_keeps_two_logs_active_and_evicts_inside_the_workload() -> None:
+    settings = crash_settings("per-ledger")
+    assert settings["entryLogPerLedgerEnabled"] == "true"
+    assert settings["maximumNumberOfActiveEntryLogs"] == "2"
+    assert "entryLogPerLedgerEnabled" not in crash_settings()
+    harness = Refinement(InProcessBookie(settings, seed=1), settings)
+    most = evicted = 0
+    before: dict[int, tuple[int, ...]] = {}
+    for op in workload(seed=1, adds=24):
+        state = harness.run(op).state
+        if state is None:
+            continue
+        active = {view.log_id: view.ledgers for view in state.entry_logs if view.state == "active"}
+        assert all(len(ledgers) <= 1 for ledgers in active.values())  # one ledger per log
+        most = max(most, len(active))
+        if isinstance(op, Add):
+            # Another ledger's log left the active ones at this add: evicted for room.
+            evicted += sum(
+                op.ledger not in ledgers and log_id not in active
+                for log_id, ledgers in before.items()
+            )
+        before = active
+    assert most == 2
+    assert evicted >= 5
+
+
+def test_a_small_per_ledger_crash_run_keeps_the_properties() -> None:
+    # Every third of its 155 crash points, to stay within a few seconds.
+    report = run_bookie_check(seed=3, adds=6, manager="per-ledger", max_points=60)
+    assert [f.message for f in report.failures] == []
+    assert report.crash_points > 50
+    assert report.recovered_states > 300
+    assert report.checked_items > 3000
+    report.check_invariants()

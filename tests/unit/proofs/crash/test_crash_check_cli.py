@@ -80,6 +80,9 @@ def test_point_re_runs_one_state_and_prints_what_it_checked(
     assert len(out) == 8 and out[-1] == "PASS: 1 crash state(s) re-run, 0 failed"
 
 
+POINT_3 = ["--point", "3"]
+
+
 @pytest.mark.parametrize(
     ("extra", "complaint"),
     [
@@ -91,6 +94,10 @@ def test_point_re_runs_one_state_and_prints_what_it_checked(
             ["--target", "entry-log", "--flush-entrylog-bytes", "0", "--point", "99999"],
             "does not exist",
         ),
+        (
+            ["--target", "entry-log", "--manager", "all", "--flush-entrylog-bytes", "0", *POINT_3],
+            "give --manager single or per-ledger",
+        ),
     ],
 )
 def test_bad_re_run_arguments_exit_2(
@@ -98,3 +105,62 @@ def test_bad_re_run_arguments_exit_2(
 ) -> None:
     assert main(["crash-check", *SMALL, *extra]) == 2
     assert complaint in capsys.readouterr().err
+
+
+PER_LEDGER = ["--manager", "per-ledger", "--entries", "8", "--ledgers", "3", "--seed", "3"]
+
+
+def test_a_per_ledger_run_names_its_manager_in_every_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["crash-check", "--target", "entry-log", "--flush-entrylog-bytes", "0", *PER_LEDGER]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("crash-check entry-log per-ledger: seed 3, 8 adds over 3 ledgers")
+    assert "manager per-ledger (an active log per ledger" in lines[0]
+    assert "new ledgers after recovery each get a new log of their own" in lines[0]
+    assert lines[1].startswith("  entry-log per-ledger (flushEntrylogBytes 0): the workload wrote ")
+    block = lines[lines.index("summary (seed 3):") :]
+    assert block[1].startswith("  entry-log per-ledger: crashed the entry logger (8 adds over 3")
+    assert "manager per-ledger (an active log per ledger" in block[1]
+    assert "no preallocation" in block[1]
+    summary = lines[-1]
+    assert summary.startswith("PASS: ") and "0 failures; entry-log manager per-ledger." in summary
+    assert "entry-log per-ledger " in summary
+
+
+def test_the_default_manager_is_single_and_all_runs_both(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["crash-check", "--target", "entry-log", "--flush-entrylog-bytes", "0", "--quiet"]
+    assert main([*argv, *SMALL]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "manager single (one active log" in lines[1]
+    assert "entry-log manager single." in lines[-1]
+    assert main([*argv, *SMALL, "--manager", "all"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines[1:3]] == ["  entry-log", "  entry-log per-ledger"]
+    assert "0 failures; entry-log managers single and per-ledger." in lines[-1]
+
+
+def test_point_re_runs_a_per_ledger_state(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["crash-check", "--target", "entry-log", "--flush-entrylog-bytes", "0", *PER_LEDGER]
+    assert main([*argv, "--point", "40", "--plan", "0"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("crash-check entry-log per-ledger: seed 3, 8 adds over 3 ledgers")
+    assert "manager per-ledger" in out[0] and "crash point 40 (before a " in out[0]
+    assert out[5].startswith("    added one entry to each of 3 new ledgers: each went to a log")
+    assert out[5].endswith(": ok") and out[-1] == "PASS: 1 crash state(s) re-run, 0 failed"
+
+
+def test_help_documents_the_manager(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["crash-check", "--help"])
+    out = capsys.readouterr().out
+    assert "--manager {single,per-ledger,all}" in out
+    assert "--manager: which entry-log manager" in out
+    assert "maximumNumberOfActiveEntryLogs 2" in out
+    with pytest.raises(SystemExit) as exited:
+        main(["crash-check", "--manager", "both"])
+    assert exited.value.code == 2
+    assert "invalid choice: 'both'" in capsys.readouterr().err
