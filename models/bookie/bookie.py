@@ -486,8 +486,9 @@ class BookieModel:
         self.by_rules = config.layout == "rules" or config.manager != "single"
         self.manager = ManagerRules(config.manager, config.log_size_limit_bytes)
         self.logs.per_ledger = config.manager == "per_ledger"
-        #: The layout the last compared state showed, and what happened since.
-        self.last_layout: Layout | None = None
+        #: The layout the last compared state showed, and what happened since. The first run
+        #: starts on empty directories.
+        self.last_layout: Layout | None = Layout.of((), {}, 0, None)
         self.between = Between(unsure=self.async_acks)
         self.run = RunHistory()
         #: A GC step ran since the last compared state (its layout is computed, not judged
@@ -775,10 +776,22 @@ class BookieModel:
             if not self.ledgers.durably_deleted(ledger)
         }
 
+    def _gc_unseen(self) -> bool:
+        """The layout a GC step starts from is not known: a log per ledger under
+        asynchronous acks (adds ran since the last state, into logs the model has not
+        seen)."""
+        return self.async_acks and self.manager.kind == "per_ledger"
+
     def _gc_unpredictable(self) -> bool:
         """Whether the model cannot compute the GC now: the layout is followed (a fault), a
         fault fired in this step, or a delete's effect is unknown (failed, or cut short)."""
-        return self.logs.relaxed or bool(self.gc_fault) or self.ledgers.deletion_unsure()
+        return (
+            self.logs.relaxed
+            or bool(self.gc_fault)
+            or self.ledgers.deletion_unsure()
+            # The step's report is not computed; the next state is judged by the rules.
+            or self._gc_unseen()
+        )
 
     def _gc_errors(self) -> set[str | None]:
         """What a GC step may answer: ok; the error a fault that fired in it allows; after a
@@ -868,10 +881,17 @@ class BookieModel:
     def _gc_relaxed(self, op: Gc | GcBegin, report: GcReport) -> list[str]:
         """A GC the model cannot compute: every flushed log may vanish (deleted or compacted
         away), and the layout is followed until the next restart."""
-        self.logs.relaxed = True
-        self.logs.may_vanish |= {i for i, log in self.logs.logs.items() if log.state == "flushed"}
         if isinstance(op, GcBegin):
             self.gc = _GcCycle(report.compaction, list(report.candidates))
+        if self._gc_unseen() and not (self.faulted or self.gc_fault):
+            # Not relaxed: the next state is judged by the rules for a GC step (flushed logs
+            # may vanish, new flushed logs hold only what the removed ones held).
+            return [
+                f"{op.name}: with a log per ledger the model has not seen the logs it starts "
+                "from; the next state shows what it deleted and compacted"
+            ]
+        self.logs.relaxed = True
+        self.logs.may_vanish |= {i for i, log in self.logs.logs.items() if log.state == "flushed"}
         return [
             f"{op.name}: a fault fired or a delete's effect is unknown, so the model follows "
             "the layout from here (flushed logs may be deleted or compacted away)"
@@ -1906,10 +1926,20 @@ class BookieModel:
             if maps is not None:
                 self._check_durable_maps(index, maps)
             self.logs.adopt(logs, observed.current_log_id, observed.least_unflushed_log_id, maps)
-        elif self.by_rules and not (
-            self.gc_since or self.maybe_dead or self.unplaced or self.last_layout is None
+        elif (
+            self.by_rules
+            and self.last_layout is not None
+            and (self._gc_unseen() or not (self.gc_since or self.maybe_dead or self.unplaced))
         ):
+            # A GC step is computed from the layout before it, when that is known exactly (in
+            # process, a state after every step; with a single log, predicted between
+            # states); with a log per ledger under asynchronous acks, requests ran between
+            # into logs the model has not seen, and the GC is judged by the rules for it
+            # (models/entrylog/layout.py).
+            self.between.gc = self.gc_since
             self._judge_layout(index, observed, layout, logs, maps)
+            self.maybe_dead = set()
+            self.unplaced = []
         else:
             if self.maybe_dead:
                 self._resolve_maybe_dead(logs)
@@ -2236,7 +2266,10 @@ class BookieModel:
             if view is None:
                 raise Divergence(index, f"entry log {log_id} vanished", rule="R-LOG-LAYOUT")
             have = dict(view.ledger_bytes)
-            for ledger, size in log.written.items():
+            # With a log per ledger the model's ``written`` may count records the bookie put
+            # in a log the model has not seen: what the last state showed is the floor.
+            floor = log.seen if self.logs.per_ledger and log.seen is not None else log.written
+            for ledger, size in floor.items():
                 if have.get(ledger, 0) < size:
                     raise Divergence(
                         index,

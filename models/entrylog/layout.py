@@ -97,6 +97,10 @@ class Between:
     #: The bookie runs on threads of its own (asynchronous acks): some steps may not have
     #: run yet, and a checkpoint or a preallocation may run unseen.
     unsure: bool = False
+    #: A GC step ran between (judged here only when the layout before it is not known
+    #: exactly, under asynchronous acks): flushed logs may vanish (dead, or compacted away)
+    #: and new flushed logs appear (compactions), holding only what the vanished ones held.
+    gc: bool = False
 
     def added(self) -> dict[int, int]:
         out: dict[int, int] = {}
@@ -151,7 +155,7 @@ def judge(
     """Check ``after`` against ``before`` and what happened between them; raise
     LayoutProblem for the first rule broken. ``history`` is updated when all hold."""
     check_ids(before, after, between, history)
-    _check_sealed(before, after)
+    _check_sealed(before, after, between)
     _check_bytes(before, after, between)
     _check_flush(before, after, between)
     check_active(after, manager)
@@ -192,12 +196,14 @@ def check_ids(before: Layout, after: Layout, between: Between, history: RunHisto
             )
 
 
-def _check_sealed(before: Layout, after: Layout) -> None:
+def _check_sealed(before: Layout, after: Layout, between: Between) -> None:
     for log_id, old in before.logs.items():
         view = after.logs.get(log_id)
         if view is None:
             if old.state == "preallocated":
                 continue  # dropped: its directory filled up (it holds nothing)
+            if between.gc and (old.state == "flushed" or between.unsure):
+                continue  # deleted as dead, or compacted away (flushed unseen, if async)
             raise LayoutProblem(
                 "R-LOG-SEALED", f"entry log {log_id} ({old.state}) vanished without a GC"
             )
@@ -224,7 +230,15 @@ def _check_sealed(before: Layout, after: Layout) -> None:
 
 def _check_bytes(before: Layout, after: Layout, between: Between) -> None:
     gained: dict[int, int] = {}
+    # Under asynchronous acks a new flushed log may be an ordinary one, created and flushed
+    # between the two states: a compaction's bytes are then bounded with the rest.
+    separate = between.gc and not between.unsure
+    if separate:
+        _check_compacted(before, after)
+    removed = _removed(before, after) if between.gc else {}
     for log_id, view in after.logs.items():
+        if separate and log_id not in before.logs and view.state == "flushed":
+            continue  # a compaction's new log (_check_compacted)
         old = dict(before.logs[log_id].ledger_bytes) if log_id in before.logs else {}
         for ledger, size in view.ledger_bytes:
             if size < old.get(ledger, 0):
@@ -241,7 +255,7 @@ def _check_bytes(before: Layout, after: Layout, between: Between) -> None:
     added = between.added()
     for ledger in sorted(set(gained) | set(added)):
         got, want = gained.get(ledger, 0), added.get(ledger, 0)
-        if got == want or (between.unsure and got <= want):
+        if got == want or (between.unsure and got <= want + removed.get(ledger, 0)):
             continue
         raise LayoutProblem(
             "R-LOG-BYTES",
@@ -250,6 +264,35 @@ def _check_bytes(before: Layout, after: Layout, between: Between) -> None:
             + (" at most" if between.unsure else "")
             + " (a record written twice, or lost, or bytes nobody added)",
         )
+
+
+def _removed(before: Layout, after: Layout) -> dict[int, int]:
+    """Per ledger, the bytes of the logs a GC step removed."""
+    removed: dict[int, int] = {}
+    for log_id, old in before.logs.items():
+        if log_id not in after.logs:
+            for ledger, size in old.ledger_bytes:
+                removed[ledger] = removed.get(ledger, 0) + size
+    return removed
+
+
+def _check_compacted(before: Layout, after: Layout) -> None:
+    """The new flushed logs of a GC step hold, per ledger, no more than the logs it removed
+    held: a compaction copies, it never makes records."""
+    removed = _removed(before, after)
+    copied: dict[int, int] = {}
+    for log_id, view in after.logs.items():
+        if log_id not in before.logs and view.state == "flushed":
+            for ledger, size in view.ledger_bytes:
+                copied[ledger] = copied.get(ledger, 0) + size
+    for ledger, size in sorted(copied.items()):
+        if size > removed.get(ledger, 0):
+            raise LayoutProblem(
+                "R-LOG-BYTES",
+                f"a GC step's new logs hold {size} bytes of ledger {ledger}; the logs it "
+                f"removed held {removed.get(ledger, 0)} (a compaction copies, it never makes "
+                "records)",
+            )
 
 
 def _check_flush(before: Layout, after: Layout, between: Between) -> None:
@@ -266,7 +309,7 @@ def _check_flush(before: Layout, after: Layout, between: Between) -> None:
                 f"entry log {log_id} was {old.state} and is flushed now, with no checkpoint "
                 "between: only a checkpoint fsyncs a log",
             )
-        if view.state == "flushed" and old is None and not between.unsure:
+        if view.state == "flushed" and old is None and not (between.unsure or between.gc):
             raise LayoutProblem(
                 "R-LOG-FLUSH",
                 f"entry log {log_id} appeared flushed outside a GC step: a new log is "

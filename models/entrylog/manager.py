@@ -96,6 +96,10 @@ class LogModel:
     durable: dict[int, int] = attrs.Factory(dict)
     ledgers_map: MapState | None = NO_MAP
     map_durable: bool = False
+    #: The bytes per ledger the last state showed (:meth:`EntryLogManagerModel.follow`):
+    #: with an entry log per ledger, what a checkpoint makes durable (``written`` may count
+    #: records the bookie put in a new log the model has not seen).
+    seen: dict[int, int] | None = None
 
     def view(self) -> LogView:
         """The log as the abstract state shows it (built anew: the harness compares after
@@ -411,15 +415,18 @@ class EntryLogManagerModel:
         return None
 
     def add_entry(self, ledger_id: int, data_bytes: int) -> int:
-        """Append one entry; return the id of the log it went to. With an entry log per
-        ledger the layout is judged by rules and followed at the next state: the record is
-        counted in the ledger's active log, or in a new one (a placeholder id until seen)."""
+        """Append one entry; return the id of the log it went to (-1: a new log, not known
+        yet). With an entry log per ledger the layout is judged by rules and followed at the
+        next state."""
         size = record_bytes(data_bytes)
         if self.per_ledger:
+            # The ledger's active log grows (an upper bound: the bookie may have rotated or
+            # evicted it first); a ledger with none gets a new log whose id only the next
+            # state shows: no placeholder, so the crash constraints leave it to the rules
+            # for new logs (models/entrylog/manager.py LogConstraints: unlisted logs).
             log_id = self.log_of(ledger_id)
             if log_id is None:
-                log_id = max([self.max_seen_id, *self.taken, *self.logs]) + 1
-                self._put(log_id, LogModel(log_id, "active"))
+                return -1
             log = self.logs[log_id]
             log.written[ledger_id] = log.written.get(ledger_id, 0) + size
             return log_id
@@ -449,7 +456,10 @@ class EntryLogManagerModel:
         """flush: the active log's bytes and every rotated log become durable."""
         for log in self.logs.values():
             if log.state in ("active", "rotated"):
-                log.durable = dict(log.written)
+                if self.per_ledger and log.seen is not None:
+                    log.durable = {k: n for k, n in log.seen.items() if n > 0}
+                else:
+                    log.durable = dict(log.written)
             if log.state == "rotated":
                 log.state = "flushed"
                 log.map_durable = True
@@ -760,7 +770,7 @@ class EntryLogManagerModel:
         for view in views:
             written = dict(view.ledger_bytes)
             old = before.get(view.log_id)
-            log = LogModel(view.log_id, view.state, written)
+            log = LogModel(view.log_id, view.state, written, seen=dict(written))
             if view.state == "flushed":
                 log.durable = dict(written)
             elif old is not None:
@@ -790,6 +800,9 @@ class EntryLogManagerModel:
         self.next_id = (
             min(preallocated) if preallocated else max([least, *(i + 1 for i in self.logs)])
         )
+        # Logs above a waiting preallocated log are compactions' (they took the ids after
+        # it from the shared counter): the next rotation never takes them.
+        self.taken |= {i for i in self.logs if i >= self.next_id}
         self._skip_taken()
         self.created = {}
 

@@ -918,3 +918,18 @@ def apply_two_active_logs_for_one_ledger(monkeypatch: pytest.MonkeyPatch) -> Non
     flushed nor collected (R-LOG-ACTIVE)."""
     monkeypatch.setattr(PerLedgerEntryLogManager, "_log_for_add", _log_for_add_leaking_the_old)
     monkeypatch.setattr(PerLedgerEntryLogManager, "describe", _describe_with_the_leaked)
+
+
+class GcBelowLeastUnflushedBookie(Bookie):
+    """BookKeeper #2728 (fixed by PR #2779): GC takes as its logs every id below
+    leastUnflushedLogId, assuming each is flushed and every log above it is not. With an
+    entry log per ledger a long-lived ledger's active log holds leastUnflushedLogId down, so
+    the flushed logs of deleted ledgers above it are never collected (until the disk is
+    full). bkref takes every flushed log (Bookie._gc_candidate_logs). Caught by R-GC: a GC
+    cycle must delete exactly the flushed logs with no live ledger."""
+
+    def _gc_candidate_logs(self) -> list[EntryLogId]:
+        with self._lock:
+            state = self._entry_logger.state()
+            least = state.least_unflushed_log_id
+            return [i for i in self._entry_logger.log_ids() if i < least]

@@ -17,7 +17,14 @@ from collections.abc import Callable
 import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
-from proofs.harness.refinement import RefinementFailure
+from impl.bookie.bookie import Bookie
+from proofs.harness.refinement import (
+    SMALL_SETTINGS,
+    InProcessBookie,
+    Refinement,
+    RefinementFailure,
+)
+from spec.operations import Add, Checkpoint, Delete, Gc, Operation
 from tests.quality import refinement_variants as rv
 from tests.quality.test_refinement_catches import PROFILE, run_profile
 from tests.refinement.machine import machine_with, stable_draws
@@ -69,11 +76,11 @@ PER_LEDGER_CASES: list[tuple[Callable[[pytest.MonkeyPatch], None], str]] = [
 ]
 
 
-def _run_per_ledger() -> str | None:
+def _run_per_ledger(opener: Callable[..., Bookie] = Bookie.open) -> str | None:
     """The refinement profile over the per-ledger bookie: the failure's first line, or None."""
     try:
         with stable_draws():
-            run_state_machine_as_test(machine_with(PER_LEDGER), settings=PROFILE)  # type: ignore[no-untyped-call, unused-ignore]
+            run_state_machine_as_test(machine_with(PER_LEDGER, opener), settings=PROFILE)  # type: ignore[no-untyped-call, unused-ignore]
     except RefinementFailure as failure:
         return failure.message.splitlines()[0]
     return None
@@ -95,3 +102,35 @@ def test_each_per_ledger_rule_catches_its_variant(
     message = _run_per_ledger()
     assert message is not None, "the variant slipped through the layout rules"
     assert message.endswith(f"[{rule}]"), message
+
+
+def test_gc_that_stops_at_least_unflushed_log_id_is_caught_bookkeeper_2728() -> None:
+    """BookKeeper #2728: with an entry log per ledger, GC's assumption that every log below
+    leastUnflushedLogId is flushed, and none above, leaves a dead log above it uncollected.
+    The profile's small logs rotate too often for a long-lived ledger to hold the id down, so
+    the check is the scenario itself, on the unchanged machinery: ledger 1 keeps its log
+    active (log 0, leastUnflushedLogId), ledger 2's log is evicted by ledger 3's first add
+    (two active at most) and flushed by a checkpoint, ledger 2 is deleted, a GC runs. bkref
+    deletes log 1; the variant leaves it, and the model's R-GC (a cycle deletes exactly the
+    flushed logs with no live ledger) says so."""
+    settings = {**SMALL_SETTINGS, **PER_LEDGER, "logSizeLimit": "1048576"}
+    ops: list[Operation] = [
+        Add(1, 0, b"k1", b"a"),
+        Add(2, 0, b"k2", b"b"),
+        Add(1, 1, b"k1", b"c"),
+        Add(3, 0, b"k3", b"d"),  # evicts ledger 2's log, the least recently added to
+        Checkpoint(),
+        Delete(2),
+        Gc(True),
+    ]
+    fine = Refinement(InProcessBookie(settings), settings)
+    for op in ops:
+        fine.run(op)
+    gc = fine.steps[-1].result.gc
+    assert gc is not None and gc.logs_deleted == 1, fine.steps[-1].result
+    bad = Refinement(
+        InProcessBookie(settings, opener=rv.GcBelowLeastUnflushedBookie.open), settings
+    )
+    with pytest.raises(RefinementFailure, match=r"\[R-GC\]"):
+        for op in ops:
+            bad.run(op)
