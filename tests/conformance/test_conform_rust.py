@@ -120,12 +120,14 @@ CAUGHT = [
         False,
         r"answered ok( later)?; allowed: fenced(, pending)?" + RULE_TAG,
     ),
-    # The last record lost may be an add (it reads back no more) or a delete (the ledger
-    # comes back and takes adds again).
+    # The last record lost may be an add (it reads back no more), a delete (the ledger
+    # comes back and takes adds again), or a new ledger's first acknowledged add (the ledger
+    # is gone, where its entries were only in flight: R-ACK-DURABLE, seen under load).
     (
         "lose-last-acked",
         False,
-        r"answered failed: no_(entry|ledger); allowed: data(, no_entry)?|R-DELETE",
+        r"answered failed: no_(entry|ledger); allowed: "
+        r"(data(, no_entry)?|no_entry \[R-ACK-DURABLE\])|R-DELETE",
     ),
     ("stale-cache", False, r"allowed: no_ledger|R-DELETE"),
     ("ack-before-fsync", True, r"allowed: data" + RULE_TAG),
