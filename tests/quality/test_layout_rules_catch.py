@@ -104,7 +104,9 @@ def test_each_per_ledger_rule_catches_its_variant(
     assert message.endswith(f"[{rule}]"), message
 
 
-def test_gc_that_stops_at_least_unflushed_log_id_is_caught_bookkeeper_2728() -> None:
+def test_gc_that_stops_at_least_unflushed_log_id_is_caught_bookkeeper_2728(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """BookKeeper #2728: with an entry log per ledger, GC's assumption that every log below
     leastUnflushedLogId is flushed, and none above, leaves a dead log above it uncollected.
     The profile's small logs rotate too often for a long-lived ledger to hold the id down, so
@@ -128,9 +130,8 @@ def test_gc_that_stops_at_least_unflushed_log_id_is_caught_bookkeeper_2728() -> 
         fine.run(op)
     gc = fine.steps[-1].result.gc
     assert gc is not None and gc.logs_deleted == 1, fine.steps[-1].result
-    bad = Refinement(
-        InProcessBookie(settings, opener=rv.GcBelowLeastUnflushedBookie.open), settings
-    )
+    rv.apply_gc_below_least_unflushed(monkeypatch)
+    bad = Refinement(InProcessBookie(settings), settings)
     with pytest.raises(RefinementFailure, match=r"\[R-GC\]"):
         for op in ops:
             bad.run(op)
