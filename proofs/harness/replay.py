@@ -130,7 +130,8 @@ class Verdict:
 def _check_config_keys(header: TraceHeader) -> None:
     """Read the header's configuration as a bookie reads its own (impl/config/config.py):
     an unknown or misspelt key, or a value bkref refuses (as the adapter would refuse it),
-    is an unusable trace, not a run judged with default limits (issue 26). Values the model takes are checked by the model first, in its own words."""
+    is an unusable trace, not a run judged with default limits (issue 26). Values the model
+    takes are checked by the model first, in its own words."""
     # One line per key: a line break inside a value is written as the properties escape.
     lines = [
         f"{key}=" + value.replace("\r", "\\r").replace("\n", "\\n") for key, value in header.config
