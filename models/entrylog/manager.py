@@ -43,8 +43,14 @@ run, leastUnflushedLogId is followed, not predicted (whether the compaction log 
 the run's new logs is the bookie's business); its meaning is still checked, and that it
 never moves back.
 
-Not modelled: entry log per ledger, preallocation, the ledgers map's bytes
-(a sealed log's size is not compared, only its records' bytes per ledger, and its map's).
+By default (``ModelConfig.layout``) the layout is not predicted but judged by the rules every
+manager keeps (models/entrylog/layout.py) and then followed (:meth:`EntryLogManagerModel.
+follow`); the prediction above stays for GC steps and for measuring the two against each
+other. An entry log per ledger is only judged by rules: this sub-model then counts an add in
+its ledger's active log, if it has seen one, and creates none.
+
+Not modelled: preallocation, the ledgers map's bytes (a sealed log's size is not compared,
+only its records' bytes per ledger, and its map's).
 """
 
 from __future__ import annotations
