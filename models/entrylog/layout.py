@@ -39,17 +39,11 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
+from models.entrylog.manager import HEADER_BYTES, MapState, describe_map
 from spec.state import LogView
-
-#: Bytes of an entry log's header (spec/format/entry_log.md).
-HEADER_BYTES = 1024
 
 #: The managers whose rules this module knows (spec/format/entry_log.md).
 MANAGERS = ("single", "per_ledger")
-
-#: What a log's header says of its ledgers map: (sealed, pairs or None), as models/entrylog/
-#: manager.py's MapState.
-MapState = tuple[bool, tuple[tuple[int, int], ...] | None]
 
 
 class LayoutProblem(Exception):
@@ -422,14 +416,14 @@ def _check_maps(before: Layout, after: Layout, history: RunHistory) -> None:
             if found != want:
                 raise LayoutProblem(
                     "R-LOG-MAP",
-                    f"entry log {log_id} ({view.state}) has {_describe(found)}; sealing "
-                    f"writes a map of exactly its records ({_describe(want)})",
+                    f"entry log {log_id} ({view.state}) has {describe_map(found)}; sealing "
+                    f"writes a map of exactly its records ({describe_map(want)})",
                 )
         known = None if before.maps is None else before.maps.get(log_id)
         if known is not None and known[0] and found != known:
             raise LayoutProblem(
                 "R-LOG-MAP",
-                f"entry log {log_id} has {_describe(found)}; it had {_describe(known)} (a "
+                f"entry log {log_id} has {describe_map(found)}; it had {describe_map(known)} (a "
                 "sealed log's map never changes)",
             )
 
@@ -467,12 +461,3 @@ def _check_least(before: Layout, after: Layout, between: Between, history: RunHi
             f"leastUnflushedLogId is {least}, but entry logs {sorted(passed)} of this run are "
             "flushed with nothing unflushed below them: it moves past each once it is flushed",
         )
-
-
-def _describe(found: MapState) -> str:
-    sealed, pairs = found
-    if not sealed:
-        return "no ledgers map"
-    if pairs is None:
-        return "a ledgers map that does not read whole"
-    return "the ledgers map {" + ", ".join(f"{k}: {v}" for k, v in pairs) + "}"
