@@ -182,6 +182,17 @@ class Fence:
     name = "fence"
 
 
+@operation(Kind.REQUEST, adapter_op="write_close")
+@attrs.frozen
+class WriteClose:
+    """Say that no more adds to ``ledger`` will come (advisory; spec/protocol/write_close.md):
+    a log per ledger seals the ledger's log at the next checkpoint."""
+
+    ledger: int = attrs.field(validator=_id)
+    key: bytes
+    name = "write_close"
+
+
 @operation(Kind.REQUEST, adapter_op="delete")
 @attrs.frozen
 class Delete:
@@ -453,7 +464,7 @@ class FailRead:
 
 
 #: The static types, one union per kind; the import checks them against the registry.
-Request = Add | Read | Fence | Delete | Checkpoint | Gc
+Request = Add | Read | Fence | WriteClose | Delete | Checkpoint | Gc
 Background = (
     JournalForce
     | JournalWrite

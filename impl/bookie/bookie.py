@@ -553,6 +553,9 @@ class Bookie:
         with self._lock:
             journal = self._require_ready()
             new_key = self._check_key(ledger_id, master_key, "fence")
+            # A fenced ledger takes no more adds: its log is sealed at the next checkpoint,
+            # as after a write close (spec/protocol/write_close.md).
+            self._entry_logger.write_close(ledger_id)
             if self._index.is_fenced(ledger_id):
                 previous = self._fence_acks.get(ledger_id)
                 if previous is None or not previous.done or previous.error is None:
@@ -569,6 +572,28 @@ class Bookie:
             self._journal_append(journal, key_record, encode_fence_record(ledger_id), ack)
         self._wake_journal()
         return ack
+
+    def write_close(self, ledger_id: LedgerId, master_key: bytes) -> None:
+        """An advisory write close (BP-32, spec/protocol/write_close.md): no more adds to the
+        ledger are expected, so a manager with many active logs seals its log at the next
+        checkpoint. Nothing is written; adds are still taken. Raises BadRequest, NoLedger
+        (unknown or deleted) or Unauthorized (another key). A bookie that is failed, read
+        only or shutting down answers the same and remembers nothing."""
+        self._check_id("ledger", ledger_id)
+        self._check_master_key(master_key)
+        with self._lock:
+            self._require_open()
+            index = self._index
+            known = self._key_of(ledger_id)
+            if index.is_deleted(ledger_id) or (known is None and not index.has_ledger(ledger_id)):
+                raise NoLedger(f"cannot write-close ledger {ledger_id}: it does not exist here")
+            if known is not None and known != master_key:
+                raise Unauthorized(
+                    f"cannot write-close ledger {ledger_id}: the master key differs from the "
+                    "key the ledger was created with; use the ledger's own key"
+                )
+            if not self._closing and self._failure is None and self._journal is not None:
+                self._entry_logger.write_close(ledger_id)
 
     def read_entry(self, ledger_id: LedgerId, entry_id: EntryId) -> bytes:
         """The data of an entry as it was added (without the 16 id bytes). Raises BadRequest,

@@ -292,6 +292,12 @@ class EntryLogger:
         self._require_open()
         self._manager.checkpoint()
 
+    def write_close(self, ledger_id: LedgerId) -> None:
+        """An advisory write close (spec/protocol/write_close.md): a manager with many active
+        logs seals the ledger's log at the next checkpoint; the single log does nothing."""
+        self._require_open()
+        self._manager.write_close(ledger_id)
+
     def rotate(self) -> EntryLogId | None:
         """Single mode: seal the active log and start a new one (createNewLog); return the
         new id. Per-ledger mode: seal every active log, no new one until each ledger's next

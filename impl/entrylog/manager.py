@@ -239,6 +239,13 @@ class EntryLogManagerBase(abc.ABC):
     def _on_dir_state(self, directory: str, state: DirState) -> None:
         """The disk listener: ``directory`` changed to ``state``."""
 
+    def write_close(self, ledger_id: int) -> None:
+        """An advisory write close of ``ledger_id`` (spec/protocol/write_close.md): with one
+        log for every ledger there is nothing to seal, so nothing is done. The managers with
+        many active logs remember it and seal the ledger's log at the next checkpoint."""
+        self._require_open()
+        assert ledger_id >= 0, ledger_id
+
     def rotated(self) -> tuple[LogChannel, ...]:
         return tuple(self._rotated)
 

@@ -32,9 +32,10 @@ adds: reads and flushes use the log-id map, as Java's replicaOfCurrentLogChannel
 ``rotate`` seals every current log with no replacement (each ledger's next add starts a new
 one) and returns the highest id sealed, None when no ledger had a log. ``checkpoint`` and
 ``flush`` are one step, as in Java (its per-ledger ``checkpoint`` is ``flush``): evict the
-expired ledgers, force every current log (data and metadata), then fsync, close and mark
-flushed the rotated ones; leastUnflushedLogId then stays at the smallest log that is current
-or rotated. ``close`` forces everything and releases the handles; it evicts nothing and
+expired ledgers, seal the logs of the ledgers write-closed since the last one (BP-32, which
+BookKeeper never built: spec/protocol/write_close.md), force every current log (data and
+metadata), then fsync, close and mark flushed the rotated ones; leastUnflushedLogId then
+stays at the smallest log that is current or rotated. ``close`` forces everything and releases the handles; it evicts nothing and
 writes no ledgers map.
 
 ``current_log_id``: the id of the current log most recently added to (the abstract state's
@@ -143,6 +144,9 @@ class PerLedgerEntryLogManager(EntryLogManagerBase):
         self._current: collections.OrderedDict[int, CurrentLog] = collections.OrderedDict()
         #: Log id -> the same entries (replicaOfCurrentLogChannels): reads and flushes use it.
         self._by_log: dict[int, CurrentLog] = {}
+        #: The ledgers write-closed since the last checkpoint (spec/protocol/write_close.md):
+        #: their logs are sealed at the next one.
+        self._write_closed: set[int] = set()
         super().__init__(
             fs,
             ledger_dirs,
@@ -186,6 +190,11 @@ class PerLedgerEntryLogManager(EntryLogManagerBase):
         time."""
         current = self._current.get(ledger_id)
         return None if current is None else current.log
+
+    @property
+    def write_closed(self) -> frozenset[int]:
+        """The ledgers write-closed since the last checkpoint that sealed their logs."""
+        return frozenset(self._write_closed)
 
     def ledgers_by_access(self) -> tuple[int, ...]:
         """The ledgers with a current log, least recently added-to first."""
@@ -319,6 +328,23 @@ class PerLedgerEntryLogManager(EntryLogManagerBase):
             highest = current.log.log_id
         return highest
 
+    def write_close(self, ledger_id: int) -> None:
+        """Remember that ``ledger_id`` is write-closed (BP-32): the next checkpoint seals its
+        current log, if it has one, before forcing anything (spec/protocol/write_close.md).
+        Adds to it are still taken meanwhile (a hint, not a fence)."""
+        super().write_close(ledger_id)
+        self._write_closed.add(ledger_id)
+
+    def _seal_write_closed(self) -> None:
+        """Evict every write-closed ledger's current log, by ledger id. A seal that finds no
+        room raises, and that ledger and the ones after it stay write-closed for the next
+        checkpoint."""
+        for ledger_id in sorted(self._write_closed):
+            current = self._current.get(ledger_id)
+            if current is not None:
+                self._evict(current)
+            self._write_closed.discard(ledger_id)
+
     def preallocate(self) -> EntryLogId | None:
         """Nothing: this manager does not preallocate (a deviation from Java, which
         preallocates one log ahead in this mode too). Always None."""
@@ -332,12 +358,13 @@ class PerLedgerEntryLogManager(EntryLogManagerBase):
         self.flush()
 
     def flush(self) -> None:
-        """Evict the expired ledgers, force every current log (data and metadata), then
-        fsync, close and mark flushed the rotated logs (flushCurrentLogs +
-        flushRotatedLogs). On a failure nothing flushed so far is undone and the rest stays
-        as it was, for a retry."""
+        """Evict the expired ledgers and seal the write-closed ones' logs, force every
+        current log (data and metadata), then fsync, close and mark flushed the rotated logs
+        (flushCurrentLogs + flushRotatedLogs). On a failure nothing flushed so far is undone
+        and the rest stays as it was, for a retry."""
         self._require_open()
         self._evict_expired(self._clock.monotonic_ns())
+        self._seal_write_closed()
         self._force_current()
         self._flush_rotated()
 

@@ -74,6 +74,8 @@ class BookieLike(Protocol):
 
     def delete_ledger(self, ledger_id: LedgerId, /) -> None: ...
 
+    def write_close(self, ledger_id: LedgerId, master_key: bytes, /) -> None: ...
+
     def checkpoint(self) -> object: ...
 
     def gc(self, force: bool, /) -> object:
@@ -158,7 +160,7 @@ class Dispatcher:
             Op.ADD: self._add,
             Op.READ: self._read,
             Op.FENCE: self._fence,
-            Op.WRITE_CLOSE: self._unsupported,
+            Op.WRITE_CLOSE: self._write_close,
             Op.DELETE: self._delete,
             Op.CHECKPOINT: self._checkpoint,
             Op.GC: self._gc,
@@ -291,6 +293,14 @@ class Dispatcher:
             return ok_response(request.id, data=base64.b64encode(data).decode("ascii"))
 
         return self._sync(request, read)
+
+    def _write_close(self, request: Request) -> Outcome:
+        def write_close() -> Response:
+            ledger = request.ledger_id()
+            self._bookie.write_close(ledger, request.master_key())
+            return ok_response(request.id, ledger=ledger)
+
+        return self._sync(request, write_close)
 
     def _delete(self, request: Request) -> Outcome:
         def delete() -> Response:

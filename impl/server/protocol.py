@@ -130,9 +130,9 @@ GC_ANSWER_FIELDS: tuple[str, ...] = (
     "bytes_reclaimed",
 )
 
-#: The ops a bookie may leave out (spec/adapter.md, "Capabilities"); every other op but
-#: ``write_close`` (``unsupported`` everywhere) is required of every bookie.
-OPTIONAL_OPS: tuple[Op, ...] = (Op.CHECKPOINT, Op.GC, Op.INSPECT)
+#: The ops a bookie may leave out (spec/adapter.md, "Capabilities"); every other op is
+#: required of every bookie.
+OPTIONAL_OPS: tuple[Op, ...] = (Op.CHECKPOINT, Op.GC, Op.INSPECT, Op.WRITE_CLOSE)
 
 _HEX = re.compile(r"[0-9a-fA-F]*")
 _OPS_BY_NAME: Mapping[str, Op] = {op.value: op for op in Op}

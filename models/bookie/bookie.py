@@ -45,7 +45,7 @@ Garbage collection and compaction (``_gc_begin``, ``_gc_whole``, ``_compact_copy
 (models/entrylog/manager.py): the dead logs, the candidates and their order, each new log's
 id and bytes; docs/model.md, "Garbage collection and compaction".
 
-Not modelled: write_close, explicit LAC, several journal directories, entry log per ledger,
+Not modelled: explicit LAC, several journal directories, entry log per ledger,
 the bytes a GC cycle reports as reclaimed; preallocated logs are only checked to be empty and
 new.
 """
@@ -115,6 +115,7 @@ from spec.operations import (
     Result,
     Rotate,
     Shutdown,
+    WriteClose,
     acknowledgements,
     require_complete,
 )
@@ -491,6 +492,9 @@ class BookieModel:
         self.last_layout: Layout | None = Layout.of((), {}, 0, None)
         self.between = Between(unsure=self.async_acks)
         self.run = RunHistory()
+        #: The ledgers surely write-closed (or fenced) since the last checkpoint: the next
+        #: one seals their logs (R-WRITE-CLOSE). Memory only: a crash forgets them.
+        self.write_closed: set[int] = set()
         #: A GC step ran since the last compared state (its layout is computed, not judged
         #: by rules: the GC's decisions follow from the layout before it).
         self.gc_since = False
@@ -734,7 +738,7 @@ class BookieModel:
         self.checkpoint_open = failed is None
         if failed is not None:
             return failed
-        self.between.checkpoint = True
+        self._checkpoint_began()
         if not self.logs.relaxed:
             self.logs.checkpoint()
         self.marks.capture_mark()
@@ -1424,6 +1428,7 @@ class BookieModel:
             None,
         )
         if already and observed == "ok" and not self.async_acks:
+            self.write_closed.add(op.ledger)
             self.ledgers.send(index, op.ledger, op.key)
             self.ledgers.settle(index, op.ledger, None, entry=None)
             return []  # durably fenced already: nothing new to acknowledge
@@ -1439,10 +1444,31 @@ class BookieModel:
         elif observed not in ("pending", "ok"):
             self._answer_request(index, op, observed)
             return []
+        if not self.async_acks:
+            self.write_closed.add(op.ledger)  # a fence write-closes its ledger too
         durable = "the fence record is queued for the journal" if self.internals else "it is"
         return [
             f"fence {op.ledger} accepted: adds to it are refused from now on; {durable} "
             "not durable yet"
+        ]
+
+    def _write_close(self, index: int, op: WriteClose, result: Result) -> list[str]:
+        """An advisory write close (spec/protocol/write_close.md): answered by the ledger's
+        heads; remembered until the next checkpoint, which then seals its log
+        (R-WRITE-CLOSE, judged with the layout)."""
+        allowed = self.ledgers.write_close_answers(op.ledger, op.key)
+        self._expect(index, op, result, allowed, rule="R-ADMIT-ORDER")
+        if result.error is not None:
+            return [f"write close of ledger {op.ledger} refused: {result.error}; nothing done"]
+        self.write_closed.add(op.ledger)
+        sealed = (
+            "its entry log is sealed at the next checkpoint"
+            if self.config.manager != "single"
+            else "with a single entry log nothing is sealed"
+        )
+        return [
+            f"ledger {op.ledger} write-closed: a hint, adds are still taken; {sealed}; a crash "
+            "forgets it"
         ]
 
     def _read_entry(self, index: int, op: Read, result: Result) -> list[str]:
@@ -1486,10 +1512,17 @@ class BookieModel:
             "answers show which, until a crash)"
         ]
 
+    def _checkpoint_began(self) -> None:
+        """A checkpoint (or its flush phase) returned: the logs of the ledgers write-closed
+        before it are sealed now (R-WRITE-CLOSE)."""
+        self.between.checkpoint = True
+        self.between.write_closed = frozenset(self.write_closed)
+        self.write_closed.clear()
+
     def _checkpoint(self) -> list[str]:
         covered = self.marks.journal_only
         self.checkpoint_open = False  # a whole checkpoint overtakes a phased one
-        self.between.checkpoint = True
+        self._checkpoint_began()
         if not self.logs.relaxed:
             self.logs.checkpoint()
         self.marks.checkpointed()
@@ -1769,6 +1802,7 @@ class BookieModel:
         """The bookie stopped (a crash, or a shutdown, clean or not): what was pending may or
         may not survive, and the outcomes a restart is checked against are taken now."""
         self.ledgers.crash()
+        self.write_closed.clear()
         self.pending.clear()
         self.written.clear()
         self.synced.clear()
@@ -2425,6 +2459,7 @@ STEP_RULES: Mapping[type[Any], StepRule] = require_complete(
         ),
         Read: StepRule(BookieModel._read_entry),
         Fence: StepRule(BookieModel._fence, interrupted=BookieModel._interrupted_fence),
+        WriteClose: StepRule(BookieModel._write_close),
         Delete: StepRule(BookieModel._delete_ledger, interrupted=BookieModel._interrupted_delete),
         Checkpoint: StepRule(BookieModel._checkpoint_step, writes_logs=True),
         JournalForce: StepRule(BookieModel._journal_force, forces=True),

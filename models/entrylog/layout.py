@@ -27,6 +27,9 @@ one observed before it in the same run, the rules every correct manager keeps:
   moves back, and moves past every log of this run that is flushed below the first
   unflushed one.
 - ``R-PREALLOC``: a preallocated log holds nothing.
+- ``R-WRITE-CLOSE``: with many active logs, a checkpoint that returned leaves no active log
+  whose ledgers were all write-closed (or fenced) before it began
+  (spec/protocol/write_close.md): their logs are sealed and flushed, GC candidates.
 
 Garbage collection, crashes and faults are judged elsewhere (models/bookie/bookie.py): a
 GC step is computed from the layout before it, a restart against what the crash could
@@ -95,6 +98,9 @@ class Between:
     #: exactly, under asynchronous acks): flushed logs may vanish (dead, or compacted away)
     #: and new flushed logs appear (compactions), holding only what the vanished ones held.
     gc: bool = False
+    #: The ledgers surely write-closed (or fenced) before the checkpoint between began: with
+    #: many active logs it sealed their logs (R-WRITE-CLOSE). Empty when no checkpoint ran.
+    write_closed: frozenset[int] = frozenset()
 
     def added(self) -> dict[int, int]:
         out: dict[int, int] = {}
@@ -156,6 +162,7 @@ def judge(
     _check_rotation(before, after, between, manager)
     _check_maps(before, after, history)
     _check_least(before, after, between, history)
+    _check_write_close(after, between, manager)
     for log_id, view in before.logs.items():
         if view.state == "active" and after.logs.get(log_id, view).state != "active":
             history.sealed_here.add(log_id)
@@ -380,6 +387,22 @@ def _check_rotation(before: Layout, after: Layout, between: Between, manager: Ma
                     if nxt is None
                     else f"record ({nxt} bytes) still fitted under logSizeLimit ({limit})"
                 ),
+            )
+
+
+def _check_write_close(after: Layout, between: Between, manager: ManagerRules) -> None:
+    """R-WRITE-CLOSE: a checkpoint seals every active log whose ledgers were all write-closed
+    before it (the single log is every ledger's: never sealed by a write close)."""
+    if manager.kind == "single" or not between.checkpoint or between.unsure:
+        return
+    for log_id, view in sorted(after.logs.items()):
+        ledgers = set(view.ledgers)
+        if view.state == "active" and ledgers and ledgers <= between.write_closed:
+            raise LayoutProblem(
+                "R-WRITE-CLOSE",
+                f"entry log {log_id} of write-closed ledger(s) {sorted(ledgers)} is still "
+                "active after a checkpoint returned: the checkpoint seals a write-closed "
+                "ledger's log (spec/protocol/write_close.md)",
             )
 
 

@@ -45,7 +45,7 @@ kept beside the head (``Head.ghosts``) and may come back where the new key does 
 Beyond the model (``BeyondModel``, a ModelUsageError of the bookie model): a ledger with more
 than ``HEADS_MAX`` possible heads (crashes no observation resolved, piling up).
 
-Not modelled: explicit LAC, write_close, trimming.
+Not modelled: explicit LAC, trimming.
 """
 
 from __future__ import annotations
@@ -118,6 +118,17 @@ class LedgerIndexModel:
         ledger = self.ledgers.get(ledger_id)
         heads = ledger.heads.values() if ledger is not None else (Head(),)
         return {o for head in heads for o in self._admissions(head, key, add=add)}
+
+    def write_close_answers(self, ledger_id: int, key: bytes) -> set[str | None]:
+        """What a write close may be answered (spec/protocol/write_close.md), in any of the
+        ledger's heads: no_ledger where it does not exist (a write close creates nothing),
+        unauthorized for another key, else None (ok). It changes nothing."""
+        ledger = self.ledgers.get(ledger_id)
+        heads = ledger.heads.values() if ledger is not None else (Head(),)
+        return {
+            "no_ledger" if not head.exists else "unauthorized" if head.key != key else None
+            for head in heads
+        }
 
     def send(
         self, step: int, ledger_id: int, key: bytes, *, entry: int | None = None, data: bytes = b""

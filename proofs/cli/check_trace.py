@@ -57,6 +57,7 @@ from spec.operations import (
     Restart,
     Rotate,
     Shutdown,
+    WriteClose,
     answered_later,
     require_complete,
 )
@@ -106,6 +107,10 @@ def _fence(op: Fence) -> str:
     return f"fence ledger {op.ledger} (key {_key(op.key)})"
 
 
+def _write_close(op: WriteClose) -> str:
+    return f"write-close ledger {op.ledger} (key {_key(op.key)})"
+
+
 def _delete(op: Delete) -> str:
     return f"delete ledger {op.ledger}"
 
@@ -139,6 +144,7 @@ DESCRIBERS: Mapping[type[Any], Callable[[Any], str]] = require_complete(
         Add: _add,
         Read: _read,
         Fence: _fence,
+        WriteClose: _write_close,
         Delete: _delete,
         Checkpoint: _name,
         JournalForce: _name,

@@ -84,6 +84,7 @@ from spec.operations import (
     Restart,
     Rotate,
     Shutdown,
+    WriteClose,
     require_complete,
     spec_of,
 )
@@ -290,6 +291,7 @@ TELLINGS: Mapping[type[Any], Telling] = require_complete(
         Add: Telling(),
         Read: Telling(),
         Fence: Telling(),
+        WriteClose: Telling(),
         Delete: Telling(),
         Checkpoint: Telling(settles_journal=True),
         JournalForce: Telling(),

@@ -12,18 +12,21 @@ stderr. The exit status is the child's (128 + the signal if a signal ended it).
 
 The mapping (spec/trace.md, "Recorded by bkref record", says the same):
 
-- Each well-formed request whose op is ``add``, ``read``, ``fence``, ``delete``,
-  ``checkpoint``, ``gc`` or ``shutdown`` (the operations of spec/operations.py with an
+- Each well-formed request whose op is ``add``, ``read``, ``fence``, ``write_close``,
+  ``delete``, ``checkpoint``, ``gc`` or ``shutdown`` (the operations of spec/operations.py with an
   ``adapter_op``) is one step, numbered in the order requests pass through the recorder.
   ``inspect`` is not a step: its ``state`` (without ``fenced_ledgers``,
   ``compaction_files`` and each log's ``ledgers``) becomes the state of the latest step. A
   ``gc`` is a step too, and an ok answer's statistics (compaction, logs_deleted,
   logs_compacted, entries_moved, bytes_reclaimed) are its result; an ok answer without them
   is recorded as ``io_error`` (the model could not judge what the cycle did).
-  Malformed requests (spec/adapter.md "Malformed requests", judged by the protocol's own
-  parser with the limits of the ready line, and ids still in flight), ``write_close`` and
-  responses with id null are relayed, not recorded.
-- Synchronous requests (read, delete, checkpoint, gc, inspect, shutdown: the adapter answers
+  A ``write_close`` is a step when the ready line lists it in ``ops``; to a bookie that does
+  not (it answers ``unsupported``, doing nothing) it is relayed, not recorded. Malformed
+  requests (spec/adapter.md "Malformed requests", judged by the protocol's own parser with
+  the limits of the ready line, and ids still in flight) and responses with id null are
+  relayed, not recorded.
+- Synchronous requests (read, write_close, delete, checkpoint, gc, inspect, shutdown: the
+  adapter answers
   them before it reads the next request) are held: the next client line is not relayed
   before their response came (or the child ended), so the trace's order is the bookie's.
   Adds and fences are not held (a group commit needs many in flight). Client lines are also
@@ -126,6 +129,8 @@ STEP_OPS: dict[str, OperationSpec] = {
 }
 #: Not a step: its state goes to the latest step.
 INSPECT_OP = "inspect"
+#: A step only with a bookie whose ready line lists it (spec/protocol/write_close.md).
+WRITE_CLOSE_OP = "write_close"
 #: Requests answered before the adapter reads the next one (spec/adapter.md, "Request ids
 #: and pipelining"); the recorder holds the next client line until they are answered.
 SYNCHRONOUS_OPS = frozenset(
@@ -222,6 +227,8 @@ class Recorder:
         self.bounds: RequestBounds | None = None
         self.shutdown_requested = False
         self.ready = False
+        #: The optional ops the ready line lists (spec/adapter.md, "Capabilities").
+        self.claimed_ops: frozenset[str] = frozenset()
         self.finished = False
         if crash:
             self._emit(Step(self._take_index(), Crash(Unknown()), OK))
@@ -248,6 +255,9 @@ class Recorder:
             return None  # answered bad_request with id null (spec/adapter.md)
         name = parsed.op.value
         spec = STEP_OPS.get(name)
+        if name == WRITE_CLOSE_OP and WRITE_CLOSE_OP not in self.claimed_ops:
+            self._in_flight[parsed.id] = _UNRECORDED  # answered unsupported: no step
+            return None
         if spec is None:
             self._in_flight[parsed.id] = _INSPECT if name == INSPECT_OP else _UNRECORDED
             return parsed.id if name in SYNCHRONOUS_OPS else None
@@ -302,6 +312,9 @@ class Recorder:
 
     def _on_ready(self, document: dict[str, Any]) -> None:
         self.ready = True
+        ops = document.get("ops")
+        if isinstance(ops, list):
+            self.claimed_ops = frozenset(op for op in ops if isinstance(op, str))
         data_max, key_max = document.get("max_data_bytes"), document.get("max_key_bytes")
         if isinstance(data_max, int) and isinstance(key_max, int) and min(data_max, key_max) >= 0:
             self.bounds = RequestBounds(data_max_bytes=data_max, key_max_bytes=key_max)

@@ -25,8 +25,8 @@ from spec.profile import ANSWER_PROFILES, STATE_PROFILES
 from spec.strict_json import STRICT_DECODER
 
 #: The optional ops a bookie may claim (add, read, fence, delete and shutdown are required of
-#: every bookie; ``write_close`` is ``unsupported`` in every version).
-OPTIONAL_OPS = ("checkpoint", "gc", "inspect")
+#: every bookie).
+OPTIONAL_OPS = ("checkpoint", "gc", "inspect", "write_close")
 #: The versions of spec/adapter.md this runner speaks.
 VERSIONS = (1, 2)
 #: The limits every ready line carries (spec/adapter.md "Start").

@@ -63,7 +63,7 @@ KILL_PLANS = ("kill",)
 POWER_PLANS = ("lose_unsynced", "keep_prefix", "torn_write", "keep_subset", "keep_all")
 #: The operations every bookie serves, then the optional ones, in the order of the rows.
 CORE_OPERATIONS = ("add", "read", "fence", "delete")
-OPTIONAL_OPERATIONS = ("checkpoint", "gc", "inspect")
+OPTIONAL_OPERATIONS = ("checkpoint", "gc", "inspect", "write_close")
 
 #: Characters XML 1.0 cannot hold (and a browser shows badly): C0 controls but tab, newline
 #: and carriage return; DEL and the C1 controls; lone surrogates; the two non-characters.

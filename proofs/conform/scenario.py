@@ -101,6 +101,15 @@ class ReadAction:
 
 
 @attrs.frozen
+class WriteCloseAction:
+    """An advisory write close (spec/protocol/write_close.md), answered at once."""
+
+    ledger: int
+    key: bytes
+    op = "write_close"
+
+
+@attrs.frozen
 class DeleteAction:
     ledger: int
     op = "delete"
@@ -191,6 +200,7 @@ class PowerLossAction:
 Action = (
     AddAction
     | FenceAction
+    | WriteCloseAction
     | ReadAction
     | DeleteAction
     | CheckpointAction
@@ -232,7 +242,8 @@ def rng_for(
     seed: int, index: int, *, profile: str, capabilities: Capabilities, lazy_disk: bool
 ) -> random.Random:
     """The scenario's random source, from a string of everything it may depend on."""
-    ops = ",".join(sorted(capabilities.ops))
+    # (write_close is left out: its actions are drawn apart, :func:`_with_write_closes`.)
+    ops = ",".join(sorted(capabilities.ops - {"write_close"}))
     return random.Random(f"bkref-conform:{seed}:{index}:{profile}:{ops}:{int(lazy_disk)}")
 
 
@@ -452,7 +463,34 @@ def generate(
         while crash_at and before <= crash_at[0] < sent:
             crash_at.pop(0)
             actions += _crash(rng, work, lazy_disk=lazy_disk)
+    if "write_close" in ops:
+        actions = _with_write_closes(actions, seed, index, profile, "checkpoint" in ops)
     return Scenario(seed, index, profile, tuple(actions))
+
+
+#: How often a write close follows an add (when the bookie claims write_close), and how often
+#: a checkpoint follows it (when claimed: the checkpoint then seals the ledger's log).
+WRITE_CLOSE_RATE = 0.08
+CHECKPOINT_AFTER_WRITE_CLOSE = 0.5
+
+
+def _with_write_closes(
+    actions: list[Action], seed: int, index: int, profile: str, checkpoints: bool
+) -> list[Action]:
+    """``actions`` with write closes after some adds: of the add's ledger with its key (one
+    in ten with a wrong key), now and then followed by a checkpoint; later adds to the
+    ledger stay (a write close is a hint). Drawn from a random source of their own, so the
+    rest of the scenario is the one a bookie without write_close gets, action for action."""
+    rng = random.Random(f"bkref-conform-write-close:{seed}:{index}:{profile}")
+    out: list[Action] = []
+    for action in actions:
+        out.append(action)
+        if isinstance(action, AddAction) and rng.random() < WRITE_CLOSE_RATE:
+            key = action.key if rng.random() < 0.9 else action.key + b"?"
+            out.append(WriteCloseAction(action.ledger, key))
+            if checkpoints and rng.random() < CHECKPOINT_AFTER_WRITE_CLOSE:
+                out.append(CheckpointAction())
+    return out
 
 
 def _crash(rng: random.Random, work: _Workload, *, lazy_disk: bool) -> list[Action]:

@@ -47,6 +47,7 @@ from proofs.conform.scenario import (
     Scenario,
     Settle,
     TornTail,
+    WriteCloseAction,
 )
 from proofs.harness.promises import PLAN_NAMES
 from spec.crash import (
@@ -68,7 +69,9 @@ FSYNC_WAIT_S = 0.1
 #: How long the runner waits for an answer (and for a stopping bookie to exit).
 DEFAULT_RESPONSE_TIMEOUT_S = 30.0
 #: Optional ops whose claim the runner holds a bookie to.
-SYNC_OPS = frozenset({"read", "delete", "checkpoint", "gc", "inspect", "shutdown", "probe"})
+SYNC_OPS = frozenset(
+    {"read", "write_close", "delete", "checkpoint", "gc", "inspect", "shutdown", "probe"}
+)
 
 
 def check_of(prop: str | None) -> str:
@@ -88,6 +91,13 @@ def _request(request_id: int, action: Action) -> dict[str, object]:
         }
     if isinstance(action, FenceAction):
         return {"id": request_id, "op": "fence", "ledger": action.ledger, "key": action.key.hex()}
+    if isinstance(action, WriteCloseAction):
+        return {
+            "id": request_id,
+            "op": "write_close",
+            "ledger": action.ledger,
+            "key": action.key.hex(),
+        }
     if isinstance(action, ReadAction):
         return {"id": request_id, "op": "read", "ledger": action.ledger, "entry": action.entry}
     if isinstance(action, DeleteAction):

@@ -109,6 +109,7 @@ from spec.operations import (
     Result,
     Rotate,
     Shutdown,
+    WriteClose,
     failed,
     require_complete,
 )
@@ -509,6 +510,10 @@ class InProcessBookie:
     def _read(self, _index: int, op: Read) -> Result:
         return Result(data=self._bookie().read_entry(LedgerId(op.ledger), EntryId(op.entry)))
 
+    def _write_close(self, _index: int, op: WriteClose) -> Result:
+        self._bookie().write_close(LedgerId(op.ledger), op.key)
+        return OK
+
     def _delete(self, _index: int, op: Delete) -> Result:
         self._bookie().delete_ledger(LedgerId(op.ledger))
         return OK
@@ -696,6 +701,7 @@ IN_PROCESS: Mapping[type[Any], InProcessRun] = require_complete(
         Add: InProcessRun(InProcessBookie._add),
         Read: InProcessRun(InProcessBookie._read),
         Fence: InProcessRun(InProcessBookie._fence),
+        WriteClose: InProcessRun(InProcessBookie._write_close),
         Delete: InProcessRun(InProcessBookie._delete),
         Checkpoint: InProcessRun(InProcessBookie._checkpoint),
         JournalForce: InProcessRun(InProcessBookie._journal_force),

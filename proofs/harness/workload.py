@@ -99,6 +99,7 @@ from spec.operations import (
     Restart,
     Rotate,
     Shutdown,
+    WriteClose,
     require_complete,
 )
 from spec.trace import Step
@@ -415,9 +416,32 @@ class Rule:
     when: str = "up"
 
 
-def rules(stretch_max: int = STRETCH_MAX) -> tuple[Rule, ...]:
+#: The advisory write close (spec/protocol/write_close.md) and what may follow it: more adds
+#: (a hint, not a fence), a checkpoint (which seals the ledger's log: R-WRITE-CLOSE), or a
+#: checkpoint, the ledger's delete and a GC (which must then find the log dead: forward
+#: progress). Drawn only with many active logs (:func:`many_active_logs`): with the single log
+#: a write close changes nothing, and adding a rule to the single-log workload would move
+#: every derandomized draw the quality catches and coverage counts were measured on.
+WRITE_CLOSE_RULE = Rule(
+    "write_close",
+    (
+        ("ledger", LEDGER_PICKS),
+        ("wrong", Bools()),
+        ("then", Sampled(("nothing", "add", "checkpoint", "checkpoint", "delete_and_gc"))),
+        ("data", PAYLOADS),
+    ),
+)
+
+
+def many_active_logs(settings: Mapping[str, str]) -> bool:
+    """Whether ``settings`` choose an entry-log manager with many active logs."""
+    return settings.get("entryLogPerLedgerEnabled", "false").lower() == "true"
+
+
+def rules(stretch_max: int = STRETCH_MAX, *, write_close: bool = False) -> tuple[Rule, ...]:
     """Every rule, in name order (the order Hypothesis lists a machine's rules in); healthy
-    stretches hold 4 to ``stretch_max`` adds."""
+    stretches hold 4 to ``stretch_max`` adds. ``write_close``: with :data:`WRITE_CLOSE_RULE`
+    (for the managers with many active logs)."""
     at, plan = ("at", CRASH_POINTS), ("plan", CRASH_PLANS)
     ledger, data = ("ledger", LEDGER_PICKS), ("data", PAYLOADS)
     table = (
@@ -558,6 +582,8 @@ def rules(stretch_max: int = STRETCH_MAX) -> tuple[Rule, ...]:
         Rule("rotate_many", (("count", Ints(1, 6)), data, ledger)),
         Rule("shutdown_and_restart", (at, plan, ("power_cut", Bools()))),
     )
+    if write_close:
+        table = (*table, WRITE_CLOSE_RULE)
     assert [r.name for r in table] == sorted(r.name for r in table), "keep the rules in order"
     return table
 
@@ -848,6 +874,22 @@ class Workload:
     def fence(self, ledger: int, wrong: bool) -> None:
         target = self._ledger(ledger)
         self._run(Fence(target, b"wrong" if wrong else key_of(target)))
+
+    def write_close(self, ledger: int, wrong: bool, then: str, data: bytes) -> None:
+        """WRITE_CLOSE_RULE: a write close of a live ledger (with its key, or a wrong one),
+        then ``then``."""
+        target = self._ledger(ledger)
+        step = self._run(WriteClose(target, b"wrong" if wrong else key_of(target)))
+        if not step.result.ok or not self.is_up():
+            return
+        if then == "add":
+            self._add(target, data)
+        elif then in ("checkpoint", "delete_and_gc"):
+            self._run(Checkpoint())
+            if then == "delete_and_gc" and self.is_up():
+                self.delete(ledger, None, LoseUnsynced())
+                if self.is_up():
+                    self._run(Gc(False))
 
     def delete(self, ledger: int, at: int | None, plan: CrashPlan) -> None:
         """Deletes take the ledger out of use (the machine never adds to it again: ids
@@ -1332,6 +1374,7 @@ PRODUCERS: Mapping[type[Operation], tuple[str, ...]] = require_complete(
             "fault_in_a_compaction",
         ),
         Fence: ("fence", "compaction_with_requests_between_its_phases"),
+        WriteClose: ("write_close",),
         Delete: (
             "delete",
             "compaction_with_requests_between_its_phases",

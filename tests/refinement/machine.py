@@ -170,8 +170,9 @@ def machine_with(
     fixed: Mapping[str, str], opener: Callable[..., Bookie] = Bookie.open, **kwargs: Any
 ) -> type[RuleBasedStateMachine]:
     """:func:`machine_for`'s machine with ``fixed`` settings over the drawn knobs in every
-    run (e.g. entryLogPerLedgerEnabled). A subclass, so that machine_for's own source, which
-    Hypothesis's derandomized draws hash, stays as it is."""
+    run (e.g. entryLogPerLedgerEnabled), and the write-close rule when they choose many active
+    logs. A subclass, so that machine_for's own source, which Hypothesis's derandomized draws
+    hash, stays as it is."""
     base: Any = machine_for(opener, **kwargs)
 
     class FixedSettingsMachine(base):  # type: ignore[misc]
@@ -179,4 +180,7 @@ def machine_with(
             super().__init__()
             self.fixed = dict(fixed)
 
+    if wl.many_active_logs(fixed):
+        rule_ = wl.WRITE_CLOSE_RULE
+        setattr(FixedSettingsMachine, rule_.name, _hypothesis_rule(rule_))
     return FixedSettingsMachine

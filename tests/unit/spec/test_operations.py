@@ -44,9 +44,8 @@ from spec.trace import FIELD_DECODERS
 from tests.paths import ROOT
 from tests.unit.format_page import table_rows
 
-#: Adapter ops that are no operation of a trace: ``inspect`` reads the abstract state, and
-#: ``write_close`` answers ``unsupported`` in version 1 (spec/adapter.md).
-ADAPTER_ONLY = {"inspect", "write_close"}
+#: Adapter ops that are no operation of a trace: ``inspect`` reads the abstract state.
+ADAPTER_ONLY = {"inspect"}
 
 
 def test_every_declaration_agrees_with_its_class() -> None:
@@ -75,7 +74,7 @@ def test_a_declared_operation_missing_from_its_union_is_named() -> None:
     problem = union_problem("Request", Request | Fence, Kind.BACKGROUND, REGISTRY.values())
     assert (
         problem is not None
-        and "extra ['Add', 'Checkpoint', 'Delete', 'Fence', 'Gc', 'Read']" in problem
+        and "extra ['Add', 'Checkpoint', 'Delete', 'Fence', 'Gc', 'Read', 'WriteClose']" in problem
     )
 
 
@@ -173,10 +172,10 @@ def test_a_table_over_the_operations_answered_later() -> None:
     assert table_problem(acks, "acks", among=answered_later) is None
     problem = table_problem(COMPLETE, "acks", among=answered_later)
     assert problem is not None and "has entries for read" in problem
-    registry = [*REGISTRY.values(), _fake("write_close", later=True), _fake("trim")]
+    registry = [*REGISTRY.values(), _fake("force_ledger", later=True), _fake("trim")]
     problem = table_problem(acks, "acks", among=answered_later, registry=registry)
     assert problem == (
-        "acks has no entry for the operation(s) write_close declared in spec/operations.py: "
+        "acks has no entry for the operation(s) force_ledger declared in spec/operations.py: "
         "add their behaviour to its table"
     )
 
@@ -186,7 +185,7 @@ def test_require_fields_names_a_missing_field_and_its_operations() -> None:
     short = {field: codec for field, codec in FIELD_DECODERS.items() if field != "ledger"}
     with pytest.raises(IncompleteTable, match=r"decoders has no entry for the field\(s\) ledger"):
         require_fields(short, "decoders")
-    with pytest.raises(IncompleteTable, match="read, fence, delete"):
+    with pytest.raises(IncompleteTable, match="read, fence, write_close, delete"):
         require_fields(short, "decoders")
     with pytest.raises(IncompleteTable, match="entries for urgent, which no operation has"):
         require_fields({**FIELD_DECODERS, "urgent": None}, "decoders")

@@ -111,6 +111,7 @@ class FakeBookie:
         self.gc_forces: list[bool] = []
         self.shut_down = False
         self.calls: list[str] = []
+        self.write_closed: set[int] = set()
 
     def _enter(self, method: str) -> None:
         assert not self.shut_down, f"{method} after shutdown"
@@ -158,6 +159,15 @@ class FakeBookie:
         if entry_id not in ledger.entries:
             raise NoEntry(f"no entry {entry_id}")
         return ledger.entries[entry_id]
+
+    def write_close(self, ledger_id: LedgerId, master_key: bytes, /) -> None:
+        self._enter("write_close")
+        ledger = self.ledgers.get(ledger_id)
+        if ledger is None:
+            raise NoLedger(f"ledger {ledger_id} does not exist")
+        if ledger.key != master_key:
+            raise Unauthorized(f"wrong key for ledger {ledger_id}")
+        self.write_closed.add(ledger_id)
 
     def delete_ledger(self, ledger_id: LedgerId, /) -> None:
         self._enter("delete_ledger")

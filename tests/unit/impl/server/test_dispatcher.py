@@ -104,8 +104,25 @@ def test_inspect_returns_the_state_as_json() -> None:
     json.loads(encode_response(harness.last()))
 
 
-def test_write_close_is_unsupported() -> None:
+def test_write_close_answers_the_ledger_and_refuses_unknown_ledgers_and_other_keys() -> None:
+    """spec/protocol/write_close.md: ok with the ledger's id; no_ledger for a ledger that does
+    not exist (a write close creates none); unauthorized for another key."""
     harness = Harness()
+    harness.send({"id": 1, "op": "write_close", "ledger": 5, "key": KEY.hex()})
+    assert harness.last()["error"] == "no_ledger"
+    harness.send(add(2, 5, 0, b"x"))
+    harness.send({"id": 3, "op": "write_close", "ledger": 5, "key": "ab"})
+    assert harness.last()["error"] == "unauthorized"
+    assert harness.bookie.write_closed == set()
+    harness.send({"id": 4, "op": "write_close", "ledger": 5, "key": KEY.hex()})
+    assert harness.last() == {"id": 4, "ok": True, "ledger": 5}
+    assert harness.bookie.write_closed == {5}
+    harness.send(add(5, 5, 1, b"y"))  # a hint, not a fence
+    assert harness.last()["ok"] is True
+
+
+def test_write_close_is_unsupported_when_not_claimed() -> None:
+    harness = Harness(ops=tuple(op for op in OPTIONAL_OPS if op is not Op.WRITE_CLOSE))
     harness.send({"id": 1, "op": "write_close", "ledger": 3, "key": "ab"})
     assert harness.last()["error"] == "unsupported"
     assert harness.last()["id"] == 1

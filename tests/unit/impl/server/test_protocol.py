@@ -473,7 +473,7 @@ def test_ready_event_names_version_and_limits() -> None:
         "max_key_bytes": 8,
         "max_line_bytes": BOUNDS.line_max_bytes,
         "bookie": "bkref",
-        "ops": ["checkpoint", "gc", "inspect"],
+        "ops": ["checkpoint", "gc", "inspect", "write_close"],
         "state": "full",
         "answers": "bkref",
         "format": None,

@@ -2,8 +2,8 @@
 
 The consumers check their tables when their modules are imported (``require_complete``);
 here they are gathered and checked again, against the registry and against a registry with
-new operations declared (one answered at once, one answered later, as ``trim`` and
-``write_close`` will be): each table must then fail, naming its consumer and the operation,
+new operations declared (one answered at once, one answered later: a ``trim`` and a
+``force_ledger``, which do not exist): each table must then fail, naming its consumer and the operation,
 so adding an operation is pointed at every place still missing it. And the Hypothesis
 machine's table is checked against the machine: the rules it names exist, every rule is
 named, and each named rule does run its operation.
@@ -27,6 +27,7 @@ import proofs.harness.refinement
 import spec.properties
 import spec.trace
 import tests.refinement.machine
+from proofs.harness.refinement import MANAGER_SETTINGS
 from proofs.harness.workload import PRODUCERS
 from spec.crash import LoseUnsynced
 from spec.operations import (
@@ -43,7 +44,7 @@ from spec.operations import (
     table_problem,
 )
 from tests.paths import ROOT
-from tests.refinement.machine import machine_for
+from tests.refinement.machine import machine_for, machine_with
 
 #: Every table of a consumer, by the consumer's name in its require_complete call.
 CONSUMERS: Mapping[str, Mapping[type[Any], object]] = {
@@ -102,12 +103,12 @@ def _declared(new_name: str, *, later: bool) -> OperationSpec:
 @pytest.mark.parametrize("consumer", list(CONSUMERS))
 def test_a_new_operation_is_missing_from_each_table_by_name(consumer: str) -> None:
     checked = _recorded()[consumer]
-    trim, write_close = _declared("trim", later=False), _declared("write_close", later=True)
-    registry = [*REGISTRY.values(), trim, write_close]
+    trim, later = _declared("trim", later=False), _declared("force_ledger", later=True)
+    registry = [*REGISTRY.values(), trim, later]
     problem = table_problem(checked.table, consumer, among=checked.among, registry=registry)
     assert problem is not None, f"{consumer} does not notice a new operation"
     assert problem.startswith(f"{consumer} has no entry for the operation(s) ")
-    expected = "write_close" if checked.among(trim) is False else "trim, write_close"
+    expected = "force_ledger" if checked.among(trim) is False else "trim, force_ledger"
     assert f"operation(s) {expected} declared in spec/operations.py" in problem
 
 
@@ -162,6 +163,7 @@ RULE_ARGS: Mapping[str, dict[str, object]] = {
     "add_with_wrong_key": {"ledger": 1},
     "read": {"ledger": 1, "back": 0},
     "fence": {"ledger": 1, "wrong": False},
+    "write_close": {"ledger": 0, "wrong": False, "then": "delete_and_gc", "data": b"x"},
     "delete": {"ledger": 1, "at": 0, "plan": PLAN},
     "checkpoint": {"at": 0, "plan": PLAN},
     "checkpoint_then_crash": {"plan": PLAN, "restart_crash": None},
@@ -286,8 +288,12 @@ MORE_RULE_ARGS: Mapping[str, list[dict[str, object]]] = {
 
 
 def _rules() -> set[str]:
-    machine = machine_for()
-    return {name for name in dir(machine) if hasattr(getattr(machine, name), RULE_MARKER)}
+    """The rules of the single-log machine and of a machine with many active logs (which
+    also draws the write close)."""
+    names: set[str] = set()
+    for machine in (machine_for(), machine_with(MANAGER_SETTINGS["per-ledger"])):
+        names |= {name for name in dir(machine) if hasattr(getattr(machine, name), RULE_MARKER)}
+    return names
 
 
 def test_the_machine_s_rules_are_the_ones_its_table_names() -> None:
