@@ -159,7 +159,7 @@ def test_exchange_restart_and_shutdown(tmp_path: Path) -> None:
         assert ready["max_data_bytes"] == 5 * 1024 * 1024 - 516
         # spec/adapter.md, "Capabilities": bkref claims everything, with absolute directories.
         assert str(ready["bookie"]).startswith("bkref ")
-        assert ready["ops"] == ["checkpoint", "gc", "inspect"]
+        assert ready["ops"] == ["checkpoint", "gc", "inspect", "write_close"]
         assert (ready["state"], ready["answers"]) == ("full", "bkref")
         assert ready["format"] == {
             "journal_dirs": [str(tmp_path / "journal")],
