@@ -35,8 +35,8 @@ one) and returns the highest id sealed, None when no ledger had a log. ``checkpo
 expired ledgers, seal the logs of the ledgers write-closed since the last one (BP-32, which
 BookKeeper never built: spec/protocol/write_close.md), force every current log (data and
 metadata), then fsync, close and mark flushed the rotated ones; leastUnflushedLogId then
-stays at the smallest log that is current or rotated. ``close`` forces everything and releases the handles; it evicts nothing and
-writes no ledgers map.
+stays at the smallest log that is current or rotated. ``close`` forces everything and
+releases the handles; it evicts nothing and writes no ledgers map.
 
 ``current_log_id``: the id of the current log most recently added to (the abstract state's
 ``current_log_id`` in this mode; None before the first add and once no ledger has a log).

@@ -444,7 +444,7 @@ def rules(stretch_max: int = STRETCH_MAX, *, write_close: bool = False) -> tuple
     (for the managers with many active logs)."""
     at, plan = ("at", CRASH_POINTS), ("plan", CRASH_PLANS)
     ledger, data = ("ledger", LEDGER_PICKS), ("data", PAYLOADS)
-    table = (
+    table: tuple[Rule, ...] = (
         Rule("add", (ledger, data, ("count", Ints(1, 8)), ("gap", ENTRY_GAPS))),
         Rule("add_again", (("pick", Ints(0, 10**6)),), when="up_with_sent"),
         Rule("add_then_crash", (ledger, data, ("at", Ints(0, 6)), plan)),
@@ -887,7 +887,9 @@ class Workload:
         elif then in ("checkpoint", "delete_and_gc"):
             self._run(Checkpoint())
             if then == "delete_and_gc" and self.is_up():
-                self.delete(ledger, None, LoseUnsynced())
+                # (Workload's own method: in the Hypothesis machine ``self.delete`` is the
+                # rule, which takes only drawn keyword arguments.)
+                Workload.delete(self, ledger, None, LoseUnsynced())
                 if self.is_up():
                     self._run(Gc(False))
 

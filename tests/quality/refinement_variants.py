@@ -936,3 +936,42 @@ def apply_gc_below_least_unflushed(monkeypatch: pytest.MonkeyPatch) -> None:
     Bookie subclass: with a single log it is rarely wrong (what the campaign's budgets
     measure), so it is checked on the per-ledger scenario that shows it."""
     monkeypatch.setattr(Bookie, "_gc_candidate_logs", _gc_candidates_below_least_unflushed)
+
+
+# --- write close (spec/protocol/write_close.md) ------------------------------------------------
+
+
+def _write_close_ignored(self: PerLedgerEntryLogManager, ledger_id: int) -> None:
+    """Answered, remembered nowhere: the ledger's log stays active until it fills up or
+    expires, never a GC candidate while the ledger lives on."""
+    self._require_open()
+
+
+def apply_write_close_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A log per ledger whose write close is answered ok and then forgotten: the checkpoint
+    after it leaves the ledger's log active, so it is never flushed for GC to take. Loses
+    nothing, so only the forward-progress rule can see it (R-WRITE-CLOSE)."""
+    monkeypatch.setattr(PerLedgerEntryLogManager, "write_close", _write_close_ignored)
+
+
+def _write_close_flushed_at_once(self: PerLedgerEntryLogManager, ledger_id: int) -> None:
+    """Seal the ledger's log at the request and count it flushed there, before any fsync."""
+    self._require_open()
+    current = self._current.get(ledger_id)
+    if current is None:
+        return
+    log = current.log
+    self._seal(log)
+    log.channel.flush()  # written for readers, not fsynced
+    del self._current[ledger_id]
+    del self._by_log[log.log_id]
+    self._flushed[log.log_id] = log.describe(LogState.FLUSHED)
+    self._status.flushed(log.log_id)
+
+
+def apply_early_write_close(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write close that seals the ledger's log at once and counts it flushed without its
+    fsync (spec/protocol/write_close.md, "Order with the data"): leastUnflushedLogId moves
+    past bytes a power cut may still lose, and the next checkpoint persists a lastMark past
+    them. The model refuses the log flushed with no checkpoint between (R-LOG-FLUSH)."""
+    monkeypatch.setattr(PerLedgerEntryLogManager, "write_close", _write_close_flushed_at_once)

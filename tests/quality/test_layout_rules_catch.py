@@ -73,6 +73,8 @@ PER_LEDGER = {"entryLogPerLedgerEnabled": "true", "maximumNumberOfActiveEntryLog
 PER_LEDGER_CASES: list[tuple[Callable[[pytest.MonkeyPatch], None], str]] = [
     (rv.apply_eviction_without_the_map, "R-LOG-MAP"),
     (rv.apply_two_active_logs_for_one_ledger, "R-LOG-ACTIVE"),
+    (rv.apply_write_close_ignored, "R-WRITE-CLOSE"),
+    (rv.apply_early_write_close, "R-LOG-FLUSH"),
 ]
 
 

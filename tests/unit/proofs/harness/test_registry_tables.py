@@ -3,8 +3,8 @@
 The consumers check their tables when their modules are imported (``require_complete``);
 here they are gathered and checked again, against the registry and against a registry with
 new operations declared (one answered at once, one answered later: a ``trim`` and a
-``force_ledger``, which do not exist): each table must then fail, naming its consumer and the operation,
-so adding an operation is pointed at every place still missing it. And the Hypothesis
+``force_ledger``, which do not exist): each table must then fail, naming its consumer and
+the operation, so adding an operation is pointed at every place still missing it. And the Hypothesis
 machine's table is checked against the machine: the rules it names exist, every rule is
 named, and each named rule does run its operation.
 """

@@ -1,0 +1,160 @@
+"""The advisory write close (spec/protocol/write_close.md) through a whole bookie, each step
+also judged by the model (proofs/harness/refinement.py): what it answers, that a log per
+ledger seals the ledger's log at the next checkpoint (and only then), that a fence does the
+same, that adds are still taken after it, that a crash forgets it, that GC then takes the
+log once the ledger is deleted, and that the single log changes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pytest
+
+from proofs.harness.refinement import SMALL_SETTINGS, InProcessBookie, Refinement
+from spec.crash import LoseUnsynced
+from spec.operations import (
+    Add,
+    Checkpoint,
+    Crash,
+    Delete,
+    Fence,
+    Gc,
+    Operation,
+    Read,
+    Restart,
+    WriteClose,
+)
+from spec.state import AbstractState
+from spec.trace import Step
+
+#: A log per ledger, large logs (nothing rotates by size), no eviction in these runs.
+PER_LEDGER = {
+    **SMALL_SETTINGS,
+    "entryLogPerLedgerEnabled": "true",
+    "maximumNumberOfActiveEntryLogs": "8",
+    "logSizeLimit": "1048576",
+}
+SINGLE = {**SMALL_SETTINGS, "logSizeLimit": "1048576"}
+
+
+def _run(settings: Mapping[str, str], ops: list[Operation]) -> list[Step]:
+    harness = Refinement(InProcessBookie(settings), settings)
+    return [harness.run(op) for op in ops]
+
+
+def _logs(state: AbstractState | None) -> dict[int, tuple[str, tuple[int, ...]]]:
+    """Log id -> (state, the ledgers it holds)."""
+    assert state is not None
+    return {
+        view.log_id: (view.state, tuple(ledger for ledger, _ in view.ledger_bytes))
+        for view in state.entry_logs
+    }
+
+
+def _state_of_ledger_logs(state: AbstractState | None, ledger: int) -> set[str]:
+    return {kind for kind, ledgers in _logs(state).values() if ledger in ledgers}
+
+
+def test_the_answers_no_ledger_unauthorized_and_ok() -> None:
+    steps = _run(
+        PER_LEDGER,
+        [
+            WriteClose(1, b"k1"),  # never written
+            Add(1, 0, b"k1", b"a"),
+            WriteClose(1, b"other"),
+            WriteClose(1, b"k1"),
+            Delete(1),
+            WriteClose(1, b"k1"),  # deleted
+        ],
+    )
+    answers = [step.result.error for step in steps]
+    assert answers == ["no_ledger", None, "unauthorized", None, None, "no_ledger"]
+
+
+def test_a_log_per_ledger_seals_the_write_closed_ledger_s_log_at_the_next_checkpoint() -> None:
+    steps = _run(
+        PER_LEDGER,
+        [
+            Add(1, 0, b"k1", b"a"),
+            Add(2, 0, b"k2", b"b"),
+            WriteClose(1, b"k1"),
+            Add(1, 1, b"k1", b"c"),  # a hint, not a fence: still taken, in the same log
+            Checkpoint(),
+            Add(1, 2, b"k1", b"d"),  # after the checkpoint: a new log
+            Read(1, 1),
+        ],
+    )
+    wrote_closed, added, checkpoint, again, read = steps[2:]
+    assert wrote_closed.result.ok
+    assert _state_of_ledger_logs(wrote_closed.state, 1) == {"active"}, "sealed before a checkpoint"
+    assert added.result.error is None
+    assert _state_of_ledger_logs(checkpoint.state, 1) == {"flushed"}
+    assert _state_of_ledger_logs(checkpoint.state, 2) == {"active"}, "only the closed one"
+    assert _state_of_ledger_logs(again.state, 1) == {"flushed", "active"}
+    assert read.result.data == b"c"
+
+
+def test_a_fence_write_closes_its_ledger() -> None:
+    steps = _run(
+        PER_LEDGER,
+        [Add(1, 0, b"k1", b"a"), Add(2, 0, b"k2", b"b"), Fence(2, b"k2"), Checkpoint()],
+    )
+    assert _state_of_ledger_logs(steps[-1].state, 2) == {"flushed"}
+    assert _state_of_ledger_logs(steps[-1].state, 1) == {"active"}
+
+
+def test_a_crash_forgets_the_write_close_and_loses_nothing() -> None:
+    steps = _run(
+        PER_LEDGER,
+        [
+            Add(1, 0, b"k1", b"a"),
+            Checkpoint(),
+            WriteClose(1, b"k1"),
+            Crash(LoseUnsynced()),
+            Restart(),
+            Add(1, 1, b"k1", b"b"),
+            Checkpoint(),
+            Read(1, 0),
+        ],
+    )
+    # The restarted bookie's new log for ledger 1 stays active through the checkpoint: the
+    # write close of the run before is gone with it.
+    assert _state_of_ledger_logs(steps[-2].state, 1) >= {"active"}
+    assert steps[-1].result.data == b"a"
+
+
+def test_after_a_write_close_and_a_checkpoint_gc_takes_the_deleted_ledger_s_log() -> None:
+    """The forward progress BP-32 is for: ledger 1's log is flushed by the checkpoint after
+    its write close, so the GC after its delete removes it while ledger 2's log, older and
+    still active, holds leastUnflushedLogId down."""
+    steps = _run(
+        PER_LEDGER,
+        [
+            Add(2, 0, b"k2", b"b"),  # log 0, stays active
+            Add(1, 0, b"k1", b"a"),  # log 1
+            WriteClose(1, b"k1"),
+            Checkpoint(),
+            Delete(1),
+            Gc(False),
+        ],
+    )
+    before, gc = steps[3], steps[-1]
+    assert _logs(before.state)[1] == ("flushed", (1,))
+    assert gc.result.gc is not None and gc.result.gc.logs_deleted == 1
+    assert 1 not in _logs(gc.state)
+    assert _logs(gc.state)[0] == ("active", (2,))
+
+
+def test_the_single_log_answers_and_seals_nothing() -> None:
+    steps = _run(
+        SINGLE,
+        [Add(1, 0, b"k1", b"a"), Add(2, 0, b"k2", b"b"), WriteClose(1, b"k1"), Checkpoint()],
+    )
+    assert steps[2].result.ok
+    assert [kind for kind, _ in _logs(steps[-1].state).values()].count("active") == 1
+
+
+@pytest.mark.parametrize("ledger", [-1, 2**63])
+def test_ids_out_of_range_are_refused(ledger: int) -> None:
+    with pytest.raises(ValueError):
+        WriteClose(ledger, b"k")
