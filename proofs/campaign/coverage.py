@@ -224,6 +224,7 @@ NOT_WITH_MANAGER: Mapping[str, frozenset[str]] = {
         if "compaction" in name
         or "compact_" in name
         or name == "a whole gc compacted logs"
+        or name == "a delete between copy and index"
         or "preallocate" in name
     ),
 }

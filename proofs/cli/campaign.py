@@ -133,8 +133,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         choices=sorted(MANAGER_SETTINGS),
         default="single",
         help="the entry-log manager of bkref's bookie: single (default) or per-ledger "
-        "(entryLogPerLedgerEnabled, at most 2 active logs so that short scenarios evict); the "
-        "draws are the same with either",
+        "(entryLogPerLedgerEnabled, at most 2 active logs so that short scenarios evict), "
+        "whose scenarios also draw write closes",
     )
 
 
