@@ -175,9 +175,11 @@ class ModelConfig:
         factory=lambda: os.environ.get("BKREF_MODEL_LAYOUT", "rules"),
         validator=attrs.validators.in_(("rules", "predict")),
     )
-    #: The entry-log manager (entryLogPerLedgerEnabled): ``single`` or ``per_ledger``, whose
-    #: layout only rules can judge.
+    #: The entry-log manager (entryLogPerLedgerEnabled, bkref's entryLogSlotsPerLedgerDir):
+    #: ``single``, ``per_ledger`` or ``slots``; the last two only rules can judge.
     manager: str = attrs.field(default="single", validator=attrs.validators.in_(MANAGERS))
+    #: ``slots``: ledger directories x entryLogSlotsPerLedgerDir (0: not known).
+    slots_active_max: int = 0
 
     @classmethod
     def from_settings(
@@ -187,6 +189,7 @@ class ModelConfig:
         limit = _int_setting(settings, "logSizeLimit", DEFAULT_LOG_SIZE_LIMIT_BYTES)
         frame = _int_setting(settings, "nettyMaxFrameSizeBytes", DEFAULT_NETTY_MAX_FRAME_BYTES)
         overhead = FRAME_OVERHEAD_BYTES + ENTRY_IDS_BYTES
+        slots = _int_setting(settings, "entryLogSlotsPerLedgerDir", 0)
         if frame <= overhead:
             raise ModelUsageError(f"nettyMaxFrameSizeBytes must be above {overhead}, got {frame}")
         return cls(
@@ -202,8 +205,13 @@ class ModelConfig:
             manager=(
                 "per_ledger"
                 if _bool_setting(settings, "entryLogPerLedgerEnabled", False)
+                else "slots"
+                if slots > 0
                 else "single"
             ),
+            slots_active_max=slots * len(settings.get("ledgerDirectories", "").split(","))
+            if "ledgerDirectories" in settings
+            else 0,
         )
 
     def threshold(self, kind: str) -> float:
@@ -484,8 +492,11 @@ class BookieModel:
         self.maybe_dead: set[int] = set()
         #: The layout judged by rules (models/entrylog/layout.py) rather than predicted.
         self.by_rules = config.layout == "rules" or config.manager != "single"
-        self.manager = ManagerRules(config.manager, config.log_size_limit_bytes)
-        self.logs.per_ledger = config.manager == "per_ledger"
+        self.manager = ManagerRules(
+            config.manager, config.log_size_limit_bytes, config.slots_active_max
+        )
+        self.logs.per_ledger = config.manager != "single"  # many active logs
+        self.logs.shared_logs = config.manager == "slots"
         #: The layout the last compared state showed, and what happened since. The first run
         #: starts on empty directories.
         self.last_layout: Layout | None = Layout.of((), {}, 0, None)
@@ -780,7 +791,7 @@ class BookieModel:
         """The layout a GC step starts from is not known: a log per ledger under
         asynchronous acks (adds ran since the last state, into logs the model has not
         seen)."""
-        return self.async_acks and self.manager.kind == "per_ledger"
+        return self.async_acks and self.manager.kind != "single"
 
     def _gc_unpredictable(self) -> bool:
         """Whether the model cannot compute the GC now: the layout is followed (a fault), a
@@ -1736,8 +1747,7 @@ class BookieModel:
             self.ledgers.send(
                 self.interrupted_index, op.ledger, op.key, entry=op.entry, data=op.data
             )
-            current = self.logs.log_of(op.ledger)
-            if current is not None and current in self.logs.logs:
+            for current in self.logs.logs_an_add_may_reach(op.ledger):
                 log = self.logs.logs[current]
                 written = log.written.get(op.ledger, 0)
                 log.written[op.ledger] = written + record_bytes(len(op.data))
