@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from impl.bookie.bookie import Bookie
 from impl.clock import ManualClock
 from impl.config.config import load_config
 from impl.entrylog.ledger_dirs import DirState
@@ -26,9 +27,11 @@ from impl.entrylog.reader import extract_metadata
 from impl.entrylog.slots import SlotsEntryLogManager
 from impl.format.entry_log import LOGFILE_HEADER_SIZE
 from impl.fs.api import FileSystem
+from models.fs.simdisk import SimDisk
 from spec.crash import LoseUnsynced
-from spec.errors import ConfigError, NoWritableLedgerDir
-from spec.ids import EntryLogId, Location, location_log_id
+from spec.errors import ConfigError, NoLedger, NoWritableLedgerDir
+from spec.ids import EntryId, EntryLogId, LedgerId, Location, location_log_id
+from tests.unit.impl.bookie.test_bookie import KEY, make_config, open_bookie
 from tests.unit.impl.entrylog.test_logger import add, armed, payload, read, sim_disk
 
 HEADER = LOGFILE_HEADER_SIZE
@@ -410,3 +413,61 @@ def test_random_schedules_keep_every_entry_and_honest_maps(
         assert description.state is LogState.FLUSHED
         if description.ledgers:
             assert sealed_map(disk, logger, description.log_id) == dict(description.ledgers)
+
+
+# --- a Bookie end to end ----------------------------------------------------------------------
+
+DATA = b"p" * 200
+
+
+def open_slots(disk: SimDisk, clock: ManualClock, *overrides: str) -> Bookie:
+    config = make_config(
+        "entryLogSlotsPerLedgerDir=1", "logSizeLimit=5000", "minorCompactionThreshold=0", *overrides
+    )
+    return open_bookie(disk, config, clock=clock)
+
+
+def fill(bookie: Bookie, ledgers: tuple[int, ...], rounds: int, start: int = 0) -> None:
+    for n in range(start, start + rounds):
+        for ledger in ledgers:
+            bookie.add_entry(LedgerId(ledger), EntryId(n), KEY, DATA)
+    bookie.journal_force()
+
+
+def reads_back(bookie: Bookie, ledger: int, entries: int) -> None:
+    for entry in range(entries):
+        assert bookie.read_entry(LedgerId(ledger), EntryId(entry)) == DATA, (ledger, entry)
+
+
+def test_a_bookie_shares_slots_survives_a_crash_and_compacts_a_shared_log() -> None:
+    disk, clock = SimDisk(), ManualClock()
+    bookie = open_slots(disk, clock)  # two ledger directories: two slots
+    assert isinstance(bookie._entry_logger.manager, SlotsEntryLogManager)
+    fill(bookie, (1, 2, 3), 4)
+    active = [info for info in bookie.inspect().entry_logs if info.state == "active"]
+    assert sorted(info.ledgers for info in active) == [(1, 3), (2,)]
+    bookie.checkpoint()
+    fill(bookie, (1, 2), 3, start=4)  # journaled, not checkpointed
+    disk.crash(LoseUnsynced())
+    bookie = open_slots(disk, clock)  # replay re-adds what the checkpoint did not cover
+    reads_back(bookie, 1, 7)
+    reads_back(bookie, 2, 7)
+    reads_back(bookie, 3, 4)
+    bookie.check_invariants()
+    # Ledger 3 shares its logs with ledger 1: deleting it leaves them partly live, and a
+    # forced GC compacts them (a log per ledger never would).
+    fill(bookie, (1, 3), 20, start=7)
+    bookie.delete_ledger(LedgerId(3))
+    bookie.rotate_log()
+    bookie.checkpoint()
+    stats = bookie.gc(force=True)
+    assert stats.logs_compacted > 0, stats
+    reads_back(bookie, 1, 27)
+    reads_back(bookie, 2, 7)
+    with pytest.raises(NoLedger):
+        bookie.read_entry(LedgerId(3), EntryId(0))
+    bookie.check_invariants()
+    bookie.shutdown()
+    bookie = open_slots(disk, clock)
+    reads_back(bookie, 1, 27)
+    bookie.shutdown()
