@@ -266,12 +266,6 @@ class SlotsEntryLogManager(EntryLogManagerBase):
             or log.channel.position + record_bytes > self._log_size_limit_bytes
         ):
             log = self._new_log(slot)
-        if mapping is None:
-            mapping = Mapping(slot, now)
-            self._mapped[ledger_id] = mapping
-            self._next_slot = (slot.index + 1) % len(self._slots)
-            while len(self._mapped) > self._max_mapped:
-                self._mapped.popitem(last=False)  # the map's maximumSize: forget the oldest
         channel = log.channel
         offset = channel.position + RECORD_SIZE_PREFIX
         try:
@@ -284,16 +278,23 @@ class SlotsEntryLogManager(EntryLogManagerBase):
         log.register(ledger_id, record_bytes)
         assert channel.position == offset + size, (channel.position, offset, size)
         assert offset < LOCATION_OFFSET_END, offset
-        mapping.last_access_ns = now
-        self._mapped.move_to_end(ledger_id)
+        if mapping is None:
+            # Mapped once the record is written: a refused add maps nothing.
+            self._mapped[ledger_id] = Mapping(slot, now)
+            self._next_slot = (slot.index + 1) % len(self._slots)
+            while len(self._mapped) > self._max_mapped:
+                self._mapped.popitem(last=False)  # the map's maximumSize: forget the oldest
+        else:
+            mapping.last_access_ns = now
+            self._mapped.move_to_end(ledger_id)
         self._recent.move_to_end(slot.index)
         return Location((log.log_id << 32) | offset)
 
     def _slot_for_new_ledger(self) -> Slot:
         """The next slot in round-robin order whose directory is writable; with no writable
         directory, the next slot that has a current log taking adds. The round robin moves
-        past it once the ledger is mapped (:meth:`add_record`), so a refused add moves
-        nothing. Raises NoWritableLedgerDir."""
+        past it once the ledger is mapped, after its record is written (:meth:`add_record`),
+        so a refused add maps nothing and moves nothing. Raises NoWritableLedgerDir."""
         count = len(self._slots)
         writable = bool(self._ledger_dirs.writable_dirs())
         for step in range(count):

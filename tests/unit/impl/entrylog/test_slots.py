@@ -29,7 +29,7 @@ from impl.format.entry_log import LOGFILE_HEADER_SIZE
 from impl.fs.api import FileSystem
 from models.fs.simdisk import SimDisk
 from spec.crash import LoseUnsynced
-from spec.errors import ConfigError, NoLedger, NoWritableLedgerDir
+from spec.errors import ConfigError, FsNoSpace, NoLedger, NoWritableLedgerDir
 from spec.ids import EntryId, EntryLogId, LedgerId, Location, location_log_id
 from tests.unit.impl.bookie.test_bookie import KEY, make_config, open_bookie
 from tests.unit.impl.entrylog.test_logger import add, armed, payload, read, sim_disk
@@ -267,6 +267,29 @@ def test_every_directory_full_keeps_appending_where_they_are(tmp_path: Path) -> 
     with pytest.raises(NoWritableLedgerDir):
         add(logger, 4, 0)
     assert slot_of(logger, 4) is None
+    logger.check_invariants()
+
+
+def test_a_full_disk_gives_a_typed_error_maps_nothing_and_loses_nothing() -> None:
+    disk, dirs = sim_disk(1)
+    logger = new_logger(disk, dirs, slots_per_dir=2)
+    written = {(lid, e): add(logger, lid, e) for e in range(3) for lid in (1, 2)}
+    space = disk.disk_space("/bk")
+    disk.set_capacity("/bk", space.total_bytes - space.free_bytes)
+    with pytest.raises(NoWritableLedgerDir) as info:
+        for e in range(3, 60):
+            for lid in (1, 2, 3):
+                written[(lid, e)] = add(logger, lid, e)
+    assert isinstance(info.value.__cause__, FsNoSpace)
+    assert logger.ledger_dirs.state(dirs[0]) is DirState.FULL
+    logger.check_invariants()
+    disk.set_capacity("/bk", None)
+    assert logger.check_dirs()[dirs[0]] is DirState.WRITABLE
+    for lid in (1, 2, 3):  # whichever add was refused maps (or moves) nothing: adds resume
+        written[(lid, 60)] = add(logger, lid, 60)
+    logger.checkpoint()
+    for (lid, e), location in written.items():
+        assert read(logger, lid, e, location) == payload(lid, e)
     logger.check_invariants()
 
 
