@@ -6,8 +6,7 @@ Each variant here (tests/quality/refinement_variants.py, "the layout rules") bre
 those rules and loses no acknowledged data, so it is the layout judgement, not a durability
 property, that must catch it, and by the rule its name says: the message carries the rule
 id. The refinement machine and its derandomized profile are the unchanged ones of
-tests/quality/test_refinement_catches.py; the model judges by rules
-(``BKREF_MODEL_LAYOUT=rules``, read by models/bookie/bookie.py ModelConfig).
+tests/quality/test_refinement_catches.py.
 """
 
 from __future__ import annotations
@@ -44,8 +43,7 @@ CASES: list[tuple[Callable[[pytest.MonkeyPatch], None], str]] = [
 
 
 @pytest.fixture(autouse=True)
-def _rules_and_traces_in_tmp(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("BKREF_MODEL_LAYOUT", "rules")
+def _traces_in_tmp(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BKREF_TRACE_DIR", str(tmp_path))
 
 
