@@ -2057,10 +2057,10 @@ class BookieModel:
     def _compare_logs(
         self, index: int, observed: AbstractState, views: tuple[LogView, ...]
     ) -> None:
-        """The layout the model predicts: exactly, under in-process acks; under asynchronous
-        acks the bookie's own threads flush when they please, so a rotated log may be seen
-        flushed (the model learns it) and leastUnflushedLogId is followed, not predicted
-        (its meaning is checked, and that it never moves back)."""
+        """After a GC step, the layout the model computed: exactly, under in-process acks;
+        under asynchronous acks the bookie's own threads flush when they please, so a rotated
+        log may be seen flushed (the model learns it) and leastUnflushedLogId is followed,
+        not predicted (its meaning is checked, and that it never moves back)."""
         logs = self.logs
         if logs.provisional:
             self._resolve_new_logs(index, views)

@@ -43,13 +43,16 @@ run, leastUnflushedLogId is followed, not predicted (whether the compaction log 
 the run's new logs is the bookie's business); its meaning is still checked, and that it
 never moves back.
 
-By default (``ModelConfig.layout``) the layout is not predicted but judged by the rules every
-manager keeps (models/entrylog/layout.py) and then followed (:meth:`EntryLogManagerModel.
-follow`); the prediction above stays for GC steps and for measuring the two against each
-other. An entry log per ledger is only judged by rules: this sub-model then counts an add in
-its ledger's active log, if it has seen one, and creates none. So are slots (N active logs per
-ledger directory, shared by ledgers): an add may go to any active log (the ledger's slot may
-have been forgotten) or a new one, so it counts in every active log, as an upper bound.
+A compared state is held to this prediction only after a GC step (computed from the layout
+before it); any other is judged by the rules every manager keeps (models/entrylog/layout.py)
+and then followed (:meth:`EntryLogManagerModel.follow`). The prediction serves what no state
+shows: the steps between two states (a trace may carry a state only now and then, and the
+``protocol`` and ``none`` state profiles compare no layout at all), from which a GC step is
+computed and a crash's outcomes are bounded. An entry log per ledger is only judged by
+rules: this sub-model then counts an add in its ledger's active log, if it has seen one, and
+creates none. So are slots (N active logs per ledger directory, shared by ledgers): an add
+may go to any active log (the ledger's slot may have been forgotten) or a new one, so it
+counts in every active log, as an upper bound.
 
 Not modelled: preallocation, the ledgers map's bytes (a sealed log's size is not compared,
 only its records' bytes per ledger, and its map's).
