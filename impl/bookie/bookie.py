@@ -946,7 +946,8 @@ class Bookie:
         """Seal the active entry log and start a new one (EntryLogger.rotate); returns the
         new log's id. With entryLogPerLedgerEnabled every active log is sealed and each
         ledger's next add starts a new one: returns the highest id sealed (None when no
-        ledger had a log). Raises NoSpace when no ledger directory has room for a new log."""
+        ledger had a log); with entryLogSlotsPerLedgerDir > 0 the same, for every slot's
+        log. Raises NoSpace when no ledger directory has room for a new log."""
         with self._lock:
             self._require_ready()
             try:

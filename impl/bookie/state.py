@@ -66,7 +66,9 @@ class BookieState:
     ``last_mark`` is the persisted lastMark (what a restart replays from); ``journal_mark`` the
     journal's durable mark (everything before it is on disk). In single-log mode every ledger's
     current log is ``current_log_id``; with entryLogPerLedgerEnabled it is the active log most
-    recently added to (impl/entrylog/per_ledger.py), and each active log holds one ledger.
+    recently added to (impl/entrylog/per_ledger.py), and each active log holds one ledger;
+    with entryLogSlotsPerLedgerDir > 0 it is the active log most recently added to too
+    (impl/entrylog/slots.py), and an active log may hold several ledgers.
     ``compaction_files``: the ``.compacting`` or
     ``.compacted`` file of the compaction in flight (spec/protocol/compaction.md), if any.
     """

@@ -318,6 +318,10 @@ class ServerConfig:
         return self._int("maximumNumberOfActiveEntryLogs")
 
     @property
+    def entry_log_slots_per_ledger_dir(self) -> int:
+        return self._int("entryLogSlotsPerLedgerDir")
+
+    @property
     def write_buffer_size_bytes(self) -> int:
         return self._int("writeBufferSizeBytes")
 
@@ -556,6 +560,20 @@ def check_per_ledger_compaction(values: Values, sources: Sources) -> str | None:
     return None
 
 
+def check_entry_log_manager(values: Values, sources: Sources) -> str | None:
+    """bkref's own rule: entryLogPerLedgerEnabled=true and entryLogSlotsPerLedgerDir > 0
+    each choose an entry-log manager (a log per ledger, or N slots per directory), so at
+    most one of them is set."""
+    if values["entryLogPerLedgerEnabled"] is True and _num(values, "entryLogSlotsPerLedgerDir"):
+        keys = ("entryLogPerLedgerEnabled", "entryLogSlotsPerLedgerDir")
+        return (
+            f"{_shown(values, sources, *keys)}: each chooses an entry-log manager (a log per "
+            "ledger, or that many slots per ledger directory); allowed: "
+            "entryLogPerLedgerEnabled=false or entryLogSlotsPerLedgerDir=0"
+        )
+    return None
+
+
 def check_compaction(values: Values, sources: Sources) -> str | None:
     """ServerConfiguration.validate and GarbageCollectorThread: an enabled compaction has a
     threshold <= 1 and an interval no shorter than gcWaitTime; minor runs more often and at
@@ -602,6 +620,7 @@ CROSS_CHECKS: tuple[CrossCheck, ...] = (
     check_disk_thresholds,
     check_journal_alignment,
     check_per_ledger_compaction,
+    check_entry_log_manager,
     check_compaction,
 )
 

@@ -133,9 +133,16 @@ KEYS: tuple[KeySpec, ...] = (
           "one active entry log per ledger instead of one shared log"),
     _spec("entrylogMapAccessExpiryTimeInSeconds", _I, 300, "s",
           "entrylog_map_access_expiry_time_s",
-          "per-ledger mode: close a ledger's log this long after its last add", _NON_NEGATIVE),
+          "per-ledger mode: close a ledger's log this long after its last add; slots mode: "
+          "forget the ledger's slot then", _NON_NEGATIVE),
     _spec("maximumNumberOfActiveEntryLogs", _I, 500, "logs", "maximum_number_of_active_entry_logs",
-          "per-ledger mode: at most this many logs open; the least recent is closed", _POSITIVE),
+          "per-ledger mode: at most this many logs open; the least recent is closed; slots "
+          "mode: at most this many ledgers mapped to a slot", _POSITIVE),
+    # bkref's own key (BKREF_OWN_KEYS): BookKeeper has no slots manager.
+    _spec("entryLogSlotsPerLedgerDir", _I, 0, "logs", "entry_log_slots_per_ledger_dir",
+          "bkref's own key, not BookKeeper's: > 0 keeps this many active entry logs per "
+          "writable ledger directory, ledgers mapped to them round robin (the slots manager "
+          "of BookKeeper issue #570); 0 is off", _NON_NEGATIVE),
     _spec("writeBufferSizeBytes", _I, 65536, "bytes", "write_buffer_size_bytes",
           "capacity of an entry log's write buffer", _POSITIVE),
     _spec("readBufferSizeBytes", _I, 512, "bytes", "read_buffer_size_bytes",
@@ -226,6 +233,13 @@ KEYS: tuple[KeySpec, ...] = (
 )  # fmt: skip
 
 KEYS_BY_NAME: Mapping[str, KeySpec] = {spec.key: spec for spec in KEYS}
+
+#: The keys of KEYS that are bkref's own, not BookKeeper's: every other key of KEYS is a key
+#: of impl/config/bk_keys.py (tests/unit/impl/config/test_keys.py checks both). Each names
+#: a feature BookKeeper does not have, and says so in its meaning; a bk_server.conf never
+#: sets one, so a real BookKeeper configuration still loads unchanged and means the same.
+#: ``entryLogSlotsPerLedgerDir``: the slots entry-log manager (impl/entrylog/slots.py).
+BKREF_OWN_KEYS: frozenset[str] = frozenset({"entryLogSlotsPerLedgerDir"})
 
 
 # --- what bkref does with each key -----------------------------------------------------

@@ -9,8 +9,10 @@ any other log through a cached read handle on its file, found in any ledger dire
 The manager is chosen by entryLogPerLedgerEnabled, as DefaultEntryLogger chooses it: one
 active log for every ledger (impl/entrylog/manager.py, EntryLogManagerForSingleEntryLog), or
 one per ledger (impl/entrylog/per_ledger.py, EntryLogManagerForEntryLogPerLedger, tuned by
-entrylogMapAccessExpiryTimeInSeconds and maximumNumberOfActiveEntryLogs). Logs written by
-either are read by either: the files are the same.
+entrylogMapAccessExpiryTimeInSeconds and maximumNumberOfActiveEntryLogs); or by bkref's own
+entryLogSlotsPerLedgerDir > 0: that many active logs per ledger directory, ledgers mapped to
+them round robin (impl/entrylog/slots.py, BookKeeper issue #570's proposal, never built in
+Java). Logs written by any are read by any: the files are the same.
 
 Everything is an explicit step: ``add_entry``, ``flush``, ``checkpoint``, ``rotate``,
 ``preallocate``, ``check_dirs``. No thread; the random source that picks a ledger directory
@@ -53,6 +55,7 @@ from impl.entrylog.reader import (
     map_as_written,
     read_entry,
 )
+from impl.entrylog.slots import SlotsEntryLogManager
 from impl.format.entry_log import LOGFILE_HEADER_SIZE
 from impl.format.names import log_file_name, parse_log_file_name
 from impl.fs.api import FileHandle, FileSystem, join
@@ -78,7 +81,8 @@ class EntryLoggerSettings:
     """The entry logger's configuration, under BookKeeper's key names (bk_server.conf):
     logSizeLimit, flushEntrylogBytes, writeBufferSizeBytes, entryLogFilePreallocationEnabled,
     diskUsageThreshold, diskUsageWarnThreshold, entryLogPerLedgerEnabled,
-    entrylogMapAccessExpiryTimeInSeconds, maximumNumberOfActiveEntryLogs. Invalid values raise
+    entrylogMapAccessExpiryTimeInSeconds, maximumNumberOfActiveEntryLogs, and bkref's own
+    entryLogSlotsPerLedgerDir (``slots_per_dir``: 0 is off). Invalid values raise
     ConfigError. As in Java, a flushEntrylogBytes of 0 or below disables the forced flushes;
     preallocation applies in single mode only (impl/entrylog/per_ledger.py)."""
 
@@ -91,6 +95,7 @@ class EntryLoggerSettings:
     per_ledger: bool = False
     entrylog_map_access_expiry_s: int = 300
     maximum_active_entry_logs: int = 500
+    slots_per_dir: int = 0
 
     def __attrs_post_init__(self) -> None:
         _non_negative_int("logSizeLimit", self.log_size_limit_bytes)
@@ -112,6 +117,12 @@ class EntryLoggerSettings:
                 f"maximumNumberOfActiveEntryLogs={self.maximum_active_entry_logs} must be at "
                 "least 1 (BookKeeper's default is 500)"
             )
+        _non_negative_int("entryLogSlotsPerLedgerDir", self.slots_per_dir)
+        if self.per_ledger and self.slots_per_dir > 0:
+            raise ConfigError(
+                f"entryLogPerLedgerEnabled=true and entryLogSlotsPerLedgerDir="
+                f"{self.slots_per_dir}: each chooses an entry-log manager; set at most one"
+            )
 
 
 def settings_from_config(config: ServerConfig) -> EntryLoggerSettings:
@@ -127,6 +138,7 @@ def settings_from_config(config: ServerConfig) -> EntryLoggerSettings:
         per_ledger=config.entry_log_per_ledger_enabled,
         entrylog_map_access_expiry_s=config.entrylog_map_access_expiry_time_s,
         maximum_active_entry_logs=config.maximum_number_of_active_entry_logs,
+        slots_per_dir=config.entry_log_slots_per_ledger_dir,
     )
 
 
@@ -184,7 +196,22 @@ class EntryLogger:
         # Java: new RecentEntryLogsStatus(logId + 1), no wrap.
         self._status = RecentEntryLogsStatus(self._allocator.last_id + 1)
         self._manager: EntryLogManagerBase
-        if settings.per_ledger:
+        if settings.slots_per_dir > 0:
+            self._manager = SlotsEntryLogManager(
+                fs,
+                self._dirs,
+                self._allocator,
+                self._status,
+                clock if clock is not None else SystemClock(),
+                slots_per_dir=settings.slots_per_dir,
+                log_size_limit_bytes=settings.log_size_limit_bytes,
+                write_buffer_bytes=settings.write_buffer_bytes,
+                flush_entrylog_bytes=max(0, settings.flush_entrylog_bytes),
+                expiry_s=settings.entrylog_map_access_expiry_s,
+                max_mapped=settings.maximum_active_entry_logs,
+                map_batch_max=limits.ledgers_map_batch_max,
+            )
+        elif settings.per_ledger:
             self._manager = PerLedgerEntryLogManager(
                 fs,
                 self._dirs,
@@ -230,13 +257,15 @@ class EntryLogger:
 
     @property
     def manager(self) -> EntryLogManagerBase:
-        """The entry-log manager: SingleEntryLogManager or PerLedgerEntryLogManager."""
+        """The entry-log manager: SingleEntryLogManager, PerLedgerEntryLogManager or
+        SlotsEntryLogManager."""
         return self._manager
 
     @property
     def current_log_id(self) -> EntryLogId | None:
-        """The active log's id, None before the first add; in per-ledger mode the id of the
-        active log most recently added to (PerLedgerEntryLogManager.current_log_id)."""
+        """The active log's id, None before the first add; in per-ledger and slots mode the
+        id of the active log most recently added to (PerLedgerEntryLogManager.current_log_id,
+        SlotsEntryLogManager.current_log_id)."""
         return self._manager.current_log_id
 
     @property
@@ -288,7 +317,8 @@ class EntryLogger:
 
     def checkpoint(self) -> None:
         """fsync and close the rotated logs; ``least_unflushed_log_id`` moves past them. In
-        per-ledger mode also forces the active logs, after evicting the expired ledgers."""
+        per-ledger mode also forces the active logs, after evicting the expired ledgers (slots
+        mode: after forgetting the expired ledger-to-slot mappings)."""
         self._require_open()
         self._manager.checkpoint()
 
@@ -301,13 +331,14 @@ class EntryLogger:
     def rotate(self) -> EntryLogId | None:
         """Single mode: seal the active log and start a new one (createNewLog); return the
         new id. Per-ledger mode: seal every active log, no new one until each ledger's next
-        add; return the highest id sealed (None when there was none)."""
+        add; return the highest id sealed (None when there was none). Slots mode: seal every
+        slot's active log, the same way."""
         self._require_open()
         return self._manager.rotate()
 
     def preallocate(self) -> EntryLogId | None:
         """Create the next log ahead of need (entryLogFilePreallocationEnabled; single mode
-        only: None in per-ledger mode)."""
+        only: None in per-ledger and slots mode)."""
         self._require_open()
         return self._manager.preallocate()
 
@@ -322,7 +353,8 @@ class EntryLogger:
     def check_dirs(self) -> dict[str, DirState]:
         """Measure every ledger directory (LedgerDirsMonitor.check); a full or almost full
         directory holding the active log makes the next add rotate (per-ledger mode: a full
-        one, at the next add of each ledger whose log is there)."""
+        one, at the next add of each ledger whose log is there; slots mode: a full one, whose
+        slots are retired at the next add)."""
         self._require_open()
         return self._dirs.check()
 

@@ -52,7 +52,6 @@ new.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -168,17 +167,11 @@ class ModelConfig:
     major_interval_s: int = 86400  # majorCompactionInterval
     force_allow_compaction: bool = False  # forceAllowCompaction
     force_gc_when_no_space: bool = False  # isForceGCAllowWhenNoSpace
-    #: How the entry-log layout is judged: ``rules`` (models/entrylog/layout.py: every state
-    #: against the one before by the rules every manager keeps, then followed) or
-    #: ``predict`` (the single-log manager's every decision predicted and compared exactly,
-    #: kept to measure the two against each other). BKREF_MODEL_LAYOUT sets the default.
-    layout: str = attrs.field(
-        factory=lambda: os.environ.get("BKREF_MODEL_LAYOUT", "rules"),
-        validator=attrs.validators.in_(("rules", "predict")),
-    )
-    #: The entry-log manager (entryLogPerLedgerEnabled): ``single`` or ``per_ledger``, whose
-    #: layout only rules can judge.
+    #: The entry-log manager (entryLogPerLedgerEnabled, bkref's entryLogSlotsPerLedgerDir):
+    #: ``single``, ``per_ledger`` or ``slots`` (models/entrylog/layout.py ManagerRules).
     manager: str = attrs.field(default="single", validator=attrs.validators.in_(MANAGERS))
+    #: ``slots``: ledger directories x entryLogSlotsPerLedgerDir (0: not known).
+    slots_active_max: int = 0
 
     @classmethod
     def from_settings(
@@ -188,6 +181,7 @@ class ModelConfig:
         limit = _int_setting(settings, "logSizeLimit", DEFAULT_LOG_SIZE_LIMIT_BYTES)
         frame = _int_setting(settings, "nettyMaxFrameSizeBytes", DEFAULT_NETTY_MAX_FRAME_BYTES)
         overhead = FRAME_OVERHEAD_BYTES + ENTRY_IDS_BYTES
+        slots = _int_setting(settings, "entryLogSlotsPerLedgerDir", 0)
         if frame <= overhead:
             raise ModelUsageError(f"nettyMaxFrameSizeBytes must be above {overhead}, got {frame}")
         return cls(
@@ -203,8 +197,13 @@ class ModelConfig:
             manager=(
                 "per_ledger"
                 if _bool_setting(settings, "entryLogPerLedgerEnabled", False)
+                else "slots"
+                if slots > 0
                 else "single"
             ),
+            slots_active_max=slots * len(settings.get("ledgerDirectories", "").split(","))
+            if "ledgerDirectories" in settings
+            else 0,
         )
 
     def threshold(self, kind: str) -> float:
@@ -414,8 +413,6 @@ class BookieModel:
         self.internals = config.profile.state == "full"
         self.logs = EntryLogManagerModel(config.log_size_limit_bytes)
         self.logs.track_tentative = self.async_acks
-        #: The ids of the preallocated logs states have shown and the model accepted.
-        self.preallocated_ids: set[int] = set()
         # A bookie on its own threads creates the next log ahead of need when it pleases
         # (BookKeeper's EntryLoggerAllocator): no preallocate step is ever recorded, so the
         # next id may always be a preallocated log's (and a compaction takes the one after).
@@ -483,13 +480,14 @@ class BookieModel:
         #: Logs showing no record that a GC step may or may not have deleted: the next
         #: compared state shows which (see _gc_begin_checks).
         self.maybe_dead: set[int] = set()
-        #: The layout judged by rules (models/entrylog/layout.py) rather than predicted.
-        self.by_rules = config.layout == "rules" or config.manager != "single"
-        self.manager = ManagerRules(config.manager, config.log_size_limit_bytes)
-        self.logs.per_ledger = config.manager == "per_ledger"
+        self.manager = ManagerRules(
+            config.manager, config.log_size_limit_bytes, config.slots_active_max
+        )
+        self.logs.per_ledger = config.manager != "single"  # many active logs
+        self.logs.shared_logs = config.manager == "slots"
         #: The layout the last compared state showed, and what happened since. The first run
         #: starts on empty directories.
-        self.last_layout: Layout | None = Layout.of((), {}, 0, None)
+        self.last_layout = Layout.of((), {}, 0, None)
         self.between = Between(unsure=self.async_acks)
         self.run = RunHistory()
         #: The ledgers surely write-closed (or fenced) since the last checkpoint: the next
@@ -784,7 +782,7 @@ class BookieModel:
         """The layout a GC step starts from is not known: a log per ledger under
         asynchronous acks (adds ran since the last state, into logs the model has not
         seen)."""
-        return self.async_acks and self.manager.kind == "per_ledger"
+        return self.async_acks and self.manager.kind != "single"
 
     def _gc_unpredictable(self) -> bool:
         """Whether the model cannot compute the GC now: the layout is followed (a fault), a
@@ -1380,9 +1378,6 @@ class BookieModel:
             return [f"{what} refused: {observed}; nothing was written"]
         if not self.pending[index].applied:
             return [f"{what} in flight: its answer says whether the bookie admitted it"]
-        where = ""
-        if not self.logs.relaxed and not self.by_rules and self.logs.current is not None:
-            where = f" in entry log {self.logs.current}"
         resent = " The entry id was added before: this is a re-send." if again else ""
         if not self.internals:
             new = " It creates the ledger, with this key." if new_key else ""
@@ -1392,7 +1387,7 @@ class BookieModel:
             ]
         key = " Its key record goes first: the ledger is new." if new_key else ""
         return [
-            f"{what} accepted: written{where} (not fsynced) and "
+            f"{what} accepted: written (not fsynced) and "
             f"indexed, and queued for the journal. Not durable yet: a crash now may lose "
             f"it, and the client has no ack.{key}{resent}"
         ]
@@ -1769,8 +1764,7 @@ class BookieModel:
             self.ledgers.send(
                 self.interrupted_index, op.ledger, op.key, entry=op.entry, data=op.data
             )
-            current = self.logs.log_of(op.ledger)
-            if current is not None and current in self.logs.logs:
+            for current in self.logs.logs_an_add_may_reach(op.ledger):
                 log = self.logs.logs[current]
                 written = log.written.get(op.ledger, 0)
                 log.written[op.ledger] = written + record_bytes(len(op.data))
@@ -1953,18 +1947,13 @@ class BookieModel:
                 after_restart=True,
             )
             self.run.restarted(observed.least_unflushed_log_id, layout)
-            if self.by_rules:
-                self._follow(observed, logs, maps)
+            self._follow(observed, logs, maps)
         elif self.logs.relaxed:
             self._check_logs_relaxed(index, observed, logs)
             if maps is not None:
                 self._check_durable_maps(index, maps)
             self.logs.adopt(logs, observed.current_log_id, observed.least_unflushed_log_id, maps)
-        elif (
-            self.by_rules
-            and self.last_layout is not None
-            and (self._gc_unseen() or not (self.gc_since or self.maybe_dead or self.unplaced))
-        ):
+        elif self._gc_unseen() or not (self.gc_since or self.maybe_dead or self.unplaced):
             # A GC step is computed from the layout before it, when that is known exactly (in
             # process, a state after every step; with a single log, predicted between
             # states); with a log per ledger under asynchronous acks, requests ran between
@@ -1982,15 +1971,13 @@ class BookieModel:
             self._compare_logs(index, observed, logs)
             if maps is not None:
                 self._compare_maps(index, maps)
-            if self.by_rules and self.last_layout is not None:
-                try:
-                    check_ids(self.last_layout, layout, self.between, self.run)
-                except LayoutProblem as exc:
-                    raise Divergence(index, exc.message, rule=exc.rule) from None
-            if self.by_rules:
-                self._follow(observed, logs, maps)
+            try:
+                check_ids(self.last_layout, layout, self.between, self.run)
+            except LayoutProblem as exc:
+                raise Divergence(index, exc.message, rule=exc.rule) from None
+            self._follow(observed, logs, maps)
         self.run.learn(layout)
-        if self.last_layout is not None and layout.current != self.last_layout.current:
+        if layout.current != self.last_layout.current:
             self.rotation_owed = False
         self.last_layout = layout
         self.between = Between(unsure=self.async_acks)
@@ -2028,7 +2015,6 @@ class BookieModel:
     ) -> None:
         """The layout against the one before, by the rules every manager keeps
         (models/entrylog/layout.py), then followed."""
-        assert self.last_layout is not None
         self.between.dir_full |= self.rotation_owed
         try:
             judge(self.last_layout, layout, self.between, self.manager, self.run)
@@ -2054,41 +2040,16 @@ class BookieModel:
 
     def _real_logs(self, index: int, observed: AbstractState) -> tuple[LogView, ...]:
         """The observed entry logs without the preallocated ones, which are checked here: a
-        preallocated log holds no entry yet and has an id never used before (BookKeeper's
-        EntryLoggerAllocator creates the next log ahead of time)."""
-        logs = tuple(view for view in observed.entry_logs if view.state != "preallocated")
-        # The new logs of compactions this state places (_place_compacted) took their ids
-        # in this step, after any preallocation in it: they say nothing of the ids before.
-        before = (view for view in logs if not self.unplaced or view.log_id in self.logs.logs)
-        used = max((view.log_id for view in before), default=-1)
-        used = max(used, self.logs.max_seen_id)
+        preallocated log holds no entry yet (BookKeeper's EntryLoggerAllocator creates the
+        next log ahead of time; its id is judged by R-LOG-IDS, models/entrylog/layout.py)."""
         for view in observed.entry_logs:
-            if view.state != "preallocated":
-                continue
-            if view.ledger_bytes:
+            if view.state == "preallocated" and view.ledger_bytes:
                 raise Divergence(
                     index,
                     f"entry log {view.log_id} is preallocated but holds entries",
                     rule="R-PREALLOC",
                 )
-            if self.by_rules:
-                continue  # its id is judged by R-LOG-IDS (models/entrylog/layout.py)
-            reserved = view.log_id == self.logs.next_id and view.log_id not in self.logs.logs
-            reused = self.logs.reusable(view.log_id)
-            # A preallocated log accepted by an earlier state is the same log, still waiting
-            # (later compactions may have taken higher ids meanwhile).
-            waiting = view.log_id in self.preallocated_ids and view.log_id not in self.logs.logs
-            if (view.log_id <= used and not reserved and not reused and not waiting) or (
-                view.log_id in self.logs.taken
-            ):
-                raise Divergence(
-                    index,
-                    f"entry log {view.log_id} is preallocated with an id already used "
-                    f"(ids go up to {used} and are never reused)",
-                    rule="R-LOG-IDS",
-                )
-            self.preallocated_ids.add(view.log_id)
-        return logs
+        return tuple(view for view in observed.entry_logs if view.state != "preallocated")
 
     def _recreated(self) -> set[int]:
         """Deleted ledgers an add or fence created again (BookKeeper's answers): a state may
@@ -2130,10 +2091,10 @@ class BookieModel:
     def _compare_logs(
         self, index: int, observed: AbstractState, views: tuple[LogView, ...]
     ) -> None:
-        """The layout the model predicts: exactly, under in-process acks; under asynchronous
-        acks the bookie's own threads flush when they please, so a rotated log may be seen
-        flushed (the model learns it) and leastUnflushedLogId is followed, not predicted
-        (its meaning is checked, and that it never moves back)."""
+        """After a GC step, the layout the model computed: exactly, under in-process acks;
+        under asynchronous acks the bookie's own threads flush when they please, so a rotated
+        log may be seen flushed (the model learns it) and leastUnflushedLogId is followed,
+        not predicted (its meaning is checked, and that it never moves back)."""
         logs = self.logs
         if logs.provisional:
             self._resolve_new_logs(index, views)
@@ -2268,13 +2229,7 @@ class BookieModel:
         # Above every id seen before the run's first new log (a compaction may have taken a
         # higher id since: a preallocated log still holds the lower one).
         before = logs.max_before_provisional
-        reused = [
-            log_id
-            for log_id in new
-            if log_id <= before
-            and not logs.reusable(log_id)
-            and log_id not in self.preallocated_ids
-        ]  # a preallocated log a state showed waiting is taken by the next rotation
+        reused = [log_id for log_id in new if log_id <= before and not logs.reusable(log_id)]
         reused += [log_id for log_id in new if log_id in logs.taken]
         if len(new) != len(logs.provisional) or reused:
             raise Divergence(

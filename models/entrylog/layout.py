@@ -17,7 +17,10 @@ one observed before it in the same run, the rules every correct manager keeps:
 - ``R-LOG-FLUSH``: a log becomes flushed only by a checkpoint, and a checkpoint that returned
   leaves no rotated log behind.
 - ``R-LOG-ACTIVE``: the manager's own rule: ``single``, one active log, the current one;
-  ``per_ledger``, each active log holds one ledger, and no ledger has two active logs.
+  ``per_ledger``, each active log holds one ledger, and no ledger has two active logs;
+  ``slots``, at most dirs x N active logs (an active log may hold several ledgers), and a
+  ledger's new records between two states go to one log that stays active (its records may
+  be in two active logs: the map forgot its slot and it took another).
 - ``R-LOG-ROTATION``: a log is rotated only for a reason (the next record would pass
   ``logSizeLimit``, an explicit rotation, a directory that filled up, the manager's own
   eviction), and a log holding more than one record never passes ``logSizeLimit``.
@@ -46,7 +49,7 @@ from models.entrylog.manager import HEADER_BYTES, MapState, describe_map
 from spec.state import LogView
 
 #: The managers whose rules this module knows (spec/format/entry_log.md).
-MANAGERS = ("single", "per_ledger")
+MANAGERS = ("single", "per_ledger", "slots")
 
 
 class LayoutProblem(Exception):
@@ -143,6 +146,9 @@ class ManagerRules:
 
     kind: str = attrs.field(validator=attrs.validators.in_(MANAGERS))
     log_size_limit_bytes: int
+    #: ``slots``: the most active logs at once, ledger directories x entryLogSlotsPerLedgerDir
+    #: (0 for the other managers, or when the ledger directories are not known).
+    active_max: int = 0
 
 
 def judge(
@@ -159,6 +165,7 @@ def judge(
     _check_bytes(before, after, between)
     _check_flush(before, after, between)
     check_active(after, manager)
+    _check_one_active_log(before, after, between, manager)
     _check_rotation(before, after, between, manager)
     _check_maps(before, after, history)
     _check_least(before, after, between, history)
@@ -339,6 +346,16 @@ def check_active(after: Layout, manager: ManagerRules) -> None:
                 f"entry log {active[0]} is active but the current log is {after.current}",
             )
         return
+    if manager.kind == "slots":
+        # (0: the number of ledger directories is not known, the count is not judged.)
+        if manager.active_max and len(active) > manager.active_max:
+            raise LayoutProblem(
+                "R-LOG-ACTIVE",
+                f"entry logs {active} are all active: {len(active)} logs, above "
+                f"{manager.active_max} (ledger directories x entryLogSlotsPerLedgerDir), the "
+                "most slots a slots manager has",
+            )
+        return
     owner: dict[int, int] = {}
     for log_id in active:
         ledgers = after.logs[log_id].ledgers
@@ -356,6 +373,36 @@ def check_active(after: Layout, manager: ManagerRules) -> None:
                     f"{log_id}: its new records go to one",
                 )
             owner[ledger] = log_id
+
+
+def _check_one_active_log(
+    before: Layout, after: Layout, between: Between, manager: ManagerRules
+) -> None:
+    """R-LOG-ACTIVE for ``slots``: a ledger's new records between two states went to one log
+    that is still active (a rotated one may have taken the first of them). Judged only for a
+    ledger whose records between are not interleaved with another ledger's (another
+    ledger's add may make the map forget its slot) and when every step is observed (the
+    map's expiry, on the bookie's clock, is assumed not to fall between two adds of a ledger
+    inside one observed step)."""
+    if manager.kind != "slots" or between.unsure or between.dir_full or between.gc:
+        return
+    order = [ledger for ledger, _ in between.records]
+    for ledger in sorted(set(order)):
+        first, last = order.index(ledger), len(order) - 1 - order[::-1].index(ledger)
+        if any(other != ledger for other in order[first : last + 1]):
+            continue
+        gained = []
+        for log_id, view in sorted(after.logs.items()):
+            old = before.logs.get(log_id)
+            had = dict(old.ledger_bytes).get(ledger, 0) if old is not None else 0
+            if view.state == "active" and dict(view.ledger_bytes).get(ledger, 0) > had:
+                gained.append(log_id)
+        if len(gained) > 1:
+            raise LayoutProblem(
+                "R-LOG-ACTIVE",
+                f"ledger {ledger}'s new records went to active entry logs {gained}: a slots "
+                "manager adds a ledger's records to its one slot's log",
+            )
 
 
 def _check_rotation(before: Layout, after: Layout, between: Between, manager: ManagerRules) -> None:

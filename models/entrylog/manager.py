@@ -43,11 +43,16 @@ run, leastUnflushedLogId is followed, not predicted (whether the compaction log 
 the run's new logs is the bookie's business); its meaning is still checked, and that it
 never moves back.
 
-By default (``ModelConfig.layout``) the layout is not predicted but judged by the rules every
-manager keeps (models/entrylog/layout.py) and then followed (:meth:`EntryLogManagerModel.
-follow`); the prediction above stays for GC steps and for measuring the two against each
-other. An entry log per ledger is only judged by rules: this sub-model then counts an add in
-its ledger's active log, if it has seen one, and creates none.
+A compared state is held to this prediction only after a GC step (computed from the layout
+before it); any other is judged by the rules every manager keeps (models/entrylog/layout.py)
+and then followed (:meth:`EntryLogManagerModel.follow`). The prediction serves what no state
+shows: the steps between two states (a trace may carry a state only now and then, and the
+``protocol`` and ``none`` state profiles compare no layout at all), from which a GC step is
+computed and a crash's outcomes are bounded. An entry log per ledger is only judged by
+rules: this sub-model then counts an add in its ledger's active log, if it has seen one, and
+creates none. So are slots (N active logs per ledger directory, shared by ledgers): an add
+may go to any active log (the ledger's slot may have been forgotten) or a new one, so it
+counts in every active log, as an upper bound.
 
 Not modelled: preallocation, the ledgers map's bytes (a sealed log's size is not compared,
 only its records' bytes per ledger, and its map's).
@@ -404,9 +409,12 @@ class EntryLogManagerModel:
         self.followed = False
         #: The highest id a state showed (:meth:`follow`).
         self.observed_max = -1
-        #: An entry log per ledger (entryLogPerLedgerEnabled): many active logs, judged by
-        #: rules and followed (models/entrylog/layout.py).
+        #: An entry log per ledger (entryLogPerLedgerEnabled) or slots
+        #: (entryLogSlotsPerLedgerDir): many active logs, judged by rules and followed
+        #: (models/entrylog/layout.py).
         self.per_ledger = False
+        #: Slots: active logs shared by ledgers, an add may go to any of them.
+        self.shared_logs = False
 
     # --- the operations, in the implementation's order ---------------------------------
 
@@ -420,11 +428,27 @@ class EntryLogManagerModel:
                 return log_id
         return None
 
+    def logs_an_add_may_reach(self, ledger_id: int) -> list[int]:
+        """The known logs an add of ``ledger_id`` may go to now (it may also go to a new
+        one): the single active log, the ledger's active log with a log per ledger, every
+        active log with slots."""
+        if self.shared_logs:
+            return sorted(i for i, log in self.logs.items() if log.state == "active")
+        found = self.log_of(ledger_id)
+        return [] if found is None or found not in self.logs else [found]
+
     def add_entry(self, ledger_id: int, data_bytes: int) -> int:
         """Append one entry; return the id of the log it went to (-1: a new log, not known
         yet). With an entry log per ledger the layout is judged by rules and followed at the
         next state."""
         size = record_bytes(data_bytes)
+        if self.shared_logs:
+            # Any active log (the ledger's slot's, or another's once the map forgot it) or a
+            # new one: every active log's bytes grow, as an upper bound.
+            for reached in self.logs_an_add_may_reach(ledger_id):
+                shared = self.logs[reached]
+                shared.written[ledger_id] = shared.written.get(ledger_id, 0) + size
+            return -1
         if self.per_ledger:
             # The ledger's active log grows (an upper bound: the bookie may have rotated or
             # evicted it first); a ledger with none gets a new log whose id only the next

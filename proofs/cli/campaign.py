@@ -132,9 +132,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--manager",
         choices=sorted(MANAGER_SETTINGS),
         default="single",
-        help="the entry-log manager of bkref's bookie: single (default) or per-ledger "
-        "(entryLogPerLedgerEnabled, at most 2 active logs so that short scenarios evict), "
-        "whose scenarios also draw write closes",
+        help="the entry-log manager of bkref's bookie: single (default), per-ledger "
+        "(entryLogPerLedgerEnabled, at most 2 active logs so that short scenarios evict) or "
+        "slots (bkref's entryLogSlotsPerLedgerDir=2, at most 2 ledgers mapped so that slots "
+        "are forgotten and shared); with many active logs the scenarios also draw write closes",
     )
 
 

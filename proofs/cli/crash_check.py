@@ -14,9 +14,11 @@ Two targets (docs/crash-check.md):
 ``--manager`` picks the entry-log manager both targets run: ``single`` (one active log, the
 default: today's run time), ``per-ledger`` (an active log per ledger,
 entryLogPerLedgerEnabled=true, with maximumNumberOfActiveEntryLogs 2 so logs are evicted
-inside the workloads; about ten times the run time), or ``all`` (both, one after the other).
-Each run's header and summary lines name its manager; a per-ledger run's lines are labelled
-``entry-log per-ledger`` and ``bookie per-ledger``.
+inside the workloads; about ten times the run time), ``slots`` (bkref's own
+entryLogSlotsPerLedgerDir=1: two slots shared by the ledgers, at most two mapped), or ``all``
+(the three, one after the other). Each run's header and summary lines name its manager; a
+per-ledger run's lines are labelled ``entry-log per-ledger`` and ``bookie per-ledger``, a
+slots run's ``entry-log slots`` and ``bookie slots``.
 
 Progress lines (every two seconds) name the target and the crash point, and say what the
 checks did so far: crash states, how many were recovered and checked, and what those checks
@@ -74,8 +76,12 @@ added before it is durable), checkpointed logs must each hold one ledger's recor
 recovery three new ledgers must each get a new log of their own; the per-ledger manager
 preallocates nothing, so the preallocate steps do nothing there. per-ledger takes about ten
 times as long as single (several logs unsynced at once: more crash points, more plans each).
-all runs both, single first. A per-ledger failure's re-run command names --manager
-per-ledger.
+slots (bkref's own entryLogSlotsPerLedgerDir=1: one slot per ledger directory, two active
+logs shared by the ledgers, at most two ledgers mapped, the same expiry and clock) checks
+the same, a checkpoint being a flush there too; its logs hold several ledgers, the oracle
+follows the round robin to know which logs are sealed, and after recovery the three new
+ledgers' logs must have new ids. all runs the three, single first. A per-ledger or slots
+failure's re-run command names its --manager.
 
 Exit status: 0 when every crash state passes every check, 1 when any fails, 2 on bad
 arguments."""
@@ -95,7 +101,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help=(
             "the entry-log manager to crash: single (one active log; the default), "
             "per-ledger (entryLogPerLedgerEnabled=true, maximumNumberOfActiveEntryLogs 2; "
-            "about ten times as long), or all (both)"
+            "about ten times as long), slots (bkref's entryLogSlotsPerLedgerDir=1), or all "
+            "(the three)"
         ),
     )
     parser.add_argument("--seed", type=int, default=1, help="workload seed (default 1)")
@@ -157,7 +164,7 @@ def _argument_error(args: argparse.Namespace) -> str | None:
             return "--point needs --flush-entrylog-bytes (the failure's re-run command names it)"
         if args.manager == "all":
             return (
-                "--point re-runs one run's crash state: give --manager single or per-ledger "
+                "--point re-runs one run's crash state: give --manager single, per-ledger or slots "
                 "(the failure's re-run command names it)"
             )
         if args.point < 0 or (args.plan is not None and args.plan < 0):
@@ -217,7 +224,7 @@ def _quiet(_line: str) -> None:
 
 def _part_name(target: str, manager: str) -> str:
     """A target's name in the lines of one manager's run: ``entry-log``, ``bookie`` for the
-    single manager, ``entry-log per-ledger``, ``bookie per-ledger`` for the other."""
+    single manager, ``entry-log per-ledger``, ``bookie slots`` ... for the others."""
     return target if manager == "single" else f"{target} {manager}"
 
 
@@ -311,7 +318,7 @@ def summary_lines(
     rate = total.crash_states / elapsed if elapsed > 0 else 0.0
     verdict = "PASS" if not total.failures else "FAIL"
     detail = ", ".join(f"{part.name} {part.report.crash_states} ({part.short})" for part in parts)
-    named = " and ".join(managers)
+    named = " and ".join([", ".join(managers[:-1]), managers[-1]] if managers[:-1] else managers)
     lines.append(
         f"{verdict}: {total.crash_states} crash states checked in {elapsed:.1f} s "
         f"({rate:.0f} states/s; {total.recovered_states} recovered, the rest identical to a "

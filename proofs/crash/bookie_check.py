@@ -49,7 +49,12 @@ every manager keeps (models/entrylog/layout.py, property 10 of spec/properties.m
 predicting each log as it does for the single manager, and the harness's disk check
 (proofs/harness/disk_check.py) takes every active log as this run's. Not exercised with
 per-ledger logs: eviction by entrylogMapAccessExpiryTimeInSeconds (the harness's clock does
-not move, so no log expires; the entry-log target covers expiry).
+not move, so no log expires; the entry-log target covers expiry). ``slots`` (bkref's own
+entryLogSlotsPerLedgerDir=1, two slots over the two ledger directories, with at most
+SLOTS_MAX_MAPPED ledgers mapped): three ledgers share two slots' logs, the map forgets the
+least recently added-to ledger at nearly every add of the first half, and each Rotate seals
+every slot's log; judged by the same rules (``slots``' own: at most two active logs, a
+ledger's records between two states to one active log).
 
 Not checked here: deletes and no resurrection (the refinement test), compaction, the
 threaded driver (its acks are the same Acks; tests/unit/impl/bookie/test_driver.py covers it).
@@ -126,16 +131,28 @@ PROPERTIES = (
 SUMMARY = "traces judged by the model, properties 1, 2, 3 and 6"
 
 #: The entry-log managers the check runs (``bkref crash-check --manager``).
-MANAGERS = ("single", "per-ledger")
+MANAGERS = ("single", "per-ledger", "slots")
 #: maximumNumberOfActiveEntryLogs of a per-ledger run: fewer than the workload's three
 #: ledgers, so logs are evicted inside the workload.
 PER_LEDGER_MAX_ACTIVE = 2
+#: A slots run: entryLogSlotsPerLedgerDir (two slots over LEDGER_DIRS, fewer than the
+#: workload's three ledgers, so logs are shared) and maximumNumberOfActiveEntryLogs (the
+#: most ledgers mapped, so mappings are forgotten).
+SLOTS_PER_DIR = 1
+SLOTS_MAX_MAPPED = 2
 
 
 def describe_manager(manager: str) -> str:
     """The manager, in words, for the header and summary lines."""
     if manager == "single":
         return "manager single (one active log, entryLogPerLedgerEnabled=false)"
+    if manager == "slots":
+        return (
+            f"manager slots (bkref's entryLogSlotsPerLedgerDir={SLOTS_PER_DIR}, "
+            f"{SLOTS_PER_DIR * len(LEDGER_DIRS)} slots shared by the ledgers, at most "
+            f"{SLOTS_MAX_MAPPED} ledgers mapped; the clock does not move, so no mapping "
+            "expires)"
+        )
     assert manager == "per-ledger", manager
     return (
         "manager per-ledger (an active log per ledger, entryLogPerLedgerEnabled=true, "
@@ -150,7 +167,8 @@ def crash_settings(manager: str = "single") -> dict[str, str]:
     these: the workload was sized with these, and other settings would move every crash
     point. The bookie itself is opened with TEST_LIMITS, as InProcessBookie opens it (its
     index then merges segments within the workload: the crash points of a merge). With
-    ``manager`` per-ledger, an entry log per ledger, at most PER_LEDGER_MAX_ACTIVE active."""
+    ``manager`` per-ledger, an entry log per ledger, at most PER_LEDGER_MAX_ACTIVE active;
+    ``slots``, SLOTS_PER_DIR slots per ledger directory, at most SLOTS_MAX_MAPPED mapped."""
     assert manager in MANAGERS, manager
     settings = {
         "journalDirectories": JOURNAL_DIR,
@@ -162,6 +180,9 @@ def crash_settings(manager: str = "single") -> dict[str, str]:
     if manager == "per-ledger":
         settings["entryLogPerLedgerEnabled"] = "true"
         settings["maximumNumberOfActiveEntryLogs"] = str(PER_LEDGER_MAX_ACTIVE)
+    elif manager == "slots":
+        settings["entryLogSlotsPerLedgerDir"] = str(SLOTS_PER_DIR)
+        settings["maximumNumberOfActiveEntryLogs"] = str(SLOTS_MAX_MAPPED)
     return settings
 
 
@@ -279,7 +300,8 @@ def record(ops: Sequence[Operation], settings: Mapping[str, str], seed: int) -> 
 def _source(seed: int, steps: int, site: str | None, settings: Mapping[str, str]) -> str:
     where = "" if site is None else f"; {site}"
     per_ledger = settings.get("entryLogPerLedgerEnabled") == "true"
-    logs = ", an entry log per ledger" if per_ledger else ""
+    slots = settings.get("entryLogSlotsPerLedgerDir", "0") != "0"
+    logs = ", an entry log per ledger" if per_ledger else ", entry-log slots" if slots else ""
     return (
         f"bkref crash-check bookie: in-process Bookie on the simulated disk{logs}, seed {seed}, "
         f"{steps} workload steps{where}"

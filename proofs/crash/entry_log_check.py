@@ -15,9 +15,14 @@ workload's clock moves one second before every add. The adds pick their ledger a
 ledgers interleave: with three ledgers two logs are active at once most of the time, the
 third ledger's add evicts the least recently added-to one, and a ledger whose last add was
 four adds ago is evicted by expiry, at the next add or checkpoint (with the default 60 adds
-over three ledgers, seed 1: 25 logs, 17 evicted for room, 4 expired, 2 rotated by size). Same
-workload, same checks, and the single manager's runs are exactly what they were; what
-differs is what the oracle may promise, and the no-stomping check (below).
+over three ledgers, seed 1: 25 logs, 17 evicted for room, 4 expired, 2 rotated by size).
+A third, ``slots`` (bkref's own entryLogSlotsPerLedgerDir, impl/entrylog/slots.py), keeps one
+slot per ledger directory (two active logs) shared by the ledgers, at most two ledgers mapped
+to a slot and the same expiry and clock: the map forgets ledgers (by room and by expiry)
+without sealing anything, the ledger takes the next slot in round robin, and a slot's log is
+sealed only when it passes logSizeLimit. Same workload, same checks, and the single manager's
+runs are exactly what they were; what differs is what the oracle may promise, and the
+no-stomping check (below).
 
 The oracle is independent of the implementation's internal state: it knows the adds, the
 locations they returned, the steps that returned, and the rules the manager documents. An
@@ -33,11 +38,13 @@ so "the active log" means nothing) every log the oracle knows sealed from the lo
 the manager's rules alone: a ledger's log whose next add went to another log (rotation), and
 a ledger's log evicted, the least recently added-to first, when a new ledger's log would make
 more than maximumNumberOfActiveEntryLogs, or when it took no add for the expiry time at an
-add or a checkpoint (:class:`ActiveLogs`). With per-ledger logs a flush is the same step as a
-checkpoint, and close() flushes the sealed logs too, so both also make the sealed logs
-checkpointed. The workload run itself is checked against those rules before any crash:
-a log taking a second ledger's entries, or an add going to a log the rules sealed, is a
-failure of the workload (crash point -1) and says the oracle's premise broke.
+add or a checkpoint (:class:`ActiveLogs`); with slots, a slot's log whose slot's next add
+went to another log, the oracle following the round robin and the map itself. With per-ledger
+logs and slots a flush is the same step as a checkpoint, and close() flushes the sealed logs
+too, so both also make the sealed logs checkpointed. The workload run itself is checked
+against those rules before any crash: a log taking a second ledger's entries (per-ledger), an
+add going to a log the rules sealed or (slots) to another slot's log, is a failure of the
+workload (crash point -1) and says the oracle's premise broke.
 
 Checks after each crash (spec/properties.md at the entry-log level: 1 durability of forced
 entries, 7 format validity):
@@ -51,7 +58,9 @@ entries, 7 format validity):
    written after recovery" is not the whole story, since every ledger gets its own: one
    entry goes to each of three new ledgers (one more than may be active, so the last add
    evicts and seals the first's log), each must land in a log of its own whose id no file
-   had before, and each reads back, before the durable entries are read again.
+   had before, and each reads back, before the durable entries are read again. With slots
+   the same three adds (the third shares the first's slot): each goes to a log whose id no
+   file had before, and reads back.
 
 What the per-ledger runs cannot check: preallocation (the per-ledger manager preallocates
 nothing, so the workload's preallocate steps do nothing there; the summary line says "no
@@ -115,9 +124,16 @@ PER_LEDGER_PROPERTIES = (
 )
 
 
+#: What the slots runs check.
+SLOTS_PROPERTIES = (
+    f"{PROPERTIES} (with slots: logs shared by ledgers, sealed by the oracle's own round "
+    "robin, and new ledgers after recovery get logs with new ids)"
+)
+
+
 def properties_for(manager: str) -> str:
     """What a run with ``manager`` checks, in words."""
-    return PROPERTIES if manager == "single" else PER_LEDGER_PROPERTIES
+    return {"single": PROPERTIES, "slots": SLOTS_PROPERTIES}.get(manager, PER_LEDGER_PROPERTIES)
 
 
 #: What check_recovered's count counts; each recovered state also has every log on disk
@@ -125,7 +141,7 @@ def properties_for(manager: str) -> str:
 ITEMS = "durable entries read back intact"
 
 #: The entry-log managers the check runs (``bkref crash-check --manager``).
-MANAGERS = ("single", "per-ledger")
+MANAGERS = ("single", "per-ledger", "slots")
 #: The per-ledger runs' maximumNumberOfActiveEntryLogs: fewer than the workload's ledgers,
 #: so a new ledger's log evicts another inside the workload.
 PER_LEDGER_MAX_ACTIVE = 2
@@ -136,12 +152,24 @@ CLOCK_MS_PER_ADD = 1000
 #: Fresh ledgers written after recovery in a per-ledger run (no-stomping check): one more
 #: than may be active at once.
 NEW_LEDGERS_AFTER_RECOVERY = tuple(LedgerId(999 + i) for i in range(PER_LEDGER_MAX_ACTIVE + 1))
+#: The slots runs' entryLogSlotsPerLedgerDir: one slot per directory, two over CURRENT_DIRS,
+#: fewer than the workload's ledgers, so ledgers share slots' logs. The map holds at most
+#: PER_LEDGER_MAX_ACTIVE ledgers and expires as the per-ledger cache does.
+SLOTS_PER_DIR = 1
 
 
 def describe_manager(manager: str) -> str:
     """The manager, in words, for the header and summary lines."""
     if manager == "single":
         return "manager single (one active log, entryLogPerLedgerEnabled=false)"
+    if manager == "slots":
+        return (
+            f"manager slots (bkref's entryLogSlotsPerLedgerDir={SLOTS_PER_DIR}: "
+            f"{SLOTS_PER_DIR * len(CURRENT_DIRS)} slots shared by the ledgers, at most "
+            f"{PER_LEDGER_MAX_ACTIVE} ledgers mapped, entrylogMapAccessExpiryTimeInSeconds "
+            f"{PER_LEDGER_EXPIRY_S} with the clock moving {CLOCK_MS_PER_ADD // 1000} s before "
+            "each add; no preallocation)"
+        )
     assert manager == "per-ledger", manager
     return (
         "manager per-ledger (an active log per ledger, entryLogPerLedgerEnabled=true, "
@@ -223,7 +251,8 @@ def settings_for_check(flush_entrylog_bytes: int, manager: str = "single") -> En
         return settings
     return attrs.evolve(
         settings,
-        per_ledger=True,
+        per_ledger=manager == "per-ledger",
+        slots_per_dir=SLOTS_PER_DIR if manager == "slots" else 0,
         entrylog_map_access_expiry_s=PER_LEDGER_EXPIRY_S,
         maximum_active_entry_logs=PER_LEDGER_MAX_ACTIVE,
     )
@@ -238,15 +267,30 @@ class ActiveLogs:
     EntryLogManagerForEntryLogPerLedger keeps them; a log leaves it sealed when its ledger's
     next add goes to another log (rotation), when a new ledger's log would make more than
     ``max_active`` (the least recently added-to is evicted), or when it took no add for
-    ``expiry_ns`` at an add or a checkpoint. ``surprises`` are adds that break those rules:
-    a log taking a second ledger's entries, or an add to a log the rules sealed.
+    ``expiry_ns`` at an add or a checkpoint. Slots (``slot_count`` of them): each ledger's
+    slot as the manager documents it (a ledger with none takes the next in round robin; the
+    map holds at most ``max_active`` ledgers, least recently added-to forgotten first, and
+    forgets one that took no add for ``expiry_ns``; forgetting seals nothing); a slot's log
+    is sealed when the slot's next add goes to another log. ``surprises`` are adds that
+    break those rules: a log taking a second ledger's entries (per-ledger), another slot's
+    log (slots), or an add to a log the rules sealed.
     """
 
-    def __init__(self, manager: str, max_active: int, expiry_ns: int) -> None:
+    def __init__(self, manager: str, max_active: int, expiry_ns: int, slot_count: int = 0) -> None:
         assert manager in MANAGERS, manager
+        assert (manager == "slots") == (slot_count > 0), (manager, slot_count)
         self.per_ledger = manager == "per-ledger"
+        self.slots = manager == "slots"
+        #: Many active logs: a checkpoint is a flush, forcing every one.
+        self.many = manager != "single"
         self._max_active = max_active
         self._expiry_ns = expiry_ns
+        self._slot_count = slot_count
+        #: Slots: the slot the next unmapped ledger takes, and each slot's log.
+        self._next_slot = 0
+        self._slot_log: dict[int, EntryLogId] = {}
+        self._log_slot: dict[EntryLogId, int] = {}
+        self.forgotten = 0
         #: Per-ledger: ledger -> (its log, the time of its last add), least recent first.
         self._current: collections.OrderedDict[LedgerId, tuple[EntryLogId, int]] = (
             collections.OrderedDict()
@@ -255,6 +299,8 @@ class ActiveLogs:
         self._last: EntryLogId | None = None
         #: Every log an add went to, with the ledger whose entries it took first.
         self._holder: dict[EntryLogId, LedgerId] = {}
+        #: The logs that took more than one ledger's entries.
+        self._holders_many: set[EntryLogId] = set()
         self.sealed: set[EntryLogId] = set()
         self.surprises: list[str] = []
         #: What happened, for the report: logs sealed by rotation, by the maximum number of
@@ -265,26 +311,60 @@ class ActiveLogs:
         self.most_active = 0
 
     def expire(self, now_ns: int) -> None:
-        """Evict every ledger whose log took no add for the expiry time (per-ledger)."""
-        while self.per_ledger and self._current:
+        """Evict every ledger whose log took no add for the expiry time (per-ledger); with
+        slots forget its slot, sealing nothing (``_current`` then maps ledger -> (slot,
+        time))."""
+        while self.many and self._current:
             ledger, (log_id, last_ns) = next(iter(self._current.items()))
             if now_ns - last_ns < self._expiry_ns:
                 return
             del self._current[ledger]
+            if self.slots:
+                self.forgotten += 1
+                continue
             self.sealed.add(log_id)
             self.evicted_expired += 1
+
+    def _added_to_slot(self, where: str, ledger: LedgerId, log_id: EntryLogId, now: int) -> None:
+        mapped = self._current.get(ledger)
+        if mapped is None:
+            slot = self._next_slot
+            self._next_slot = (slot + 1) % self._slot_count
+        else:
+            slot = mapped[0]
+        owner = self._log_slot.setdefault(log_id, slot)
+        if owner != slot:
+            self.surprises.append(f"{where}, slot {owner}'s log; its slot is {slot}")
+        if log_id in self.sealed:
+            self.surprises.append(f"{where}, which the manager's rules had sealed")
+        previous = self._slot_log.get(slot)
+        if previous is not None and previous != log_id:
+            self.sealed.add(previous)
+            self.rotations += 1
+        self._slot_log[slot] = log_id
+        self._current[ledger] = (EntryLogId(slot), now)
+        self._current.move_to_end(ledger)
+        while len(self._current) > self._max_active:
+            self._current.popitem(last=False)
+            self.forgotten += 1
+        self.most_active = max(self.most_active, len(self._slot_log))
 
     def added(self, number: int, ledger: LedgerId, log_id: EntryLogId, now_ns: int) -> None:
         """Add number ``number`` of ``ledger`` went to ``log_id`` at ``now_ns`` (expired
         ledgers already evicted with :meth:`expire`)."""
         holder = self._holder.setdefault(log_id, ledger)
-        if not self.per_ledger:
+        if holder != ledger:
+            self._holders_many.add(log_id)
+        if not self.many:
             if self._last is not None and self._last != log_id:
                 self.sealed.add(self._last)
                 self.rotations += 1
             self._last = log_id
             return
         where = f"add {number} (ledger {ledger}) went to log {log_id:x}"
+        if self.slots:
+            self._added_to_slot(where, ledger, log_id, now_ns)
+            return
         if holder != ledger:
             self.surprises.append(f"{where}, which holds ledger {holder}'s entries")
         if log_id in self.sealed:
@@ -305,6 +385,13 @@ class ActiveLogs:
     def describe(self) -> str:
         """What the workload did to its logs, in words."""
         text = f"wrote {len(self._holder)} logs: {self.rotations} sealed by rotation"
+        if self.slots:
+            shared = sum(1 for log_id in self._log_slot if log_id in self._holders_many)
+            return (
+                f"{text}, {shared} shared by several ledgers, {self.forgotten} ledgers' slots "
+                f"forgotten (by room, at most {self._max_active} mapped, and by expiry); up "
+                f"to {self.most_active} logs active at once over {self._slot_count} slots"
+            )
         if not self.per_ledger:
             return text
         return (
@@ -325,10 +412,15 @@ def fresh_log_disk() -> SimDisk:
 
 def active_logs_for(settings: EntryLoggerSettings) -> ActiveLogs:
     """The oracle's view of the sealed logs, for a run with ``settings``."""
+    if settings.slots_per_dir > 0:
+        manager = "slots"
+    else:
+        manager = "per-ledger" if settings.per_ledger else "single"
     return ActiveLogs(
-        "per-ledger" if settings.per_ledger else "single",
+        manager,
         settings.maximum_active_entry_logs,
         settings.entrylog_map_access_expiry_s * 1_000_000_000,
+        settings.slots_per_dir * len(CURRENT_DIRS),
     )
 
 
@@ -369,7 +461,7 @@ def _apply(
     """Carry out one step and update the oracle's knowledge once it has returned."""
     if step.kind == "add":
         assert step.add is not None
-        if logs.per_ledger:
+        if logs.many:
             clock.advance_ms(CLOCK_MS_PER_ADD)
         now = clock.monotonic_ns()
         payload = encode_payload(step.add.ledger_id, step.add.entry_id, step.add.payload)
@@ -377,7 +469,7 @@ def _apply(
         written.append(Written(step.add, location))
         logs.expire(now)  # the manager evicts the expired ledgers before the add
         logs.added(len(written) - 1, step.add.ledger_id, location_log_id(location), now)
-    elif not logs.per_ledger and step.kind == "checkpoint":
+    elif not logs.many and step.kind == "checkpoint":
         active = location_log_id(written[-1].location) if written else None
         logger.checkpoint()
         done = [w for w in written if location_log_id(w.location) != active]
@@ -397,7 +489,7 @@ def _apply(
                 logger.flush()
             logs.expire(now)  # the checkpoint (or flush) evicts the expired ledgers first
         durable.extend(w for w in written if w not in durable)
-        if logs.per_ledger:
+        if logs.many:
             checkpointed.update(logs.sealed)
     else:
         logger.preallocate()
@@ -467,16 +559,23 @@ def check_recovered(
         return 0, [f"recovery failed to open the entry logger: {exc}"]
     durable = len(point.durable)
     logs_before = _existing_log_ids(disk) if account is not None else set()
+    many = settings.per_ledger or settings.slots_per_dir > 0
     if settings.per_ledger:
         one_ledger = "; each holds one ledger's records"
         new_logs = (
             f"added one entry to each of {len(NEW_LEDGERS_AFTER_RECOVERY)} new ledgers: each "
             "went to a log of its own with an id that no existing file has, and reads back"
         )
+    elif many:
+        one_ledger = ""
+        new_logs = (
+            f"added one entry to each of {len(NEW_LEDGERS_AFTER_RECOVERY)} new ledgers: each "
+            "went to a log with an id that no existing file has (slots: shared), and reads back"
+        )
     else:
         one_ledger = ""
         new_logs = "added one entry: it went to a log id that no existing file has"
-    adds = "those adds" if settings.per_ledger else "that add"
+    adds = "those adds" if many else "that add"
     checks = [
         (
             f"read back {durable} durable entries at their locations",
@@ -490,8 +589,8 @@ def check_recovered(
         ),
         (
             new_logs,
-            _check_new_logs(disk, logger)
-            if settings.per_ledger
+            _check_new_logs(disk, logger, own_logs=settings.per_ledger)
+            if many
             else _check_no_stomping(disk, logger),
         ),
         (
@@ -499,7 +598,7 @@ def check_recovered(
             _check_durable(
                 logger,
                 point.durable,
-                "after the new ledgers' adds" if settings.per_ledger else "after a new add",
+                "after the new ledgers' adds" if many else "after a new add",
             ),
         ),
     ]
@@ -527,10 +626,10 @@ def _check_no_stomping(disk: SimDisk, logger: EntryLogger) -> list[str]:
     return []
 
 
-def _check_new_logs(disk: SimDisk, logger: EntryLogger) -> list[str]:
-    """The no-stomping check with a log per ledger: an entry to each of a few new ledgers,
-    more than may be active at once; each goes to a log of its own, whose id no file had
-    before the adds, and reads back."""
+def _check_new_logs(disk: SimDisk, logger: EntryLogger, *, own_logs: bool = True) -> list[str]:
+    """The no-stomping check with many active logs: an entry to each of a few new ledgers,
+    more than may be active at once; each goes to a log whose id no file had before the adds
+    (with ``own_logs``, a log per ledger: a log of its own), and reads back."""
     existing = _existing_log_ids(disk)
     problems: list[str] = []
     taken: dict[EntryLogId, LedgerId] = {}
@@ -546,7 +645,7 @@ def _check_new_logs(disk: SimDisk, logger: EntryLogger) -> list[str]:
                 f"ledger {ledger}'s log written after recovery reused id {log_id:x}, which an "
                 "existing file already has"
             )
-        if log_id in taken:
+        if own_logs and log_id in taken:
             problems.append(
                 f"ledger {ledger}'s entry after recovery went to log {log_id:x}, which "
                 f"ledger {taken[log_id]}'s entry went to"
@@ -654,7 +753,7 @@ def run_check(
     workload = Workload(seed, entries, ledgers, flush_entrylog_bytes, manager)
     settings = workload.settings()
     points, logs = workload.record_with_logs()
-    if progress is not None and logs.per_ledger:
+    if progress is not None and logs.many:
         progress(f"  {workload.label}: the workload {logs.describe()}")
     report = explore(
         thin(points, max_points),

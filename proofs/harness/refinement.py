@@ -148,12 +148,18 @@ SMALL_SETTINGS: Mapping[str, str] = {
 #: as it uses, enough to seal the active log there (at BookKeeper's 0.95 a directory of a
 #: few KiB has a few dozen bytes left, and sealing finds no space).
 #: The entry-log managers a run may be fixed to, as settings over the drawn knobs
-#: (``bkref campaign --manager``, ``bkref replay --manager``, the per-ledger refinement test).
+#: (``bkref campaign --manager``, ``bkref replay --manager``, the per-ledger and slots
+#: refinement tests).
 #: ``per-ledger``: BookKeeper's entry log per ledger, with at most two logs active at once so
 #: that short runs evict (a third ledger's first add seals the least recently used one).
+#: ``slots``: bkref's own slots manager (impl/entrylog/slots.py), two slots per ledger
+#: directory (four active logs over LEDGER_DIRS) and at most two ledgers mapped, so that
+#: short runs forget mappings (a third ledger's add makes the least recent one take the next
+#: slot at its next add) and ledgers share slots' logs.
 MANAGER_SETTINGS: Mapping[str, Mapping[str, str]] = {
     "single": {},
     "per-ledger": {"entryLogPerLedgerEnabled": "true", "maximumNumberOfActiveEntryLogs": "2"},
+    "slots": {"entryLogSlotsPerLedgerDir": "2", "maximumNumberOfActiveEntryLogs": "2"},
 }
 HALF_FULL_THRESHOLDS: Mapping[str, str] = {
     "diskUsageThreshold": "0.5",

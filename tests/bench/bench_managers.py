@@ -1,4 +1,5 @@
-"""The two entry-log managers on one seeded workload: compaction, space, open logs, fsyncs, adds.
+"""The entry-log managers (single, per-ledger, slots) on one seeded workload: compaction, space,
+open logs, fsyncs, adds.
 
 Run: ``.venv/bin/python -m tests.bench.bench_managers [--full] [--json PATH] [--plots DIR]``.
 Not part of the test run (tests/unit/test_bench_managers.py runs a tiny one as a smoke test).
@@ -13,7 +14,10 @@ benchmark replays the SAME workload (generated once from ``--seed``) through eac
   with BookKeeper's defaults (entrylogMapAccessExpiryTimeInSeconds=300,
   maximumNumberOfActiveEntryLogs=500);
 - ``per-ledger-max``: the same with maximumNumberOfActiveEntryLogs at ``--small-max`` of the
-  open ledgers (at least 2), so that the least recently written log is evicted all the time.
+  open ledgers (at least 2), so that the least recently written log is evicted all the time;
+- ``slots``: bkref's own slots manager (impl/entrylog/slots.py, the design issue #570
+  proposed), ``--slots`` active logs per ledger directory (entryLogSlotsPerLedgerDir, default
+  4) shared by the ledgers, with the default expiry and map size.
 
 The workload, in ticks of ``--tick-s`` seconds of an injected clock (impl/clock.py
 ManualClock, which also drives the per-ledger expiry): a point's number of ledgers are open
@@ -193,8 +197,16 @@ class Manager:
     name: str
     per_ledger: bool
     max_active: int = DEFAULT_MAX_ACTIVE
+    #: entryLogSlotsPerLedgerDir (0: not the slots manager).
+    slots: int = 0
 
     def settings(self) -> list[str]:
+        if self.slots:
+            return [
+                f"entryLogSlotsPerLedgerDir={self.slots}",
+                f"entrylogMapAccessExpiryTimeInSeconds={EXPIRY_S}",
+                f"maximumNumberOfActiveEntryLogs={self.max_active}",
+            ]
         if not self.per_ledger:
             return ["entryLogPerLedgerEnabled=false"]
         return [
@@ -204,12 +216,13 @@ class Manager:
         ]
 
 
-def managers_for(ledgers: int, small_max: float) -> list[Manager]:
+def managers_for(ledgers: int, small_max: float, slots: int = 4) -> list[Manager]:
     small = max(2, round(ledgers * small_max))
     return [
         Manager("single", False),
         Manager("per-ledger", True),
         Manager("per-ledger-max", True, small),
+        Manager("slots", False, slots=slots),
     ]
 
 
@@ -407,7 +420,8 @@ def replay(w: Workload, ticks: list[list[Op]], manager: Manager, root: str) -> R
     clock = ManualClock()
     config = bench_config(root, w, manager)
     bookie = Bookie.open(fs, config, clock=clock, rng=random.Random(0))
-    out = Replay(manager.name, manager.max_active if manager.per_ledger else 1, 0, 0)
+    most = manager.slots * w.dirs if manager.slots else 1
+    out = Replay(manager.name, manager.max_active if manager.per_ledger else most, 0, 0)
     live: dict[int, int] = {}
     deleted: list[int] = []
     groups: list[list[int]] = []  # the record sizes of each journal group, for the raw loop
@@ -1004,6 +1018,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--small-max", type=float, default=0.25,
         help="per-ledger-max: maximumNumberOfActiveEntryLogs as a fraction of the open ledgers",
     )  # fmt: skip
+    parser.add_argument(
+        "--slots",
+        type=int,
+        default=4,
+        help="slots: entryLogSlotsPerLedgerDir (active logs per dir)",
+    )
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--dir", default=None, help="where the temporary directories go")
@@ -1015,7 +1035,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     for ledgers, dirs, age in points_for(args):
         w = workload(args, ledgers, dirs, age)
         began = time.perf_counter()
-        point = run_point(w, managers_for(ledgers, args.small_max), args.rounds, args.dir)
+        managers = managers_for(ledgers, args.small_max, args.slots)
+        point = run_point(w, managers, args.rounds, args.dir)
         points.append(point)
         print(f"# {w.name}: {time.perf_counter() - began:.1f} s", file=sys.stderr, flush=True)
     seconds = time.perf_counter() - started

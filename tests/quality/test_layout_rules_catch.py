@@ -6,8 +6,7 @@ Each variant here (tests/quality/refinement_variants.py, "the layout rules") bre
 those rules and loses no acknowledged data, so it is the layout judgement, not a durability
 property, that must catch it, and by the rule its name says: the message carries the rule
 id. The refinement machine and its derandomized profile are the unchanged ones of
-tests/quality/test_refinement_catches.py; the model judges by rules
-(``BKREF_MODEL_LAYOUT=rules``, read by models/bookie/bookie.py ModelConfig).
+tests/quality/test_refinement_catches.py.
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ from proofs.harness.refinement import (
 )
 from spec.operations import Add, Checkpoint, Delete, Gc, Operation
 from tests.quality import refinement_variants as rv
+from tests.quality import slots_variants as sv
 from tests.quality.test_refinement_catches import PROFILE, run_profile
 from tests.refinement.machine import machine_with, stable_draws
 
@@ -43,8 +43,7 @@ CASES: list[tuple[Callable[[pytest.MonkeyPatch], None], str]] = [
 
 
 @pytest.fixture(autouse=True)
-def _rules_and_traces_in_tmp(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("BKREF_MODEL_LAYOUT", "rules")
+def _traces_in_tmp(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BKREF_TRACE_DIR", str(tmp_path))
 
 
@@ -78,11 +77,14 @@ PER_LEDGER_CASES: list[tuple[Callable[[pytest.MonkeyPatch], None], str]] = [
 ]
 
 
-def _run_per_ledger(opener: Callable[..., Bookie] = Bookie.open) -> str | None:
-    """The refinement profile over the per-ledger bookie: the failure's first line, or None."""
+def _run_per_ledger(
+    opener: Callable[..., Bookie] = Bookie.open, fixed: dict[str, str] = PER_LEDGER
+) -> str | None:
+    """The refinement profile over the per-ledger bookie (or ``fixed``'s): the failure's
+    first line, or None."""
     try:
         with stable_draws():
-            run_state_machine_as_test(machine_with(PER_LEDGER, opener), settings=PROFILE)  # type: ignore[no-untyped-call, unused-ignore]
+            run_state_machine_as_test(machine_with(fixed, opener), settings=PROFILE)  # type: ignore[no-untyped-call, unused-ignore]
     except RefinementFailure as failure:
         return failure.message.splitlines()[0]
     return None
@@ -104,6 +106,25 @@ def test_each_per_ledger_rule_catches_its_variant(
     message = _run_per_ledger()
     assert message is not None, "the variant slipped through the layout rules"
     assert message.endswith(f"[{rule}]"), message
+
+
+#: bkref's slots manager, two slots per ledger directory (four active logs over the
+#: machine's two directories), at most two ledgers mapped: tests/refinement/
+#: test_refinement.py's slots settings.
+SLOTS = {"entryLogSlotsPerLedgerDir": "2", "maximumNumberOfActiveEntryLogs": "2"}
+
+
+def test_the_unchanged_slots_bookie_passes() -> None:
+    assert _run_per_ledger(fixed=SLOTS) is None
+
+
+def test_a_slots_manager_with_more_active_logs_than_slots_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sv.apply_more_active_logs_than_slots(monkeypatch)
+    message = _run_per_ledger(fixed=SLOTS)
+    assert message is not None, "the variant slipped through the layout rules"
+    assert message.endswith("[R-LOG-ACTIVE]"), message
 
 
 def test_gc_that_stops_at_least_unflushed_log_id_is_caught_bookkeeper_2728(

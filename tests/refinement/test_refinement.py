@@ -69,3 +69,34 @@ _DEEP_PER_LEDGER = machine_with(PER_LEDGER, stretch_max=DEEP_STRETCH_MAX)
 @pytest.mark.slow
 class TestPerLedgerBookieRefinesTheModelDeep(_DEEP_PER_LEDGER.TestCase):  # type: ignore[misc, name-defined]
     settings = DEEP
+
+
+#: bkref's slots manager (impl/entrylog/slots.py, entryLogSlotsPerLedgerDir): many active
+#: logs shared by ledgers, judged by the layout rules. Two slots per directory (four active
+#: logs) and at most two ledgers mapped, so mappings are forgotten and slots' logs shared;
+#: and with an access expiry of 0 s every add forgets every mapping, so each add takes the
+#: next slot in round robin.
+SLOTS = MANAGER_SETTINGS["slots"]
+SLOTS_EXPIRING = {
+    "entryLogSlotsPerLedgerDir": "2",
+    "entrylogMapAccessExpiryTimeInSeconds": "0",
+}
+
+
+class TestSlotsBookieRefinesTheModelFast(machine_with(SLOTS).TestCase):  # type: ignore[misc]
+    settings = PER_LEDGER_FAST
+
+
+_EXPIRING_SLOTS = machine_with(SLOTS_EXPIRING)
+
+
+class TestExpiringSlotsBookieRefinesTheModelFast(_EXPIRING_SLOTS.TestCase):  # type: ignore[misc, name-defined]
+    settings = PER_LEDGER_FAST
+
+
+_DEEP_SLOTS = machine_with(SLOTS, stretch_max=DEEP_STRETCH_MAX)
+
+
+@pytest.mark.slow
+class TestSlotsBookieRefinesTheModelDeep(_DEEP_SLOTS.TestCase):  # type: ignore[misc, name-defined]
+    settings = DEEP

@@ -39,6 +39,7 @@ MANAGERS = [
     Manager("single", False),
     Manager("per-ledger", True),
     Manager("per-ledger-max", True, 2),
+    Manager("slots", False, slots=2),
 ]
 
 
@@ -49,9 +50,9 @@ def point(tmp_path_factory: pytest.TempPathFactory) -> Point:
 
 
 def test_the_managers_benchmark_runs_and_its_figures_agree(point: Point) -> None:
-    single, per_ledger, small = (point.runs[m.name] for m in MANAGERS)
+    single, per_ledger, small, slots = (point.runs[m.name] for m in MANAGERS)
     adds = sum(op[0] == "add" for tick in make_ticks(TINY) for op in tick)
-    for r in (single, per_ledger, small):
+    for r in (single, per_ledger, small, slots):
         assert r.adds == adds
         assert r.deletes == 10  # five short ledgers of each of the two ticks with adds
         assert r.added_bytes == single.added_bytes
@@ -67,6 +68,7 @@ def test_the_managers_benchmark_runs_and_its_figures_agree(point: Point) -> None
     assert single.max_active_logs == 1
     assert per_ledger.max_active_logs >= TINY.ledgers
     assert small.max_active_logs == 2
+    assert 1 < slots.max_active_logs <= 2 * TINY.dirs  # two slots per directory
     assert small.max_open_log_files > small.max_active_logs  # evicted logs wait for a flush
     # The single log mixes the deleted ledgers with the long-lived one: GC copies the live
     # records out. A per-ledger log holds one ledger: the deleted ledgers' logs are dead
@@ -77,6 +79,8 @@ def test_the_managers_benchmark_runs_and_its_figures_agree(point: Point) -> None
         assert r.logs_deleted > 0
     # A checkpoint forces every active log: more fsyncs of entry logs per checkpoint.
     assert sum(per_ledger.checkpoint_log_syncs) > sum(single.checkpoint_log_syncs)
+    # Slots share their logs between ledgers: GC compacts as with the single log.
+    assert slots.logs_deleted + slots.logs_compacted > 0
 
 
 def test_the_report_and_the_plots_are_written(point: Point, tmp_path: Path) -> None:

@@ -60,6 +60,7 @@ MODEL_MAP: dict[str, str] = {
     "impl/entrylog/logger.py": NOT_MODELLED + "tests/unit/impl/entrylog/test_logger.py",
     "impl/entrylog/manager.py": "models/entrylog/manager.py",
     "impl/entrylog/per_ledger.py": NOT_MODELLED + "tests/unit/impl/entrylog/test_per_ledger.py",
+    "impl/entrylog/slots.py": NOT_MODELLED + "tests/unit/impl/entrylog/test_slots.py",
     "impl/entrylog/reader.py": NOT_MODELLED + "tests/unit/impl/entrylog/test_reader.py",
     "impl/format/entry_log.py": NOT_MODELLED + "tests/unit/impl/format/test_entry_log_page.py",
     "impl/format/journal.py": NOT_MODELLED + "tests/unit/impl/format/test_journal_page.py",
@@ -94,8 +95,9 @@ STANDALONE_MODELS: dict[str, str] = {
     "models/fs/simdisk.py": "the simulated disk models the FileSystem seam (impl/fs/api.py) "
     "as a whole, and the engine runs on it",
     "models/entrylog/layout.py": "the rules every entry-log manager keeps (spec/format/"
-    "entry_log.md, 'Rules every entry-log manager keeps'): they judge impl/entrylog/manager.py "
-    "and impl/entrylog/per_ledger.py alike, so no one impl/ module pairs with it",
+    "entry_log.md, 'Rules every entry-log manager keeps'): they judge impl/entrylog/manager.py, "
+    "impl/entrylog/per_ledger.py and impl/entrylog/slots.py alike, so no one impl/ module "
+    "pairs with it",
     "models/index/heads.py": "the representation of models/index/ledger_index.py (a ledger's "
     "possible heads and its entries): what the model holds, not an impl/ module",
     "models/index/possible_worlds.py": "the reference the ledger model is tested against "

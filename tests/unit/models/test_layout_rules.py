@@ -147,3 +147,28 @@ def test_in_flight_adds_bound_the_bytes_from_above() -> None:
         rule_of(before, lay((0, "active", {1: 3 * R}), current=0), Between([(1, R)], unsure=True))
         == "R-LOG-BYTES"
     )
+
+
+SLOTS = ManagerRules("slots", 1400, active_max=2)
+
+
+def test_slots_share_active_logs_up_to_dirs_times_slots() -> None:
+    shared = lay((0, "active", {1: R, 3: R}), (1, "active", {2: R, 1: R}), current=1)
+    check_active(shared, SLOTS)  # several ledgers per log, a ledger in two active logs
+    three = lay((0, "active", {1: R}), (1, "active", {2: R}), (2, "active", {3: R}), current=2)
+    with pytest.raises(LayoutProblem, match="above 2"):
+        check_active(three, SLOTS)
+    check_active(three, ManagerRules("slots", 1400))  # directories unknown: not counted
+
+
+def test_slots_put_a_ledger_s_new_records_in_one_active_log() -> None:
+    before = lay((0, "active", {1: R}), (1, "active", {2: R}), current=1)
+    # Ledger 1's two records between two states went to two active logs: wrong ...
+    split = lay((0, "active", {1: 2 * R}), (1, "active", {1: R, 2: R}), current=1)
+    assert rule_of(before, split, Between([(1, R), (1, R)]), SLOTS) == "R-LOG-ACTIVE"
+    # ... unless another ledger's add came between them (the map may have forgotten it),
+    moved = lay((0, "active", {1: 2 * R}), (1, "active", {1: R, 2: 2 * R}), current=1)
+    run(before, moved, Between([(1, R), (2, R), (1, R)]), SLOTS)
+    # or the first went to a log sealed since (a rotation at logSizeLimit).
+    rotated = lay((0, "rotated", {1: 2 * R}), (1, "active", {2: R}), (2, "active", {1: R}))
+    run(before, rotated, Between([(1, R), (1, R)]), ManagerRules("slots", 1400, 3))

@@ -258,6 +258,10 @@ def test_bad_value_in_a_file_names_file_and_line() -> None:
             "BookKeeper refuses both together",
         ),
         (
+            ("entryLogPerLedgerEnabled=true", "entryLogSlotsPerLedgerDir=2"),
+            "each chooses an entry-log manager",
+        ),
+        (
             ("minorCompactionInterval=10",),
             "minorCompactionInterval=10 (--set), gcWaitTime=600000 (default): the interval is "
             "shorter than gcWaitTime",
@@ -512,6 +516,7 @@ def _overrides(draw: st.DrawFn) -> list[str]:
         number(key, 1, 2**31 - 1)
     number("entrylogMapAccessExpiryTimeInSeconds", 0, 2**31 - 1)
     number("maximumNumberOfActiveEntryLogs", 1, 2**31 - 1)
+    number("entryLogSlotsPerLedgerDir", 0, 2**31 - 1)
     number("nettyMaxFrameSizeBytes", 517, 2**31 - 1)
     number("journalFormatVersionToWrite", 4, 6)
     number("journalMaxSizeMB", 1, 2**40)

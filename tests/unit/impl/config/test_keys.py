@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import impl.config.bk_keys as bk_config_keys
 from impl.config.config import default_config
-from impl.config.keys import KEYS, KEYS_BY_NAME, describe_allowed
+from impl.config.keys import BKREF_OWN_KEYS, KEYS, KEYS_BY_NAME, describe_allowed
 from impl.config.properties import render_value
 from tests.paths import ROOT
 
@@ -61,6 +61,9 @@ JAVA_DEFAULTS: dict[str, object] = {
     "skipReplayJournalInvalidRecord": False,
 }
 
+#: bkref's own keys (impl/config/keys.py BKREF_OWN_KEYS) -> default: no Java source.
+BKREF_OWN_DEFAULTS: dict[str, object] = {"entryLogSlotsPerLedgerDir": 0}
+
 
 # --- defaults and the key table -------------------------------------------------------
 
@@ -68,13 +71,20 @@ JAVA_DEFAULTS: dict[str, object] = {
 def test_defaults_equal_java() -> None:
     config = default_config()
     assert {key: config.get(key) for key in JAVA_DEFAULTS} == JAVA_DEFAULTS
-    assert set(JAVA_DEFAULTS) == set(KEYS_BY_NAME)
+    assert set(JAVA_DEFAULTS) == set(KEYS_BY_NAME) - BKREF_OWN_KEYS
+    assert {key: config.get(key) for key in BKREF_OWN_KEYS} == BKREF_OWN_DEFAULTS
     assert config.warnings == ()
     assert config.ignored == ()
 
 
-def test_every_key_bkref_uses_is_a_bookkeeper_key() -> None:
-    assert set(KEYS_BY_NAME) <= bk_config_keys.BOOKKEEPER_KEYS
+def test_every_key_bkref_uses_is_a_bookkeeper_key_but_its_own() -> None:
+    """bkref's own keys (BKREF_OWN_KEYS) are the only exception, none of them BookKeeper's,
+    and each says so in its meaning."""
+    assert set(KEYS_BY_NAME) - BKREF_OWN_KEYS <= bk_config_keys.BOOKKEEPER_KEYS
+    assert set(KEYS_BY_NAME) >= BKREF_OWN_KEYS
+    assert not BKREF_OWN_KEYS & bk_config_keys.BOOKKEEPER_KEYS
+    for key in BKREF_OWN_KEYS:
+        assert KEYS_BY_NAME[key].doc.startswith("bkref's own key, not BookKeeper's"), key
 
 
 def test_known_keys_data() -> None:

@@ -96,7 +96,7 @@ POINT_3 = ["--point", "3"]
         ),
         (
             ["--target", "entry-log", "--manager", "all", "--flush-entrylog-bytes", "0", *POINT_3],
-            "give --manager single or per-ledger",
+            "give --manager single, per-ledger or slots",
         ),
     ],
 )
@@ -129,7 +129,7 @@ def test_a_per_ledger_run_names_its_manager_in_every_line(
     assert "entry-log per-ledger " in summary
 
 
-def test_the_default_manager_is_single_and_all_runs_both(
+def test_the_default_manager_is_single_and_all_runs_the_three(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     argv = ["crash-check", "--target", "entry-log", "--flush-entrylog-bytes", "0", "--quiet"]
@@ -139,8 +139,12 @@ def test_the_default_manager_is_single_and_all_runs_both(
     assert "entry-log manager single." in lines[-1]
     assert main([*argv, *SMALL, "--manager", "all"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split(":")[0] for line in lines[1:3]] == ["  entry-log", "  entry-log per-ledger"]
-    assert "0 failures; entry-log managers single and per-ledger." in lines[-1]
+    assert [line.split(":")[0] for line in lines[1:4]] == [
+        "  entry-log",
+        "  entry-log per-ledger",
+        "  entry-log slots",
+    ]
+    assert "0 failures; entry-log managers single, per-ledger and slots." in lines[-1]
 
 
 def test_point_re_runs_a_per_ledger_state(capsys: pytest.CaptureFixture[str]) -> None:
@@ -157,10 +161,30 @@ def test_help_documents_the_manager(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["crash-check", "--help"])
     out = capsys.readouterr().out
-    assert "--manager {single,per-ledger,all}" in out
+    assert "--manager {single,per-ledger,slots,all}" in out
     assert "--manager: which entry-log manager" in out
     assert "maximumNumberOfActiveEntryLogs 2" in out
     with pytest.raises(SystemExit) as exited:
         main(["crash-check", "--manager", "both"])
     assert exited.value.code == 2
     assert "invalid choice: 'both'" in capsys.readouterr().err
+
+
+SLOTS = ["--manager", "slots", "--entries", "8", "--ledgers", "3", "--seed", "3"]
+
+
+def test_a_slots_run_names_its_manager_and_re_runs_a_state(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["crash-check", "--target", "entry-log", "--flush-entrylog-bytes", "0", *SLOTS]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("crash-check entry-log slots: seed 3, 8 adds over 3 ledgers")
+    assert "manager slots (bkref's entryLogSlotsPerLedgerDir=1" in lines[0]
+    assert lines[1].startswith("  entry-log slots (flushEntrylogBytes 0): the workload wrote ")
+    assert "0 failures; entry-log manager slots." in lines[-1]
+    assert main([*argv, "--point", "20", "--plan", "0"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "crash point 20 (before a " in out[0]
+    assert out[5].startswith("    added one entry to each of 3 new ledgers: each went to a log")
+    assert out[5].endswith(": ok") and out[-1] == "PASS: 1 crash state(s) re-run, 0 failed"
