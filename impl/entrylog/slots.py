@@ -34,7 +34,8 @@ the per-ledger manager does, and a ledger with no slot joins a slot that has a c
 ``rotate`` seals every slot's current log with no replacement (each slot's next add starts a
 new one; the mappings stay) and returns the highest id sealed, None when no slot had a log.
 ``checkpoint`` and ``flush`` are one step, as in the per-ledger manager: forget the expired
-mappings, force every current log (data and metadata), then fsync, close and mark flushed
+mappings, seal each slot's log whose ledgers are all write-closed (spec/protocol/
+write_close.md) and forget the write-closed ledgers' mappings, force every current log (data and metadata), then fsync, close and mark flushed
 the rotated ones; leastUnflushedLogId then stays at the smallest log that is current or
 rotated. ``close`` forces everything and releases the handles; it seals nothing.
 
@@ -155,6 +156,9 @@ class SlotsEntryLogManager(EntryLogManagerBase):
         self._recent: collections.OrderedDict[int, Slot] = collections.OrderedDict()
         #: The listener reported a directory full: retire its slots at the next add.
         self._retire_pending = False
+        #: The ledgers write-closed (spec/protocol/write_close.md) whose records are still in
+        #: an active log: a slot's log is sealed at a checkpoint once all its ledgers are.
+        self._write_closed: set[int] = set()
         super().__init__(
             fs,
             ledger_dirs,
@@ -375,6 +379,27 @@ class SlotsEntryLogManager(EntryLogManagerBase):
             highest = log.log_id
         return highest
 
+    def write_close(self, ledger_id: int) -> None:
+        """Remember that ``ledger_id`` is write-closed (BP-32): at the next checkpoint its
+        mapping is forgotten, and a slot's log whose ledgers are all write-closed is sealed
+        (spec/protocol/write_close.md). Adds to it are still taken meanwhile."""
+        super().write_close(ledger_id)
+        self._write_closed.add(ledger_id)
+
+    def _seal_write_closed(self) -> None:
+        """Seal every slot's log whose ledgers are all write-closed, by slot, and forget the
+        write-closed ledgers' mappings; a mark stays while some active log still holds the
+        ledger's records with a ledger still writing (a later write close of that one seals
+        it). A seal that finds no room raises, the rest waiting for the next checkpoint."""
+        for slot in self._slots:
+            log = slot.log
+            if log is not None and log.ledgers and set(log.ledgers) <= self._write_closed:
+                self._retire(slot)
+        for ledger_id in self._write_closed:
+            self._mapped.pop(ledger_id, None)
+        still = {ledger for log in self.actives() for ledger in log.ledgers}
+        self._write_closed &= still
+
     def preallocate(self) -> EntryLogId | None:
         """Nothing: this manager does not preallocate. Always None."""
         self._require_open()
@@ -392,6 +417,7 @@ class SlotsEntryLogManager(EntryLogManagerBase):
         far is undone and the rest stays as it was, for a retry."""
         self._require_open()
         self._forget_expired(self._clock.monotonic_ns())
+        self._seal_write_closed()
         self._force_current()
         self._flush_rotated()
 

@@ -2020,6 +2020,14 @@ class BookieModel:
             judge(self.last_layout, layout, self.between, self.manager, self.run)
         except LayoutProblem as exc:
             raise Divergence(index, exc.message, rule=exc.rule) from None
+        if self.between.checkpoint:
+            # A write-closed ledger whose records an active log still holds (a slot's log
+            # shared with a ledger still writing) stays write-closed: its log is sealed at
+            # the checkpoint after every ledger in it is (spec/protocol/write_close.md).
+            active = (v for v in layout.logs.values() if v.state == "active")
+            self.write_closed |= self.between.write_closed & {
+                led for v in active for led in v.ledgers
+            }
         self._follow(observed, logs, maps)
 
     def _follow(

@@ -434,8 +434,11 @@ WRITE_CLOSE_RULE = Rule(
 
 
 def many_active_logs(settings: Mapping[str, str]) -> bool:
-    """Whether ``settings`` choose an entry-log manager with many active logs."""
-    return settings.get("entryLogPerLedgerEnabled", "false").lower() == "true"
+    """Whether ``settings`` choose an entry-log manager with many active logs: a log per
+    ledger, or slots (bkref's entryLogSlotsPerLedgerDir above 0)."""
+    per_ledger = settings.get("entryLogPerLedgerEnabled", "false").strip().lower() == "true"
+    slots = settings.get("entryLogSlotsPerLedgerDir", "0").strip()
+    return per_ledger or (slots.isdigit() and int(slots) > 0)
 
 
 def rules(stretch_max: int = STRETCH_MAX, *, write_close: bool = False) -> tuple[Rule, ...]:

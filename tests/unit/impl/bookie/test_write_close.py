@@ -145,6 +145,35 @@ def test_after_a_write_close_and_a_checkpoint_gc_takes_the_deleted_ledger_s_log(
     assert _logs(gc.state)[0] == ("active", (2,))
 
 
+#: Two slots (one per ledger directory), room for every ledger in the map.
+SLOTS = {
+    **SMALL_SETTINGS,
+    "entryLogSlotsPerLedgerDir": "1",
+    "maximumNumberOfActiveEntryLogs": "8",
+    "logSizeLimit": "1048576",
+}
+
+
+def test_slots_seal_a_shared_log_once_every_ledger_in_it_is_write_closed() -> None:
+    steps = _run(
+        SLOTS,
+        [
+            Add(1, 0, b"k1", b"a"),  # slot 0
+            Add(2, 0, b"k2", b"b"),  # slot 1
+            Add(3, 0, b"k3", b"c"),  # slot 0, beside ledger 1
+            WriteClose(1, b"k1"),
+            Checkpoint(),
+            WriteClose(3, b"k3"),
+            Checkpoint(),
+        ],
+    )
+    first, second = steps[4], steps[6]
+    assert _state_of_ledger_logs(first.state, 1) == {"active"}, "ledger 3 still writes there"
+    assert _state_of_ledger_logs(second.state, 1) == {"flushed"}
+    assert _state_of_ledger_logs(second.state, 3) == {"flushed"}
+    assert _state_of_ledger_logs(second.state, 2) == {"active"}
+
+
 def test_the_single_log_answers_and_seals_nothing() -> None:
     steps = _run(
         SINGLE,
