@@ -37,7 +37,8 @@ new one; the mappings stay) and returns the highest id sealed, None when no slot
 mappings, seal each slot's log whose ledgers are all write-closed and forget the
 write-closed ledgers' mappings (spec/protocol/write_close.md), force every current log (data
 and metadata), then fsync, close and mark flushed the rotated ones; leastUnflushedLogId then
-stays at the smallest log that is current or rotated. ``close`` forces everything and releases the handles; it seals nothing.
+stays at the smallest log that is current or rotated. ``close`` forces everything and
+releases the handles; it seals nothing.
 
 ``current_log_id``: the current log most recently added to (None before the first add and
 once no slot has a log). :meth:`SlotsEntryLogManager.log_for_ledger` is a ledger's slot's
