@@ -4,7 +4,8 @@ let the model judge every crash state as a trace.
 The workload is a list of spec/operations.py steps: adds across three ledgers with tiny entry
 logs so they rotate, journal forces every few adds (every other one as its phases: write,
 an add, sync, an add, acks), a fence of ledger 3 halfway with a wrong-key add and fence right
-after it, explicit rotations, a checkpoint every eight adds (every other one as its phases,
+after it and a write close of ledger 2, which goes on taking adds (with many active logs the
+next checkpoint seals its log), explicit rotations, a checkpoint every eight adds (every other one as its phases,
 with adds and a force between its flush and its persist of lastMark), a final force and a
 clean shutdown. So the machine also dies inside each phase while requests interleave with
 them. It runs once through the refinement harness
@@ -107,6 +108,7 @@ from spec.operations import (
     Restart,
     Rotate,
     Shutdown,
+    WriteClose,
     failed,
 )
 from spec.properties import check_history
@@ -209,6 +211,9 @@ def workload(seed: int, adds: int) -> list[Operation]:
         if number == adds // 2:
             ops += [Fence(3, KEY), JournalForce()]
             ops += [Add(1, WORKLOAD_WRONG_KEY_ENTRY, WRONG_KEY, b"x"), Fence(1, WRONG_KEY)]
+            # A write close of a ledger still written to (a hint: its adds go on); with many
+            # active logs the next checkpoint seals its log (spec/protocol/write_close.md).
+            ops.append(WriteClose(2, KEY))
         if number % 7 == 0:
             ops.append(Rotate())
         if number % 16 == 8 and not phases:

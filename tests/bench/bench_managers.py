@@ -17,7 +17,11 @@ benchmark replays the SAME workload (generated once from ``--seed``) through eac
   open ledgers (at least 2), so that the least recently written log is evicted all the time;
 - ``slots``: bkref's own slots manager (impl/entrylog/slots.py, the design issue #570
   proposed), ``--slots`` active logs per ledger directory (entryLogSlotsPerLedgerDir, default
-  4) shared by the ledgers, with the default expiry and map size.
+  4) shared by the ledgers, with the default expiry and map size;
+- ``per-ledger+wc`` and ``slots+wc``: the same two, told by an advisory write close
+  (spec/protocol/write_close.md, BP-32) when a short-lived ledger's writer is done, so that
+  the checkpoint after it seals the ledger's log (the others wait for the expiry, or for
+  logSizeLimit).
 
 The workload, in ticks of ``--tick-s`` seconds of an injected clock (impl/clock.py
 ManualClock, which also drives the per-ledger expiry): a point's number of ledgers are open
@@ -131,8 +135,9 @@ class Workload:
         return math.ceil(EXPIRY_S / self.tick_s)
 
 
-#: One step of a tick: ("add", ledger, entry, data bytes), ("delete", ledger, 0, 0) or
-#: ("force", 0, 0, 0) (a journal force).
+#: One step of a tick: ("add", ledger, entry, data bytes), ("delete", ledger, 0, 0),
+#: ("close", ledger, 0, 0) (the writer is done: a write close for the managers that send it)
+#: or ("force", 0, 0, 0) (a journal force).
 Op = tuple[str, int, int, int]
 
 
@@ -160,9 +165,13 @@ def make_ticks(w: Workload) -> list[list[Op]]:
     tick = 0
     while tick < w.ticks or any(t >= tick for t in deletes):
         ops: list[Op] = []
+        # (Prepended after the deletes are placed, so that the draws are the ones of a
+        # workload without them.)
+        closes: list[Op] = []
         if tick < w.ticks:
             for slot in range(long_slots, w.ledgers):
                 if slot_closes[slot] == tick:  # closed: a new ledger takes the slot
+                    closes.append(("close", slot_ledger[slot], 0, 0))
                     slot_ledger[slot] = next_id
                     slot_closes[slot] = tick + w.write_ticks
                     deletes.setdefault(tick + w.delete_age, []).append(next_id)
@@ -174,6 +183,7 @@ def make_ticks(w: Workload) -> list[list[Op]]:
                 ops.append(("add", ledger, entry, rng.randint(w.entry_min, w.entry_max)))
         for ledger in deletes.pop(tick, []):
             ops.insert(rng.randint(0, len(ops)), ("delete", ledger, 0, 0))
+        ops = closes + ops
         grouped: list[Op] = []
         adds = 0
         for op in ops:
@@ -199,6 +209,9 @@ class Manager:
     max_active: int = DEFAULT_MAX_ACTIVE
     #: entryLogSlotsPerLedgerDir (0: not the slots manager).
     slots: int = 0
+    #: Send an advisory write close when a ledger's writer is done (spec/protocol/
+    #: write_close.md): its log is sealed at the next checkpoint instead of at its expiry.
+    write_close: bool = False
 
     def settings(self) -> list[str]:
         if self.slots:
@@ -223,6 +236,8 @@ def managers_for(ledgers: int, small_max: float, slots: int = 4) -> list[Manager
         Manager("per-ledger", True),
         Manager("per-ledger-max", True, small),
         Manager("slots", False, slots=slots),
+        Manager("per-ledger+wc", True, write_close=True),
+        Manager("slots+wc", False, slots=slots, write_close=True),
     ]
 
 
@@ -444,6 +459,9 @@ def replay(w: Workload, ticks: list[list[Op]], manager: Manager, root: str) -> R
                 force()
                 groups.append(group)
                 group = []
+            elif kind == "close":
+                if manager.write_close:
+                    bookie.write_close(LedgerId(ledger), KEY)
             else:
                 began = time.perf_counter()
                 delete(LedgerId(ledger))

@@ -40,6 +40,7 @@ MANAGERS = [
     Manager("per-ledger", True),
     Manager("per-ledger-max", True, 2),
     Manager("slots", False, slots=2),
+    Manager("per-ledger+wc", True, write_close=True),
 ]
 
 
@@ -50,9 +51,9 @@ def point(tmp_path_factory: pytest.TempPathFactory) -> Point:
 
 
 def test_the_managers_benchmark_runs_and_its_figures_agree(point: Point) -> None:
-    single, per_ledger, small, slots = (point.runs[m.name] for m in MANAGERS)
+    single, per_ledger, small, slots, closing = (point.runs[m.name] for m in MANAGERS)
     adds = sum(op[0] == "add" for tick in make_ticks(TINY) for op in tick)
-    for r in (single, per_ledger, small, slots):
+    for r in (single, per_ledger, small, slots, closing):
         assert r.adds == adds
         assert r.deletes == 10  # five short ledgers of each of the two ticks with adds
         assert r.added_bytes == single.added_bytes
@@ -79,6 +80,11 @@ def test_the_managers_benchmark_runs_and_its_figures_agree(point: Point) -> None
         assert r.logs_deleted > 0
     # A checkpoint forces every active log: more fsyncs of entry logs per checkpoint.
     assert sum(per_ledger.checkpoint_log_syncs) > sum(single.checkpoint_log_syncs)
+    # A write close when a writer is done seals its log at the next checkpoint, not at its
+    # expiry: GC takes the deleted ledgers' logs sooner.
+    closing_disk = [q.disk_bytes for q in closing.gc_points]
+    assert all(a <= b for a, b in zip(closing_disk, (q.disk_bytes for q in per_ledger.gc_points)))
+    assert sum(closing_disk) < sum(q.disk_bytes for q in per_ledger.gc_points)
     # Slots share their logs between ledgers: GC compacts as with the single log.
     assert slots.logs_deleted + slots.logs_compacted > 0
 
