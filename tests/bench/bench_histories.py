@@ -118,11 +118,14 @@ def main() -> None:
         f"{100 * counts.restarts / max(counts.steps, 1):.1f} restarts"
     )
     total = max(counts.compares, 1)
+
+    def share(n: int) -> str:
+        return f"{n / total:.0%} ({n})"
+
     print(
         f"state comparisons: {counts.compares}: adopting the bookie's layout after a restart "
-        f"or a fault {counts.adopted / total:.0%}, judged by the layout rules "
-        f"{counts.by_rules / total:.0%}, computed exactly after a GC step "
-        f"{counts.gc_computed / total:.0%}"
+        f"or a fault {share(counts.adopted)}, judged by the layout rules "
+        f"{share(counts.by_rules)}, computed exactly after a GC step {share(counts.gc_computed)}"
     )
 
 
