@@ -83,7 +83,10 @@ def test_the_managers_benchmark_runs_and_its_figures_agree(point: Point) -> None
     # A write close when a writer is done seals its log at the next checkpoint, not at its
     # expiry: GC takes the deleted ledgers' logs sooner.
     closing_disk = [q.disk_bytes for q in closing.gc_points]
-    assert all(a <= b for a, b in zip(closing_disk, (q.disk_bytes for q in per_ledger.gc_points)))
+    assert all(
+        a <= b
+        for a, b in zip(closing_disk, [q.disk_bytes for q in per_ledger.gc_points], strict=True)
+    )
     assert sum(closing_disk) < sum(q.disk_bytes for q in per_ledger.gc_points)
     # Slots share their logs between ledgers: GC compacts as with the single log.
     assert slots.logs_deleted + slots.logs_compacted > 0

@@ -57,7 +57,14 @@ def test_the_workload_has_every_kind_of_step() -> None:
     phases = {"journal_write", "journal_sync", "journal_ack"}
     phases |= {"checkpoint_flush", "checkpoint_persist"}
     assert names == {
-        "add", "fence", "write_close", "journal_force", "checkpoint", "rotate", "shutdown", *phases
+        "add",
+        "fence",
+        "write_close",
+        "journal_force",
+        "checkpoint",
+        "rotate",
+        "shutdown",
+        *phases,
     }
     assert Fence(3, KEY) in ops
     assert Fence(1, WRONG_KEY) in ops
