@@ -7,8 +7,8 @@ an add, sync, an add, acks), a fence of ledger 3 halfway with a wrong-key add an
 after it and a write close of ledger 2, which goes on taking adds (with many active logs the
 next checkpoint seals its log), explicit rotations, a checkpoint every eight adds (every
 other one as its phases, with adds and a force between its flush and its persist of
-lastMark), a final force and a clean shutdown. So the machine also dies inside each phase while requests interleave with
-them. It runs once through the refinement harness
+lastMark), a final force and a clean shutdown. So the machine also dies inside each phase
+while requests interleave with them. It runs once through the refinement harness
 (proofs/harness/refinement.py: ``Refinement`` over ``InProcessBookie``), so the model and the
 PropertyMonitor of spec/properties.py judge every step of it, and the harness counts the
 file-system operations of each step.
