@@ -45,9 +45,10 @@ Garbage collection and compaction (``_gc_begin``, ``_gc_whole``, ``_compact_copy
 (models/entrylog/manager.py): the dead logs, the candidates and their order, each new log's
 id and bytes; docs/model.md, "Garbage collection and compaction".
 
-Not modelled: explicit LAC, several journal directories, entry log per ledger,
-the bytes a GC cycle reports as reclaimed; preallocated logs are only checked to be empty and
-new.
+Not modelled: explicit LAC, several journal directories, the bytes a GC cycle reports as
+reclaimed; preallocated logs are only checked to be empty and new. The managers with many
+active logs (a log per ledger, slots) are judged by the layout rules only
+(models/entrylog/layout.py).
 """
 
 from __future__ import annotations

@@ -460,7 +460,7 @@ def replay(w: Workload, ticks: list[list[Op]], manager: Manager, root: str) -> R
                 groups.append(group)
                 group = []
             elif kind == "close":
-                if manager.write_close:
+                if manager.write_close and ledger in live:  # (a ledger never added to: none)
                     bookie.write_close(LedgerId(ledger), KEY)
             else:
                 began = time.perf_counter()
