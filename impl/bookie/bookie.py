@@ -1294,7 +1294,7 @@ class Bookie:
         with self._checkpointer.lock:
             with self._lock:
                 self._apply_moves(moved)
-            self._checkpointer.flush_storage()
+            self._checkpointer.flush_storage(checkpoint=False)
 
     def _apply_moves(self, moved: list[MovedEntry]) -> int:
         """Put the new locations (the caller holds the state lock); returns how many. Only

@@ -96,9 +96,11 @@ class Checkpointer:
         self.flush_storage()
         self.persist(mark, journal)
 
-    def flush_storage(self) -> None:
-        """The checkpoint's first half, after the capture of its mark: force the entry logs,
-        then flush the index. Raises what the disk raises; the caller holds ``lock``."""
+    def flush_storage(self, *, checkpoint: bool = True) -> None:
+        """The checkpoint's first half, after the capture of its mark: seal the write-closed
+        ledgers' logs (a checkpoint's only: ``checkpoint`` False for a compaction's index
+        phase, which flushes as this half does), force the entry logs, then flush the index.
+        Raises what the disk raises; the caller holds ``lock``."""
         assert self.lock.locked(), "a checkpoint runs under the checkpoint lock"
         with self._state_lock:
             # Entries a start served from the journal (no room then) go to the entry logs
@@ -106,6 +108,8 @@ class Checkpointer:
             # NoWritableLedgerDir, nothing persisted, and they stay served from the journal.
             if self._held is not None and len(self._held):
                 self._held.drain(self._entry_logger, self._index)
+            if checkpoint:
+                self._entry_logger.seal_write_closed()  # spec/protocol/write_close.md
             # Entry logs first: the index must never name bytes that are not durable. flush
             # forces the active log and the rotated ones (SyncThread.flush in single-log mode).
             self._entry_logger.flush()

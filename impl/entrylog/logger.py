@@ -328,6 +328,12 @@ class EntryLogger:
         self._require_open()
         self._manager.write_close(ledger_id)
 
+    def seal_write_closed(self) -> None:
+        """A checkpoint's first step: with many active logs, seal the write-closed ledgers'
+        logs (spec/protocol/write_close.md); ``flush`` alone does not."""
+        self._require_open()
+        self._manager.seal_write_closed()
+
     def rotate(self) -> EntryLogId | None:
         """Single mode: seal the active log and start a new one (createNewLog); return the
         new id. Per-ledger mode: seal every active log, no new one until each ledger's next

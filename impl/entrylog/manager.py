@@ -246,6 +246,11 @@ class EntryLogManagerBase(abc.ABC):
         self._require_open()
         assert ledger_id >= 0, ledger_id
 
+    def seal_write_closed(self) -> None:
+        """A checkpoint's first step with many active logs: seal the logs of the ledgers
+        write-closed since the last one. Nothing with one log for every ledger."""
+        self._require_open()
+
     def rotated(self) -> tuple[LogChannel, ...]:
         return tuple(self._rotated)
 

@@ -335,10 +335,11 @@ class PerLedgerEntryLogManager(EntryLogManagerBase):
         super().write_close(ledger_id)
         self._write_closed.add(ledger_id)
 
-    def _seal_write_closed(self) -> None:
-        """Evict every write-closed ledger's current log, by ledger id. A seal that finds no
-        room raises, and that ledger and the ones after it stay write-closed for the next
-        checkpoint."""
+    def seal_write_closed(self) -> None:
+        """A checkpoint's first step: evict every write-closed ledger's current log, by
+        ledger id. A seal that finds no room raises, and that ledger and the ones after it
+        stay write-closed for the next checkpoint."""
+        self._require_open()
         for ledger_id in sorted(self._write_closed):
             current = self._current.get(ledger_id)
             if current is not None:
@@ -354,17 +355,19 @@ class PerLedgerEntryLogManager(EntryLogManagerBase):
     # --- durability --------------------------------------------------------------------
 
     def checkpoint(self) -> None:
-        """Java's per-ledger checkpoint is ``flush``: see :meth:`flush`."""
+        """Java's per-ledger checkpoint is ``flush`` (see :meth:`flush`); bkref's seals the
+        write-closed ledgers' logs first."""
+        self.seal_write_closed()
         self.flush()
 
     def flush(self) -> None:
-        """Evict the expired ledgers and seal the write-closed ones' logs, force every
-        current log (data and metadata), then fsync, close and mark flushed the rotated logs
-        (flushCurrentLogs + flushRotatedLogs). On a failure nothing flushed so far is undone
-        and the rest stays as it was, for a retry."""
+        """Evict the expired ledgers, force every current log (data and metadata), then
+        fsync, close and mark flushed the rotated logs (flushCurrentLogs + flushRotatedLogs).
+        On a failure nothing flushed so far is undone and the rest stays as it was, for a
+        retry. The write-closed ledgers' logs are sealed by a checkpoint only
+        (:meth:`seal_write_closed`), not by the flush a compaction's index phase runs."""
         self._require_open()
         self._evict_expired(self._clock.monotonic_ns())
-        self._seal_write_closed()
         self._force_current()
         self._flush_rotated()
 

@@ -387,11 +387,12 @@ class SlotsEntryLogManager(EntryLogManagerBase):
         super().write_close(ledger_id)
         self._write_closed.add(ledger_id)
 
-    def _seal_write_closed(self) -> None:
-        """Seal every slot's log whose ledgers are all write-closed, by slot, and forget the
-        write-closed ledgers' mappings; a mark stays while some active log still holds the
+    def seal_write_closed(self) -> None:
+        """A checkpoint's first step: seal every slot's log whose ledgers are all
+        write-closed, by slot, and forget the write-closed ledgers' mappings; a mark stays while some active log still holds the
         ledger's records with a ledger still writing (a later write close of that one seals
         it). A seal that finds no room raises, the rest waiting for the next checkpoint."""
+        self._require_open()
         for slot in self._slots:
             log = slot.log
             if log is not None and log.ledgers and set(log.ledgers) <= self._write_closed:
@@ -409,7 +410,9 @@ class SlotsEntryLogManager(EntryLogManagerBase):
     # --- durability --------------------------------------------------------------------
 
     def checkpoint(self) -> None:
-        """As the per-ledger manager's, a checkpoint is :meth:`flush`."""
+        """As the per-ledger manager's, a checkpoint is :meth:`flush`, after
+        :meth:`seal_write_closed`."""
+        self.seal_write_closed()
         self.flush()
 
     def flush(self) -> None:
@@ -418,7 +421,6 @@ class SlotsEntryLogManager(EntryLogManagerBase):
         far is undone and the rest stays as it was, for a retry."""
         self._require_open()
         self._forget_expired(self._clock.monotonic_ns())
-        self._seal_write_closed()
         self._force_current()
         self._flush_rotated()
 

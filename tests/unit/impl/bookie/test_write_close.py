@@ -15,13 +15,18 @@ from spec.crash import LoseUnsynced
 from spec.operations import (
     Add,
     Checkpoint,
+    CompactCopy,
+    CompactFlush,
+    CompactIndex,
     Crash,
     Delete,
     Fence,
     Gc,
+    GcBegin,
     Operation,
     Read,
     Restart,
+    Rotate,
     WriteClose,
 )
 from spec.state import AbstractState
@@ -172,6 +177,34 @@ def test_slots_seal_a_shared_log_once_every_ledger_in_it_is_write_closed() -> No
     assert _state_of_ledger_logs(second.state, 1) == {"flushed"}
     assert _state_of_ledger_logs(second.state, 3) == {"flushed"}
     assert _state_of_ledger_logs(second.state, 2) == {"active"}
+
+
+def test_a_compaction_s_index_phase_does_not_seal_a_write_closed_log() -> None:
+    """Phase 3 forces the entry logs as a checkpoint's first half does, but only a
+    checkpoint seals the write-closed ledgers' logs: a GC step changes no log but its own
+    (found by the slots campaign, seed 1, scenarios 29 and 152)."""
+    steps = _run(
+        SLOTS,
+        [
+            Add(1, 0, b"k1", b"a" * 100),  # slot 0
+            Add(2, 0, b"k2", b"b" * 100),  # slot 1
+            Add(3, 0, b"k3", b"c" * 100),  # slot 0, beside ledger 1
+            Rotate(),
+            Checkpoint(),  # logs 0 (ledgers 1, 3) and 1 (ledger 2) flushed
+            Add(2, 1, b"k2", b"d"),  # slot 1's new log
+            Delete(1),
+            WriteClose(2, b"k2"),
+            GcBegin(True),
+            CompactCopy(),
+            CompactFlush(),
+            CompactIndex(),
+            Checkpoint(),
+        ],
+    )
+    index, checkpoint = steps[-2], steps[-1]
+    assert index.result.phase is not None and index.result.phase.new_log is not None
+    assert "active" in _state_of_ledger_logs(index.state, 2)
+    assert _state_of_ledger_logs(checkpoint.state, 2) == {"flushed"}
 
 
 def test_the_single_log_answers_and_seals_nothing() -> None:
