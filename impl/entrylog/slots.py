@@ -389,9 +389,10 @@ class SlotsEntryLogManager(EntryLogManagerBase):
 
     def seal_write_closed(self) -> None:
         """A checkpoint's first step: seal every slot's log whose ledgers are all
-        write-closed, by slot, and forget the write-closed ledgers' mappings; a mark stays while some active log still holds the
-        ledger's records with a ledger still writing (a later write close of that one seals
-        it). A seal that finds no room raises, the rest waiting for the next checkpoint."""
+        write-closed, by slot, and forget the write-closed ledgers' mappings. A mark stays
+        while an active log still holds the ledger's records beside a ledger still writing
+        (a later write close of that one seals it). A seal that finds no room raises, the
+        rest waiting for the next checkpoint."""
         self._require_open()
         for slot in self._slots:
             log = slot.log
