@@ -16,9 +16,11 @@ ops only, no state, and either answer profile (results.Capabilities of version 1
 
 from __future__ import annotations
 
+import difflib
 import os
 from typing import Any
 
+from impl.config.keys import KEYS_BY_NAME
 from proofs.conform.results import Capabilities
 from spec.errors import BkrefError
 from spec.profile import ANSWER_PROFILES, STATE_PROFILES
@@ -33,7 +35,7 @@ VERSIONS = (1, 2)
 LIMIT_FIELDS = ("max_data_bytes", "max_key_bytes", "max_line_bytes")
 #: The fields of a version 2 ready line besides version 1's; ``format`` may be absent.
 V2_REQUIRED = ("bookie", "ops", "state", "answers")
-V2_FIELDS = (*V2_REQUIRED, "format")
+V2_FIELDS = (*V2_REQUIRED, "format", "config")
 
 
 class CapabilityError(BkrefError):
@@ -138,6 +140,7 @@ def _v2(document: dict[str, Any]) -> Capabilities:
             f"{', '.join(ANSWER_PROFILES)}"
         )
     journal_dirs, ledger_dirs = _format(document.get("format"))
+    config = _config(document.get("config"))
     return Capabilities(
         version=2,
         ops=frozenset(ops),
@@ -146,7 +149,32 @@ def _v2(document: dict[str, Any]) -> Capabilities:
         journal_dirs=journal_dirs,
         ledger_dirs=ledger_dirs,
         bookie=bookie,
+        config=config,
     )
+
+
+def _config(value: object) -> tuple[tuple[str, str], ...]:
+    """The ``config`` field: the configuration keys the model judges the bookie with (the
+    entry-log manager, logSizeLimit, the GC thresholds, ...), by the names of
+    impl/config/keys.py, each value a string as in a ``bk_server.conf``."""
+    if value is None:
+        return ()
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise CapabilityError(
+            f"ready line: field 'config' is {_describe(value)}; give an object of key names "
+            'and string values, as in a bk_server.conf: {"logSizeLimit": "1400", ...}'
+        )
+    for key in value:
+        if key not in KEYS_BY_NAME:
+            close = difflib.get_close_matches(key, KEYS_BY_NAME, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise CapabilityError(
+                f"ready line: field 'config' names {key!r}, which is no configuration key "
+                f"bkref knows{hint}; `bkref config` lists them"
+            )
+    return tuple(sorted(value.items()))
 
 
 def _format(value: object) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -32,7 +32,7 @@ class Capabilities:
     either answer profile."""
 
     version: int
-    #: The optional ops it supports, of ``checkpoint``, ``gc``, ``inspect``.
+    #: The optional ops it supports, of ``checkpoint``, ``gc``, ``inspect``, ``write_close``.
     ops: frozenset[str]
     #: How much state ``inspect`` gives: ``full``, ``protocol`` or ``none`` (spec/profile.py).
     state: str
@@ -45,6 +45,10 @@ class Capabilities:
     ledger_dirs: tuple[str, ...] = ()
     #: Free text naming the bookie, from the ready line (empty in version 1).
     bookie: str = ""
+    #: The configuration the ready line declares (``config``: key, value pairs by
+    #: impl/config/keys.py's names), which the model judges the bookie with, over the
+    #: ``--set`` pairs of the adapter command.
+    config: tuple[tuple[str, str], ...] = ()
 
     @property
     def levels(self) -> tuple[str, ...]:

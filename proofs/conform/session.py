@@ -159,8 +159,11 @@ class Session:
         self.dir = scenario_dir
         self.data_dir = os.path.join(scenario_dir, "data")
         self.stderr_path = os.path.join(scenario_dir, "stderr.log")
+        # The ready line's config over the adapter command's --set pairs: what the model
+        # judges this bookie's layout and GC with (its entry-log manager among them).
+        config = dict(conf.header_config(self.data_dir)) | dict(caps.config)
         header = TraceHeader(
-            config=conf.header_config(self.data_dir),
+            config=tuple(config.items()),
             source=f"bkref conform: {scenario.describe()} of {conf.adapter}",
             profile=Profile(acks="async", state=caps.state, answers=caps.answers),
         )

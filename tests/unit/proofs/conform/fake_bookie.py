@@ -15,7 +15,10 @@ Modes:
   must answer what it does not list with ``unsupported``);
 - ``format-elsewhere``: the ready line's ``format`` names empty directories under
   DATA_DIR/elsewhere instead of the adapter's own (its files are not where it says);
-- ``cannot-start``: writes a reason on stderr and exits 3 before any ready line.
+- ``cannot-start``: writes a reason on stderr and exits 3 before any ready line;
+- ``per-ledger-declared``: runs the adapter with an entry log per ledger (settings the
+  runner cannot see in the command) and says so in the ready line's ``config``;
+- ``per-ledger-undeclared``: the same without saying so.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ import os
 import subprocess
 import sys
 import threading
+
+#: The settings of the per-ledger modes.
+PER_LEDGER = {"entryLogPerLedgerEnabled": "true", "maximumNumberOfActiveEntryLogs": "2"}
 
 
 def main() -> int:
@@ -38,6 +44,9 @@ def main() -> int:
     restarted = os.path.exists(marker)
     with open(marker, "a"):
         pass
+    if mode.startswith("per-ledger-"):
+        for key, value in PER_LEDGER.items():
+            argv += ["--set", f"{key}={value}"]
     child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert child.stdin is not None and child.stdout is not None
     ops: dict[int, dict[str, object]] = {}
@@ -60,6 +69,8 @@ def main() -> int:
                     document["ops"] = sorted([*document.get("ops", []), "gc"])
                 if mode == "hide-gc":
                     document["ops"] = [op for op in document.get("ops", []) if op != "gc"]
+                if mode == "per-ledger-declared":
+                    document["config"] = dict(PER_LEDGER)
                 if mode == "format-elsewhere":
                     elsewhere = os.path.join(os.path.abspath(data_dir), "elsewhere")
                     dirs = [os.path.join(elsewhere, name) for name in ("journal", "ledgers")]

@@ -48,6 +48,16 @@ def test_version_2_claims_what_it_says() -> None:
     assert caps.levels == ("protocol", "structural", "format")
 
 
+def test_a_ready_line_may_declare_the_configuration_the_model_judges_with() -> None:
+    """spec/adapter.md, "Capabilities", ``config``: e.g. an entry log per ledger, so that a
+    bookie claiming state full is judged by that manager's layout rules."""
+    config = {"entryLogPerLedgerEnabled": "true", "logSizeLimit": "1400"}
+    caps = parse_ready(line({**V2, "ops": [*V2["ops"], "write_close"], "config": config}))  # type: ignore[misc]
+    assert caps.config == (("entryLogPerLedgerEnabled", "true"), ("logSizeLimit", "1400"))
+    assert "write_close" in caps.ops
+    assert parse_ready(line(V2)).config == ()
+
+
 def test_version_2_without_format_or_state() -> None:
     document = {**V2, "ops": [], "state": "none", "answers": "either"}
     del document["format"]
@@ -93,6 +103,11 @@ BAD: list[tuple[str, dict[str, object], str]] = [
         "format.ledger_dirs",
     ),
     ("v2 field in v1", {**V1, "ops": []}, "'ops'"),
+    ("config type", {**V2, "config": ["logSizeLimit=1400"]}, "'config'"),
+    ("config value type", {**V2, "config": {"logSizeLimit": 1400}}, "'config'"),
+    ("config unknown key", {**V2, "config": {"logSizeLimt": "1400"}}, "'logSizeLimit'"),
+    ("config in v1", {**V1, "config": {}}, "'config'"),
+    ("write_close twice", {**V2, "ops": ["write_close", "write_close"]}, "twice"),
 ]
 
 

@@ -179,6 +179,23 @@ def test_files_not_where_the_ready_line_says_fail_the_format_level(tmp_path: Pat
     assert "bkref's readers do not find it" in failure.message
 
 
+def test_the_ready_line_s_config_tells_the_model_the_entry_log_manager(tmp_path: Path) -> None:
+    """spec/adapter.md, "Capabilities", ``config``: a bookie whose settings the runner cannot
+    read from its command (here an entry log per ledger, set inside the fake) is judged by
+    its own manager's layout rules when its ready line declares them, and as a single log,
+    wrongly, when it does not."""
+    declared = Conformance(fake("per-ledger-declared"), seed=3, work_dir=str(tmp_path / "d"))
+    run = declared.run([0, 1])
+    assert [s.verdict for s in run.scenarios] == ["pass", "pass"], run.scenarios
+    assert run.capabilities is not None
+    assert ("entryLogPerLedgerEnabled", "true") in run.capabilities.config
+    undeclared = Conformance(
+        fake("per-ledger-undeclared"), seed=3, work_dir=str(tmp_path / "u"), shrink=False
+    )
+    failure = undeclared.run([0, 1]).scenarios[0].failure
+    assert failure is not None and "[R-LOG-ACTIVE]" in failure.message, failure
+
+
 def test_an_unclaimed_op_must_be_refused(tmp_path: Path) -> None:
     runner = Conformance(fake("hide-gc"), seed=1, work_dir=str(tmp_path), shrink=False)
     run = runner.run([0])
