@@ -956,7 +956,9 @@ class BookieModel:
             # what the file really holds (spec/protocol/compaction.md); the layout is
             # followed until the next restart.
             self.logs.relaxed = True
-            self.logs.may_vanish |= set(candidates)
+            self.logs.may_vanish |= {
+                i for i, log in self.logs.logs.items() if log.state == "flushed"
+            }
             return [
                 *notes,
                 f"GC cycle ({report.compaction}): dead entry logs {dead} deleted; of the "
