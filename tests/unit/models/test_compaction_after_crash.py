@@ -39,7 +39,7 @@ from spec.operations import (
     Rotate,
 )
 from spec.state import LogView
-from spec.trace import Trace
+from spec.trace import Step, Trace
 
 #: The refinement test's settings of the trace this class was found by (a 1400-byte log
 #: limit, two ledger directories, preallocation on).
@@ -64,7 +64,7 @@ DATA = b"A" * 40
 
 #: Before the crash: with ``sure``, a record of ledger 2 fsynced by a checkpoint first (the
 #: log's sure part), then records of ledgers 1 and 2 written and the log sealed, unsynced.
-BEFORE = {
+BEFORE: dict[bool, list[Operation]] = {
     True: [Add(2, 0, K2, DATA), Checkpoint(), Add(1, 0, K1, DATA), Add(2, 1, K2, DATA), Rotate()],
     False: [Add(1, 0, K1, DATA), Add(2, 0, K2, DATA), Rotate()],
 }
@@ -168,10 +168,11 @@ def _index_of(trace: Trace, name: str) -> int:
     return next(step.index for step in trace.steps if step.op.name == name)
 
 
-def _replaced(trace: Trace, index: int, **changes: object) -> Trace:
+def _replaced(trace: Trace, step: Step) -> Trace:
+    """The trace up to the step after ``step``, with ``step`` in place of its own."""
     steps = list(trace.steps)
-    steps[index] = attrs.evolve(steps[index], **changes)
-    return Trace(trace.header, tuple(steps[: index + 2]))
+    steps[step.index] = step
+    return Trace(trace.header, tuple(steps[: step.index + 2]))
 
 
 def test_the_class_trace_is_judged() -> None:
@@ -183,7 +184,7 @@ def test_a_copy_that_loses_surely_held_bytes_is_refused() -> None:
     trace = _unsure_trace()
     copy = _index_of(trace, "compact_copy")
     nothing = Result(phase=PhaseReport("copy", 0, None, 0))
-    verdict = replay_trace(_replaced(trace, copy, result=nothing))
+    verdict = replay_trace(_replaced(trace, attrs.evolve(trace.steps[copy], result=nothing)))
     assert not verdict.ok and verdict.failure is not None
     assert verdict.failure.step == copy
 
@@ -196,7 +197,7 @@ def test_a_copy_of_more_entries_than_the_claimed_bytes_is_refused() -> None:
     # 13 records of at least 20 bytes: more than the 120 live bytes claimed and the 120
     # bytes that may hold garbage records
     many = Result(phase=attrs.evolve(report, entries_moved=13))
-    verdict = replay_trace(_replaced(trace, copy, result=many))
+    verdict = replay_trace(_replaced(trace, attrs.evolve(trace.steps[copy], result=many)))
     assert not verdict.ok and verdict.failure is not None
     assert verdict.failure.step == copy
 
@@ -217,6 +218,8 @@ def test_a_new_log_outside_the_bounds_is_refused(ledger_bytes: tuple[tuple[int, 
         LogView(v.log_id, v.state, ledger_bytes) if v.log_id == report.new_log else v
         for v in step.state.entry_logs
     )
-    verdict = replay_trace(_replaced(trace, index, state=attrs.evolve(step.state, entry_logs=logs)))
+    verdict = replay_trace(
+        _replaced(trace, attrs.evolve(step, state=attrs.evolve(step.state, entry_logs=logs)))
+    )
     assert not verdict.ok and verdict.failure is not None
     assert verdict.failure.step == index and "R-COMPACTION" in verdict.failure.message
