@@ -81,6 +81,7 @@ from models.entrylog.manager import (
 )
 from models.index.ledger_index import BeyondModel, Dur, LedgerIndexModel, Sure
 from models.journal.last_mark import LastMarkModel
+from spec.crash import KeepAll, KillProcess
 from spec.operations import (
     Add,
     CheckDirs,
@@ -381,6 +382,11 @@ class _Compaction:
     moved: dict[int, int]
     entries: int
     phase: str = "copied"
+    #: The source's map claimed records a crash may have lost: the live bytes it surely
+    #: held, the least the copy holds (``moved`` is the most). None: it holds ``moved``.
+    low: dict[int, int] | None = None
+    #: With ``low``: the most bytes of garbage records (of other ledgers) it may also hold.
+    slack: int = 0
 
 
 @attrs.define
@@ -794,6 +800,8 @@ class BookieModel:
             or self.ledgers.deletion_unsure()
             # The step's report is not computed; the next state is judged by the rules.
             or self._gc_unseen()
+            # A compaction's new log holds what the next state shows (bounded only).
+            or bool(self.logs.unresolved)
         )
 
     def _gc_errors(self) -> set[str | None]:
@@ -944,6 +952,20 @@ class BookieModel:
             return notes + self._gc_relaxed(op, report)
         dead, candidates = self._gc_begin_checks(index, op, report)
         live = self._live()
+        if any(self.logs.unsure(source) for source in candidates):
+            # A candidate's map claims records a crash may have lost: its compaction copies
+            # what the file really holds (spec/protocol/compaction.md); the layout is
+            # followed until the next restart.
+            self.logs.relaxed = True
+            self.logs.may_vanish |= {
+                i for i, log in self.logs.logs.items() if log.state == "flushed"
+            }
+            return [
+                *notes,
+                f"GC cycle ({report.compaction}): dead entry logs {dead} deleted; of the "
+                f"candidates {candidates}, some claim records a crash may have lost: what "
+                "their compactions copied is followed",
+            ]
         moved = [(source, self.logs.live_bytes(source, live)) for source in candidates]
         moved_bytes = sum(sum(m.values()) for _, m in moved)
         if report.logs_compacted != len(candidates) or not _entries_fit(
@@ -1055,6 +1077,19 @@ class BookieModel:
             ]
         live = self._live()
         moved = self.logs.live_bytes(source, live)
+        low = self.logs.sure_live_bytes(source, live) if self.logs.unsure(source) else None
+        if moved and low is not None and report.new_log is None:
+            # The map claimed live records a crash may have lost: the copy found no live
+            # record, so it deleted the source (spec/protocol/compaction.md, "A map that
+            # claims records a crash lost"); not when some live bytes were surely held.
+            if low:
+                raise Divergence(
+                    index,
+                    f"compact_copy of entry log {source} found nothing live and made no new "
+                    f"log; it surely holds the live bytes {low} (fsynced before the crash)",
+                    rule="R-COMPACTION",
+                )
+            moved = {}
         if not moved:
             self._check_phase(index, op, report, PhaseReport("copy", source, None, 0))
             ids = self.logs.next_compaction_ids()
@@ -1093,15 +1128,20 @@ class BookieModel:
                 f"compact_copy answered {report.describe()}; the next candidate is {source}",
                 rule="R-COMPACTION",
             )
-        if not _entries_fit(report.entries_moved, sum(moved.values())):
+        garbage = self.logs.unsure_bytes(source) if low is not None else 0
+        if not _entries_fit(report.entries_moved, sum(moved.values()) + garbage):
+            sure = "" if low is None else f" (surely held: {low})"
             raise Divergence(
                 index,
                 f"compact_copy moved {report.entries_moved} entries; the live ledgers of entry "
-                f"log {source} hold {dict(moved)} bytes",
+                f"log {source} hold {dict(moved)} bytes{sure}",
                 rule="R-COMPACTION",
             )
         self.logs.take_compaction_id(new_id)
-        cycle.current = _Compaction(source, new_id, moved, report.entries_moved)
+        slack = self.logs.unsure_bytes(source) if low is not None else 0
+        cycle.current = _Compaction(
+            source, new_id, moved, report.entries_moved, low=low, slack=slack
+        )
         return [
             f"compaction phase 1: the live ledgers {sorted(moved)} of entry log {source} "
             f"copied into {new_id}.log.compacting (not durable; a crash now undoes it)"
@@ -1149,7 +1189,12 @@ class BookieModel:
             moved = tuple(sorted(current.moved.items()))
             self.gc_compactions.append(
                 CompactionOutcome(
-                    current.source, current.new_id, moved, "yes", self._exact(current.source)
+                    current.source,
+                    current.new_id,
+                    moved,
+                    "yes",
+                    self._copy_exact(current),
+                    current.slack,
                 )
             )
             # Phase 3 failed: the bookie fails, as after a failed checkpoint; recovery
@@ -1175,7 +1220,9 @@ class BookieModel:
         # the rotated logs become flushed, the active log's bytes durable.
         self.logs.checkpoint()
         exact = self._exact(current.source)
-        self.logs.compacted(current.source, current.new_id, current.moved)
+        self.logs.compacted(
+            current.source, current.new_id, current.moved, current.low, current.slack
+        )
         if not exact:
             # A damaged source: the new log holds what its records really held (the read-backs
             # check every durable entry); the layout is followed until the next restart.
@@ -1191,6 +1238,16 @@ class BookieModel:
         ``suspect``: not for a log whose contents came from a damaged tail)."""
         return source not in self.logs.suspect
 
+    def _copy_exact(self, current: _Compaction) -> bool:
+        """Whether the new log of the compaction ``current`` holds exactly its ``moved``
+        bytes (not when the source was damaged, or its map claimed records a crash may have
+        lost: it then holds at most them)."""
+        return self._exact(current.source) and current.low is None
+
+    def _source_exact(self, source: int) -> bool:
+        """As :meth:`_copy_exact`, for a compaction of ``source`` not begun yet."""
+        return self._exact(source) and not (source in self.logs.logs and self.logs.unsure(source))
+
     # What a crash in the middle of a GC step may have left (see crash_outcomes).
 
     def _interrupted_gc_begin(self, op: Gc | GcBegin) -> None:
@@ -1204,7 +1261,8 @@ class BookieModel:
                     current.new_id,
                     tuple(sorted(current.moved.items())),
                     finish,
-                    self._exact(current.source),
+                    self._copy_exact(current),
+                    current.slack,
                 )
             )
         self.gc = None
@@ -1217,8 +1275,17 @@ class BookieModel:
                 for source in self.logs.candidates(live, threshold) if kind != "none" else []:
                     if all(c.source != source for c in self.gc_compactions):
                         moved = tuple(sorted(self.logs.live_bytes(source, live).items()))
+                        unsure = self.logs.unsure(source)
                         self.gc_compactions.append(
-                            CompactionOutcome(source, None, moved, "maybe", self._exact(source))
+                            CompactionOutcome(
+                                source,
+                                None,
+                                moved,
+                                "maybe",
+                                self._source_exact(source),
+                                self.logs.unsure_bytes(source) if unsure else 0,
+                                unsure and not self.logs.sure_live_bytes(source, live),
+                            )
                         )
 
     def _interrupted_compact_copy(self, _op: CompactCopy) -> None:
@@ -1228,8 +1295,10 @@ class BookieModel:
         source = cycle.candidates[0]
         if source not in self.logs.logs:
             return  # followed, not predicted (a fault): the layout shows what is left
-        if not self.logs.live_bytes(source, self._live()):
-            self.gc_vanish.add(source)  # nothing live: the copy deletes the source
+        if not self.logs.sure_live_bytes(source, self._live()):
+            # Nothing (surely) live: the copy deletes the source, or may (spec/protocol/
+            # compaction.md: a map may claim records a crash lost).
+            self.gc_vanish.add(source)
 
     def _interrupted_phase(self, finish: str) -> None:
         cycle = self.gc
@@ -1239,7 +1308,12 @@ class BookieModel:
         moved = tuple(sorted(current.moved.items()))
         self.gc_compactions.append(
             CompactionOutcome(
-                current.source, current.new_id, moved, finish, self._exact(current.source)
+                current.source,
+                current.new_id,
+                moved,
+                finish,
+                self._copy_exact(current),
+                current.slack,
             )
         )
         cycle.current = None
@@ -1269,7 +1343,12 @@ class BookieModel:
             moved = tuple(sorted(current.moved.items()))
             compactions.append(
                 CompactionOutcome(
-                    current.source, current.new_id, moved, finish, self._exact(current.source)
+                    current.source,
+                    current.new_id,
+                    moved,
+                    finish,
+                    self._copy_exact(current),
+                    current.slack,
                 )
             )
         vanish = frozenset(self.gc_vanish | self.logs.may_vanish | self.maybe_dead)
@@ -1782,6 +1861,8 @@ class BookieModel:
             # A crash while down only means something when recovery was interrupted.
             raise ModelUsageError("a crash while the bookie is down: restart first")
         self.interrupted = None
+        if not isinstance(op.plan, KeepAll | KillProcess):
+            self.logs.lost_unsynced()  # what was never fsynced may be gone
         if self.status == "up":
             self._die(clean=False)
         elif self.status == "stopped":
@@ -2107,6 +2188,9 @@ class BookieModel:
         logs = self.logs
         if logs.provisional:
             self._resolve_new_logs(index, views)
+        problem = logs.resolve_copy(views, set(observed.deleted_ledgers))
+        if problem is not None:
+            raise Divergence(index, problem, rule="R-COMPACTION")
         if self.async_acks:
             for view in views:
                 log = logs.logs.get(view.log_id)
@@ -2492,7 +2576,8 @@ def _died_in(op: Operation) -> str:
 
 def _entries_fit(entries: int, record_bytes_moved: int) -> bool:
     """Whether ``entries`` records can hold ``record_bytes_moved`` bytes: none for none, and
-    each record is at least its size prefix and ids."""
+    each record is at least its size prefix and ids (so at most those bytes: a copy of fewer
+    bytes fits too)."""
     if record_bytes_moved == 0:
         return entries == 0
     return 0 < entries * RECORD_OVERHEAD_BYTES <= record_bytes_moved

@@ -111,6 +111,12 @@ class LogModel:
     #: with an entry log per ledger, what a checkpoint makes durable (``written`` may count
     #: records the bookie put in a new log the model has not seen).
     seen: dict[int, int] | None = None
+    #: After a crash, the bytes per ledger the log surely holds: what was fsynced before the
+    #: crash (a log a checkpoint flushed is wholly sure). None: all of ``written`` (every log
+    #: of a run without a crash, and every log written and fsynced in this run). A log's map
+    #: may claim records the crash lost (spec/protocol/compaction.md): a compaction of it
+    #: copies between its sure and its claimed live bytes. Kept until the log is gone.
+    sure: dict[int, int] | None = None
 
     def view(self) -> LogView:
         """The log as the abstract state shows it (built anew: the harness compares after
@@ -129,6 +135,21 @@ class LogModel:
             assert size > 0, (ledger, size)
         for ledger, size in self.durable.items():
             assert 0 < size <= self.written.get(ledger, 0), (self.log_id, ledger)
+        for ledger, size in (self.sure or {}).items():
+            assert 0 < size <= self.written.get(ledger, 0), (self.log_id, ledger)
+
+    def surely_held(self) -> dict[int, int]:
+        """The bytes per ledger the log surely holds (``sure``, or all it has)."""
+        return dict(self.written) if self.sure is None else dict(self.sure)
+
+
+def _sure_after(sure: dict[int, int] | None, written: dict[int, int]) -> dict[int, int] | None:
+    """A log's ``sure`` bytes, bounded by what it now shows to have (``written``): None when
+    it is all sure."""
+    if sure is None:
+        return None
+    capped = {k: min(n, written[k]) for k, n in sure.items() if n > 0 and k in written}
+    return None if capped == written else capped
 
 
 #: What a crash may have left of one compaction: ``no`` (undone: the source stays, the new
@@ -152,12 +173,21 @@ class CompactionOutcome:
     #: records per ledger were read by the bookie's scan, undersized and garbled records
     #: included, which a compaction does not copy; the new log then holds at most ``moved``.
     exact: bool = True
+    #: Not ``exact`` because the source's map claimed records a crash may have lost: the
+    #: most bytes of garbage records of other ledgers the new log may hold, and whether the
+    #: copy may have found nothing (no live byte surely held: the source is then just
+    #: deleted). See spec/protocol/compaction.md, "A map that claims records a crash lost".
+    slack: int = 0
+    may_be_empty: bool = False
 
     def _holds(self, view: LogView) -> bool:
         if self.exact:
             return view.ledger_bytes == self.moved
         most = dict(self.moved)
-        return all(led in most and n <= most[led] for led, n in view.ledger_bytes)
+        other = sum(n for led, n in view.ledger_bytes if led not in most)
+        return other <= self.slack and all(
+            n <= most[led] for led, n in view.ledger_bytes if led in most
+        )
 
     def describe(self) -> str:
         """What recovery must make of this compaction, in words (``bkref explain``)."""
@@ -213,8 +243,8 @@ class CompactionOutcome:
             if self.source in may_vanish:
                 return None  # undone, then deleted as a dead log
             return f"entry log {self.source} vanished; its compaction was undone"
-        if not self.moved:
-            return None  # nothing live: the source is just deleted
+        if not self.moved or self.may_be_empty:
+            return None  # nothing (surely) live: the source may just be deleted
         if self.new_id is not None:
             view = seen.get(self.new_id)
             if view is None or not self._holds(view) or view.state != "flushed":
@@ -415,6 +445,11 @@ class EntryLogManagerModel:
         self.per_ledger = False
         #: Slots: active logs shared by ledgers, an add may go to any of them.
         self.shared_logs = False
+        #: New logs of compactions whose sources' maps claimed records a crash may have lost:
+        #: their id -> the bytes per ledger they surely hold (``written`` is the most) and the
+        #: most bytes of records of other ledgers they may hold (garbage the crash left); the
+        #: next compared state shows what they hold (:meth:`resolve_copy`).
+        self.unresolved: dict[int, tuple[dict[int, int], int]] = {}
 
     # --- the operations, in the implementation's order ---------------------------------
 
@@ -544,6 +579,22 @@ class EntryLogManagerModel:
         """Log ``log_id``'s bytes per live ledger: what a compaction copies."""
         return {led: n for led, n in self.logs[log_id].written.items() if led in live}
 
+    def sure_live_bytes(self, log_id: int, live: frozenset[int] | set[int]) -> dict[int, int]:
+        """Log ``log_id``'s bytes per live ledger that it surely holds: the least a compaction
+        copies (all of :meth:`live_bytes` unless a crash may have lost some of its records)."""
+        held = self.logs[log_id].surely_held()
+        return {led: n for led, n in held.items() if led in live}
+
+    def unsure(self, log_id: int) -> bool:
+        """Whether a crash may have lost some of the records log ``log_id``'s map claims."""
+        return self.logs[log_id].sure is not None
+
+    def unsure_bytes(self, log_id: int) -> int:
+        """The bytes of log ``log_id`` a crash may have lost or garbled (its map claims them,
+        nothing made them durable): where a scan may find records of any ledger."""
+        log = self.logs[log_id]
+        return sum(log.written.values()) - sum(log.surely_held().values())
+
     def candidates(self, live: frozenset[int] | set[int], threshold: float) -> list[int]:
         """The logs a compaction of ``threshold`` takes, in order: flushed, some byte live
         (remaining > 0), usage = remaining / total below the threshold; lowest usage first,
@@ -606,16 +657,38 @@ class EntryLogManagerModel:
             self.preallocated = True  # the next id is a preallocated log's
         self._skip_taken()
 
-    def compacted(self, source: int, new_id: int, moved: dict[int, int]) -> None:
+    def compacted(
+        self,
+        source: int,
+        new_id: int,
+        moved: dict[int, int],
+        low: dict[int, int] | None = None,
+        slack: int = 0,
+    ) -> None:
         """Phase 3 finished: the source is gone and the new log is flushed, holding exactly
-        ``moved`` (its ledgers map too, durable: phase 2 fsynced it)."""
+        ``moved`` (its ledgers map too, durable: phase 2 fsynced it); between ``low`` and
+        ``moved`` when ``low`` is given (:meth:`add_compacted`)."""
         self.remove(source)
-        self.add_compacted(new_id, moved)
+        self.add_compacted(new_id, moved, low, slack)
 
-    def add_compacted(self, new_id: int, moved: dict[int, int]) -> None:
-        """A compaction's new log, flushed, holding exactly ``moved``, its map durable."""
+    def add_compacted(
+        self,
+        new_id: int,
+        moved: dict[int, int],
+        low: dict[int, int] | None = None,
+        slack: int = 0,
+    ) -> None:
+        """A compaction's new log, flushed, holding exactly ``moved``, its map durable; or,
+        when ``low`` is given (the source's map claimed records a crash may have lost), at
+        least ``low`` and at most ``moved`` per ledger, and at most ``slack`` bytes of
+        records of other ledgers (garbage the crash left where records were lost), as the
+        next state shows (:meth:`resolve_copy`)."""
         pairs = tuple(sorted(moved.items()))
         log = LogModel(new_id, "flushed", dict(moved), dict(moved), (True, pairs), True)
+        if low is not None:
+            log.durable = {k: n for k, n in low.items() if n > 0}
+            log.ledgers_map, log.map_durable = None, False
+            self.unresolved[new_id] = (dict(log.durable), slack)
         self._put(new_id, log)
         self.max_seen_id = max(self.max_seen_id, new_id)
 
@@ -672,6 +745,42 @@ class EntryLogManagerModel:
         # GC removed, used again).
         self.max_seen_id = max([self.max_before_provisional, *self.logs])
         self._update_least_unflushed()
+
+    def resolve_copy(self, views: tuple[LogView, ...], deleted: set[int]) -> str | None:
+        """The new logs of compactions whose sources were unsure (``unresolved``), as the
+        state ``views`` shows them: each flushed, some bytes, per claimed live ledger between
+        the sure live bytes and the claimed ones, and of other ledgers not deleted (garbage
+        records a crash left in the lost part) no more bytes than that part; then taken as
+        known exactly. Why not, or None."""
+        byid = {view.log_id: view for view in views}
+        for new_id, (low, slack) in sorted(self.unresolved.items()):
+            log = self.logs.get(new_id)
+            if log is None:
+                continue
+            view = byid.get(new_id)
+            have = {} if view is None else dict(view.ledger_bytes)
+            high = log.written
+            other = {k: n for k, n in have.items() if k not in high}
+            fits = (
+                all(have[k] <= n for k, n in high.items() if k in have)
+                and all(have.get(k, 0) >= n for k, n in low.items())
+                and sum(other.values()) <= slack
+                and not set(other) & deleted
+            )
+            if view is None or view.state != "flushed" or not have or not fits:
+                found = "missing" if view is None else f"{view.state}, {have}"
+                return (
+                    f"entry log {new_id}, a compaction of a log whose map claimed records a "
+                    f"crash may have lost, is {found}; it must be flushed with at least "
+                    f"{low} (the live bytes surely held) and at most {high} (the live bytes "
+                    f"the map claimed) per ledger, and at most {slack} bytes of other ledgers "
+                    "not deleted (garbage records where the crash lost records)"
+                )
+            pairs = tuple(sorted(have.items()))
+            log.written, log.durable = dict(have), dict(have)
+            log.ledgers_map, log.map_durable = (True, pairs), True
+        self.unresolved = {}
+        return None
 
     def observed_flushed(self, log_id: int) -> None:
         """A rotated log was seen flushed (a checkpoint the bookie ran on its own: under
@@ -748,11 +857,17 @@ class EntryLogManagerModel:
         self.removed |= {log_id for log_id in before if log_id not in seen}
         self.logs = {}
         self.suspect &= seen
+        self.unresolved = {}
         for view in views:
             written = dict(view.ledger_bytes)
             durable = written if view.state == "flushed" else {}
             log = LogModel(view.log_id, view.state, written, dict(durable))
             old = before.get(view.log_id)
+            found = None if maps is None else maps.get(view.log_id)
+            scanned = maps is not None and (found is None or found[1] is None)
+            if old is not None and not scanned:
+                # (A log with no map that reads whole shows what the scan read: its records.)
+                log.sure = _sure_after(old.sure, written)
             if (
                 after_restart
                 and old is not None
@@ -797,10 +912,13 @@ class EntryLogManagerModel:
         every id seen, and leastUnflushedLogId is followed from now on."""
         before = self.logs
         self.logs = {}
+        self.unresolved = {}
         for view in views:
             written = dict(view.ledger_bytes)
             old = before.get(view.log_id)
             log = LogModel(view.log_id, view.state, written, seen=dict(written))
+            if old is not None:
+                log.sure = _sure_after(old.sure, written)
             if view.state == "flushed":
                 log.durable = dict(written)
             elif old is not None:
@@ -836,6 +954,17 @@ class EntryLogManagerModel:
         self._skip_taken()
         self.created = {}
 
+    def lost_unsynced(self) -> None:
+        """A crash that may lose what was never fsynced (a power cut; not a killed process,
+        whose page cache the restart reads): every log surely holds its fsynced bytes only,
+        though its map (or the header pointing at it) may still claim the rest (R-LOG-CRASH,
+        spec/protocol/compaction.md)."""
+        for log in self.logs.values():
+            held = log.surely_held()
+            log.sure = _sure_after(
+                {k: min(n, log.durable.get(k, 0)) for k, n in held.items()}, log.written
+            )
+
     def restarted(self) -> None:
         """A new run: nothing is created in it yet, the next id is unknown until seen, and
         the logs of earlier runs are sealed (the first state of the run replaces them with
@@ -843,6 +972,7 @@ class EntryLogManagerModel:
         for log in self.logs.values():
             if log.state in ("active", "rotated"):
                 log.state = "flushed"
+        self.unresolved = {}
         self.next_id = None
         self.provisional = []
         self.created = {}

@@ -40,6 +40,16 @@ shorter examples had not reached them.
   never made logs are kept across restarts, and recovery may take them
   (models/entrylog/manager.py ``released`` and ``freed``). Found by the README's main job
   (seed 1) once its workload read each ledger right after its delete.
+- Found by the Hypothesis refinement test (tests/refinement/test_refinement.py, a random run),
+  shrunk by hand from 32 steps to 12: an entry log sealed (its ledgers map appended, its
+  header pointed at it) but never fsynced, and a crash that kept the map and the header but
+  not the records. The restarted bookie reports the map's bytes; a forced cycle takes the log
+  as a candidate and its copy finds no live record, so it deletes the source and makes no new
+  log. The model expected a copy of the map's live bytes; it now gives each log adopted after
+  a crash the bytes surely held (fsynced before it) and lets a compaction copy anything
+  between those and the map's (spec/protocol/compaction.md, "A map that claims records a
+  crash lost"; models/entrylog/manager.py ``LogModel.sure``). The class of such histories:
+  tests/unit/models/test_compaction_after_crash.py.
 """
 
 from __future__ import annotations
@@ -50,7 +60,7 @@ import pytest
 
 from models.entrylog.manager import CompactionOutcome
 from proofs.harness.replay import Verdict, replay_trace
-from spec.operations import Crash, Gc, Restart
+from spec.operations import CompactCopy, Crash, Gc, PhaseReport, Restart
 from spec.state import LogView
 from spec.trace import Trace, read_trace_bytes
 
@@ -142,3 +152,11 @@ def test_which_ids_a_new_log_may_take_again() -> None:
     logs.take_compaction_id(4)
     logs.restarted()
     assert logs.freed(4) and not logs.freed(5)
+
+
+def test_a_copy_of_a_log_whose_map_claims_records_a_crash_lost_may_find_nothing() -> None:
+    trace, verdict = _verdict("compaction-of-a-map-claiming-records-a-crash-lost")
+    assert verdict.ok, verdict.failure
+    ops = [step.op for step in trace.steps]
+    assert any(isinstance(op, Crash) for op in ops) and isinstance(ops[-1], CompactCopy)
+    assert trace.steps[-1].result.phase == PhaseReport("copy", 0, None, 0)
