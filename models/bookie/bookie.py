@@ -1300,22 +1300,19 @@ class BookieModel:
             # compaction.md: a map may claim records a crash lost).
             self.gc_vanish.add(source)
 
+    def _outcome(self, current: _Compaction, finish: str) -> CompactionOutcome:
+        """What a crash may leave of the compaction in flight, ``finish`` being whether the
+        restart finishes it (yes, no, maybe)."""
+        moved = tuple(sorted(current.moved.items()))
+        return CompactionOutcome(
+            current.source, current.new_id, moved, finish, self._copy_exact(current), current.slack
+        )
+
     def _interrupted_phase(self, finish: str) -> None:
         cycle = self.gc
         if cycle is None or cycle.current is None:
             return
-        current = cycle.current
-        moved = tuple(sorted(current.moved.items()))
-        self.gc_compactions.append(
-            CompactionOutcome(
-                current.source,
-                current.new_id,
-                moved,
-                finish,
-                self._copy_exact(current),
-                current.slack,
-            )
-        )
+        self.gc_compactions.append(self._outcome(cycle.current, finish))
         cycle.current = None
 
     def _interrupted_compact_flush(self, _op: CompactFlush) -> None:
@@ -1338,19 +1335,8 @@ class BookieModel:
         compactions = list(self.gc_compactions)
         cycle = self.gc
         if cycle is not None and cycle.current is not None:
-            current = cycle.current
-            finish = "yes" if current.phase == "flushed" else "no"
-            moved = tuple(sorted(current.moved.items()))
-            compactions.append(
-                CompactionOutcome(
-                    current.source,
-                    current.new_id,
-                    moved,
-                    finish,
-                    self._copy_exact(current),
-                    current.slack,
-                )
-            )
+            finish = "yes" if cycle.current.phase == "flushed" else "no"
+            compactions.append(self._outcome(cycle.current, finish))
         vanish = frozenset(self.gc_vanish | self.logs.may_vanish | self.maybe_dead)
         if not compactions and not vanish:
             return constraints
