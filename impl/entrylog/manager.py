@@ -87,6 +87,8 @@ T = TypeVar("T")
 
 #: A record's size prefix and ledger id, checked on every add with one unpack.
 _RECORD_HEAD = struct.Struct(">iq")
+#: Nanoseconds per second (the managers' expiry times are configured in seconds).
+NS_PER_S = 1_000_000_000
 
 
 class LogState(enum.Enum):

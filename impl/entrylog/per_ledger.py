@@ -70,13 +70,14 @@ from __future__ import annotations
 
 import collections
 import functools
-import struct
 
 from impl.clock import Clock
 from impl.entrylog.buffered_channel import BufferedChannel
 from impl.entrylog.ids import LogIdAllocator, RecentEntryLogsStatus
 from impl.entrylog.ledger_dirs import DirState, LedgerDirs
 from impl.entrylog.manager import (
+    _RECORD_HEAD,
+    NS_PER_S,
     EntryLogManagerBase,
     LogChannel,
     LogDescription,
@@ -92,11 +93,6 @@ from impl.format.entry_log import (
 from impl.fs.api import FileSystem
 from spec.errors import FsNoSpace, NoWritableLedgerDir
 from spec.ids import LOCATION_OFFSET_END, EntryLogId, LedgerId, Location
-
-NS_PER_S = 1_000_000_000
-
-#: A record's size prefix and ledger id, checked on every add with one unpack.
-_RECORD_HEAD = struct.Struct(">iq")
 
 
 class CurrentLog:
