@@ -65,7 +65,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 import attrs
 
@@ -1446,6 +1446,12 @@ class Bookie:
     def recovery(self) -> RecoveryReport:
         """What the last open replayed (a clean restart replays nothing)."""
         return self._recovery
+
+    @property
+    def entry_log_events(self) -> Mapping[str, int]:
+        """What the entry-log manager let go or moved since this run opened, and why
+        (impl/entrylog/manager.py EVENTS): evictions, write closes, full directories."""
+        return dict(self._entry_logger.manager.events)
 
     @property
     def last_mark(self) -> LogMark:

@@ -54,6 +54,7 @@ by impl/entrylog/compactor.py.
 from __future__ import annotations
 
 import abc
+import collections
 import contextlib
 import enum
 import functools
@@ -89,6 +90,29 @@ T = TypeVar("T")
 _RECORD_HEAD = struct.Struct(">iq")
 #: Nanoseconds per second (the managers' expiry times are configured in seconds).
 NS_PER_S = 1_000_000_000
+
+#: What a manager with many active logs counts in ``events`` (EntryLogManagerBase): with a
+#: log per ledger, a ledger's log evicted (sealed) because it took no add for the access
+#: expiry, or to make room under maximumNumberOfActiveEntryLogs, or sealed by a checkpoint
+#: after the ledger's write close, or moved off a directory that filled up; with slots, a
+#: ledger's slot forgotten on expiry or at the most ledgers mapped, a slot's log sealed by a
+#: checkpoint once its ledgers are all write-closed, a full directory's slot retired.
+EVICTED_ON_EXPIRY = "a ledger's log evicted on expiry"
+EVICTED_AT_MOST_ACTIVE = "a ledger's log evicted at the most active logs"
+SEALED_WRITE_CLOSED = "a write-closed ledger's log sealed"
+MOVED_OFF_FULL_DIR = "a ledger's log moved off a full directory"
+FORGOTTEN_ON_EXPIRY = "a ledger's slot forgotten on expiry"
+FORGOTTEN_AT_MOST_MAPPED = "a ledger's slot forgotten at the most mapped"
+RETIRED_FULL_DIR = "a full directory's slot retired"
+EVENTS = (
+    EVICTED_ON_EXPIRY,
+    EVICTED_AT_MOST_ACTIVE,
+    SEALED_WRITE_CLOSED,
+    MOVED_OFF_FULL_DIR,
+    FORGOTTEN_ON_EXPIRY,
+    FORGOTTEN_AT_MOST_MAPPED,
+    RETIRED_FULL_DIR,
+)
 
 
 class LogState(enum.Enum):
@@ -178,6 +202,9 @@ class EntryLogManagerBase(abc.ABC):
         self._rotated: list[LogChannel] = []
         self._flushed: dict[int, LogDescription] = {}
         self._closed = False
+        #: What this manager let go or moved, and why, counted since it opened (the managers
+        #: with many active logs: evictions, write closes, full directories; EVENTS).
+        self.events: collections.Counter[str] = collections.Counter()
         ledger_dirs.add_listener(self._on_dir_state)
 
     # --- the interface every manager has -----------------------------------------------

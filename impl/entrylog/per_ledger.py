@@ -77,7 +77,11 @@ from impl.entrylog.ids import LogIdAllocator, RecentEntryLogsStatus
 from impl.entrylog.ledger_dirs import DirState, LedgerDirs
 from impl.entrylog.manager import (
     _RECORD_HEAD,
+    EVICTED_AT_MOST_ACTIVE,
+    EVICTED_ON_EXPIRY,
+    MOVED_OFF_FULL_DIR,
     NS_PER_S,
+    SEALED_WRITE_CLOSED,
     EntryLogManagerBase,
     LogChannel,
     LogDescription,
@@ -262,6 +266,7 @@ class PerLedgerEntryLogManager(EntryLogManagerBase):
             self._dir_for_new_log()
             while len(self._current) >= self._max_active:
                 self._evict(next(iter(self._current.values())))  # the cache's maximumSize
+                self.events[EVICTED_AT_MOST_ACTIVE] += 1
             log = self._allocate(self._dir_for_new_log())
             current = CurrentLog(ledger_id, log, now)
             self._current[ledger_id] = current
@@ -273,6 +278,8 @@ class PerLedgerEntryLogManager(EntryLogManagerBase):
             # flushAndForceWriteIfRegularFlush before a rotation from an add.
             self._guard(old, "forcing", lambda: old.channel.flush_and_force(False))
         self._seal(old)
+        if current.dir_full:
+            self.events[MOVED_OFF_FULL_DIR] += 1
         new = self._allocate(directory)
         del self._by_log[old.log_id]
         current.log = new
@@ -304,6 +311,7 @@ class PerLedgerEntryLogManager(EntryLogManagerBase):
             if now - oldest.last_access_ns < self._expiry_ns:
                 return
             self._evict(oldest)
+            self.events[EVICTED_ON_EXPIRY] += 1
 
     def _evict(self, current: CurrentLog) -> None:
         """onCacheEntryRemoval: seal the ledger's log and move it to the rotated list; the
@@ -340,6 +348,7 @@ class PerLedgerEntryLogManager(EntryLogManagerBase):
             current = self._current.get(ledger_id)
             if current is not None:
                 self._evict(current)
+                self.events[SEALED_WRITE_CLOSED] += 1
             self._write_closed.discard(ledger_id)
 
     def preallocate(self) -> EntryLogId | None:

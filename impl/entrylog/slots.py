@@ -72,7 +72,11 @@ from impl.entrylog.ids import LogIdAllocator, RecentEntryLogsStatus
 from impl.entrylog.ledger_dirs import DirState, LedgerDirs
 from impl.entrylog.manager import (
     _RECORD_HEAD,
+    FORGOTTEN_AT_MOST_MAPPED,
+    FORGOTTEN_ON_EXPIRY,
     NS_PER_S,
+    RETIRED_FULL_DIR,
+    SEALED_WRITE_CLOSED,
     EntryLogManagerBase,
     LogChannel,
     LogDescription,
@@ -285,6 +289,7 @@ class SlotsEntryLogManager(EntryLogManagerBase):
             self._next_slot = (slot.index + 1) % len(self._slots)
             while len(self._mapped) > self._max_mapped:
                 self._mapped.popitem(last=False)  # the map's maximumSize: forget the oldest
+                self.events[FORGOTTEN_AT_MOST_MAPPED] += 1
         else:
             mapping.last_access_ns = now
             self._mapped.move_to_end(ledger_id)
@@ -336,6 +341,7 @@ class SlotsEntryLogManager(EntryLogManagerBase):
             if now - oldest.last_access_ns < self._expiry_ns:
                 return
             self._mapped.popitem(last=False)
+            self.events[FORGOTTEN_ON_EXPIRY] += 1
 
     def _retire(self, slot: Slot) -> None:
         """Seal the slot's current log and move it to the rotated list; the slot has no log
@@ -360,6 +366,7 @@ class SlotsEntryLogManager(EntryLogManagerBase):
                 continue
             if slot.log is not None:
                 self._retire(slot)
+                self.events[RETIRED_FULL_DIR] += 1
             for ledger_id in [k for k, m in self._mapped.items() if m.slot is slot]:
                 del self._mapped[ledger_id]
         self._retire_pending = False
@@ -394,6 +401,7 @@ class SlotsEntryLogManager(EntryLogManagerBase):
             log = slot.log
             if log is not None and log.ledgers and set(log.ledgers) <= self._write_closed:
                 self._retire(slot)
+                self.events[SEALED_WRITE_CLOSED] += 1
         for ledger_id in self._write_closed:
             self._mapped.pop(ledger_id, None)
         still = {ledger for log in self.actives() for ledger in log.ledgers}

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 import pytest
 
+from impl.entrylog.manager import SEALED_WRITE_CLOSED
 from proofs.harness.refinement import SMALL_SETTINGS, InProcessBookie, Refinement
 from spec.crash import LoseUnsynced
 from spec.operations import (
@@ -43,8 +44,18 @@ SINGLE = {**SMALL_SETTINGS, "logSizeLimit": "1048576"}
 
 
 def _run(settings: Mapping[str, str], ops: list[Operation]) -> list[Step]:
-    harness = Refinement(InProcessBookie(settings), settings)
-    return [harness.run(op) for op in ops]
+    return _run_counting(settings, ops)[0]
+
+
+def _run_counting(
+    settings: Mapping[str, str], ops: list[Operation]
+) -> tuple[list[Step], Mapping[str, int]]:
+    """The steps, and what the entry-log manager counted (Bookie.entry_log_events)."""
+    sut = InProcessBookie(settings)
+    harness = Refinement(sut, settings)
+    steps = [harness.run(op) for op in ops]
+    assert sut.bookie is not None
+    return steps, sut.bookie.entry_log_events
 
 
 def _logs(state: AbstractState | None) -> dict[int, tuple[str, tuple[int, ...]]]:
@@ -77,7 +88,7 @@ def test_the_answers_no_ledger_unauthorized_and_ok() -> None:
 
 
 def test_a_log_per_ledger_seals_the_write_closed_ledger_s_log_at_the_next_checkpoint() -> None:
-    steps = _run(
+    steps, events = _run_counting(
         PER_LEDGER,
         [
             Add(1, 0, b"k1", b"a"),
@@ -97,6 +108,7 @@ def test_a_log_per_ledger_seals_the_write_closed_ledger_s_log_at_the_next_checkp
     assert _state_of_ledger_logs(checkpoint.state, 2) == {"active"}, "only the closed one"
     assert _state_of_ledger_logs(again.state, 1) == {"flushed", "active"}
     assert read.result.data == b"c"
+    assert events == {SEALED_WRITE_CLOSED: 1}
 
 
 def test_a_fence_write_closes_its_ledger() -> None:
@@ -160,7 +172,7 @@ SLOTS = {
 
 
 def test_slots_seal_a_shared_log_once_every_ledger_in_it_is_write_closed() -> None:
-    steps = _run(
+    steps, events = _run_counting(
         SLOTS,
         [
             Add(1, 0, b"k1", b"a"),  # slot 0
@@ -177,6 +189,7 @@ def test_slots_seal_a_shared_log_once_every_ledger_in_it_is_write_closed() -> No
     assert _state_of_ledger_logs(second.state, 1) == {"flushed"}
     assert _state_of_ledger_logs(second.state, 3) == {"flushed"}
     assert _state_of_ledger_logs(second.state, 2) == {"active"}
+    assert events == {SEALED_WRITE_CLOSED: 1}, "one slot's log, sealed once"
 
 
 def test_a_compaction_s_index_phase_does_not_seal_a_write_closed_log() -> None:

@@ -28,7 +28,14 @@ from impl.config.config import ServerConfig, load_config
 from impl.entrylog.compactor import TransactionalCompactor
 from impl.entrylog.ledger_dirs import DirState
 from impl.entrylog.logger import EntryLogger, EntryLoggerSettings, settings_from_config
-from impl.entrylog.manager import LogChannel, LogState, SingleEntryLogManager
+from impl.entrylog.manager import (
+    EVICTED_AT_MOST_ACTIVE,
+    EVICTED_ON_EXPIRY,
+    MOVED_OFF_FULL_DIR,
+    LogChannel,
+    LogState,
+    SingleEntryLogManager,
+)
 from impl.entrylog.per_ledger import PerLedgerEntryLogManager
 from impl.entrylog.reader import extract_metadata, scan
 from impl.format.entry_log import LOGFILE_HEADER_SIZE
@@ -267,6 +274,7 @@ def test_entry_logger_add_entry_when_ledger_dirs_are_full(tmp_path: Path) -> Non
     found = add_all(2)
     assert found[0] != dir0 and found[1:] == [dir1, dir2]
     assert len(rotated_ids(logger)) == 1
+    assert manager_of(logger).events == {MOVED_OFF_FULL_DIR: 1}
     # dir1 full too: every ledger ends up in dir2.
     logger.ledger_dirs.mark_full(dir1)
     assert add_all(3) == [dir2, dir2, dir2]
@@ -408,6 +416,8 @@ def test_a_ledger_not_added_to_for_the_expiry_time_is_evicted_at_the_next_add() 
     assert sealed_map(disk, logger, 0) == {0: RECORD}
     # The ledger's next add takes a new id.
     assert location_log_id(add(logger, 0, 1)) == 2
+    # Counted as what it was (the coverage probes read it, Bookie.entry_log_events).
+    assert manager.events == {EVICTED_ON_EXPIRY: 1}
     logger.check_invariants()
 
 
@@ -457,6 +467,7 @@ def test_the_least_recently_added_to_ledger_is_evicted_past_the_maximum() -> Non
     assert rotated_ids(logger) == [1]
     add(logger, 3, 0)  # evicts ledger 0's log, with its five entries
     assert rotated_ids(logger) == [1, 0]
+    assert manager.events == {EVICTED_AT_MOST_ACTIVE: 2}
     logger.checkpoint()
     assert sealed_map(disk, logger, 0) == {0: 5 * (200 + 16 + 4)}
     assert sealed_map(disk, logger, 1) == {1: RECORD}

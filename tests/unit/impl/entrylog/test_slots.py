@@ -22,7 +22,13 @@ from impl.clock import ManualClock
 from impl.config.config import load_config
 from impl.entrylog.ledger_dirs import DirState
 from impl.entrylog.logger import EntryLogger, EntryLoggerSettings, settings_from_config
-from impl.entrylog.manager import LogChannel, LogState
+from impl.entrylog.manager import (
+    FORGOTTEN_AT_MOST_MAPPED,
+    FORGOTTEN_ON_EXPIRY,
+    RETIRED_FULL_DIR,
+    LogChannel,
+    LogState,
+)
 from impl.entrylog.reader import extract_metadata
 from impl.entrylog.slots import SlotsEntryLogManager
 from impl.format.entry_log import LOGFILE_HEADER_SIZE
@@ -184,6 +190,7 @@ def test_expiry_forgets_the_mapping_but_seals_nothing() -> None:
     assert slot_of(logger, 1) is None
     assert slot_of(logger, 2) == 1
     assert rotated_ids(logger) == [] and active_ids(logger) == [0, 1]
+    assert manager_of(logger).events == {FORGOTTEN_ON_EXPIRY: 1}
     # Its next add takes the next slot in round robin (slot 0 again, its old log).
     add(logger, 1, 1)
     assert slot_of(logger, 1) == 0 and log_of(logger, 1).log_id == 0
@@ -201,6 +208,7 @@ def test_a_forgotten_ledger_may_hold_records_in_two_active_logs_but_adds_to_one(
     add(logger, 1, 0)  # slot 0, log 0
     add(logger, 2, 0)  # slot 1, log 1: the map holds one ledger, ledger 1 is forgotten
     assert manager_of(logger).mapped_by_access() == (2,)
+    assert manager_of(logger).events == {FORGOTTEN_AT_MOST_MAPPED: 1}
     add(logger, 1, 1)  # slot 0 again (round robin), forgetting ledger 2
     add(logger, 2, 1)  # slot 1 again
     add(logger, 3, 0)  # slot 0
@@ -228,6 +236,7 @@ def test_a_full_directory_s_slots_retire_and_come_back(tmp_path: Path) -> None:
     add(logger, 1, 1)
     assert not requested(logger)
     assert sorted(rotated_ids(logger)) == [0, 2]
+    assert manager_of(logger).events == {RETIRED_FULL_DIR: 2}
     assert slot_of(logger, 0) is None and slot_of(logger, 2) is None
     logger.check_invariants()
     for lid in (0, 2, 4):
