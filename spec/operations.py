@@ -432,6 +432,30 @@ class DiskWritable:
     name = "disk_writable"
 
 
+#: The most an advance_clock step moves the clock (a day): a bound, so that a trace holds
+#: no clock reading past what a bookie's 64-bit nanosecond clock keeps.
+ADVANCE_CLOCK_MAX_S = 86_400
+
+
+def _advance(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{attribute.name} must be an int, got {value!r}")
+    if not 1 <= value <= ADVANCE_CLOCK_MAX_S:
+        raise ValueError(f"{attribute.name} must be 1 to {ADVANCE_CLOCK_MAX_S}, got {value}")
+
+
+@operation(Kind.ENVIRONMENT)
+@attrs.frozen
+class AdvanceClock:
+    """The bookie's clock (wall and monotonic) moves on by ``seconds``: what it times may
+    fall due, an entry-log manager's access expiry first (entrylogMapAccessExpiryTimeInSeconds:
+    a ledger's log, or its slot, idle that long is let go at the manager's next add or
+    checkpoint). Nothing a client sees changes (spec/format/entry_log.md)."""
+
+    name = "advance_clock"
+    seconds: int = attrs.field(validator=_advance)
+
+
 @operation(Kind.ENVIRONMENT)
 @attrs.frozen
 class FailFsync:
@@ -481,7 +505,15 @@ Background = (
     | CompactIndex
 )
 Environment = (
-    Crash | Restart | Shutdown | DiskFull | DiskWritable | FailFsync | FailWrite | FailRead
+    Crash
+    | Restart
+    | Shutdown
+    | DiskFull
+    | DiskWritable
+    | AdvanceClock
+    | FailFsync
+    | FailWrite
+    | FailRead
 )
 Operation = Request | Background | Environment
 

@@ -76,6 +76,7 @@ import attrs
 
 from spec.operations import (
     Add,
+    AdvanceClock,
     CheckDirs,
     Checkpoint,
     CheckpointFlush,
@@ -493,6 +494,7 @@ RULES: Mapping[type[Any], Rule] = require_complete(
         Shutdown: Rule(after_acks=PropertyMonitor._on_shutdown),
         DiskFull: Rule(),
         DiskWritable: Rule(),
+        AdvanceClock: Rule(),
         FailFsync: Rule(),
         FailWrite: Rule(),
         FailRead: Rule(),

@@ -56,6 +56,7 @@ from spec.operations import (
     REGISTRY,
     UNKNOWN_FAULT,
     Add,
+    AdvanceClock,
     CheckDirs,
     Checkpoint,
     CheckpointFlush,
@@ -405,6 +406,7 @@ FIELD_DECODERS: Mapping[str, _Decode] = require_fields(
         "where": _choice(DISK_FULL_PLACES),
         "file": _choice(FAULT_AIMS),
         "force": _bool,
+        "seconds": _int,
     },
     "the trace codec's field decoders (spec/trace.py FIELD_DECODERS)",
 )
@@ -419,6 +421,7 @@ FIELD_ENCODERS: Mapping[str, _Encode] = require_fields(
         "where": _str_to_json,
         "file": _str_to_json,
         "force": _bool_to_json,
+        "seconds": _id_to_json,
     },
     "the trace codec's field encoders (spec/trace.py FIELD_ENCODERS)",
 )
@@ -467,6 +470,7 @@ RESULT_SHAPES: Mapping[type[Operation], ResultShape] = require_complete(
         Shutdown: ResultShape(),
         DiskFull: ResultShape(),
         DiskWritable: ResultShape(),
+        AdvanceClock: ResultShape(),
         FailFsync: ResultShape(),
         FailWrite: ResultShape(),
         FailRead: ResultShape(),

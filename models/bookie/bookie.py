@@ -84,6 +84,7 @@ from models.journal.last_mark import LastMarkModel
 from spec.crash import KeepAll, KillProcess
 from spec.operations import (
     Add,
+    AdvanceClock,
     CheckDirs,
     Checkpoint,
     CheckpointFlush,
@@ -174,6 +175,9 @@ class ModelConfig:
     manager: str = attrs.field(default="single", validator=attrs.validators.in_(MANAGERS))
     #: ``slots``: ledger directories x entryLogSlotsPerLedgerDir (0: not known).
     slots_active_max: int = 0
+    #: A compaction kind has a time limit (minor/majorCompactionMaxTimeMillis above 0): a
+    #: GC cycle then depends on the clock, which the model does not time.
+    compaction_timed: bool = False
 
     @classmethod
     def from_settings(
@@ -206,6 +210,10 @@ class ModelConfig:
             slots_active_max=slots * len(settings.get("ledgerDirectories", "").split(","))
             if "ledgerDirectories" in settings
             else 0,
+            compaction_timed=any(
+                _int_setting(settings, f"{kind}CompactionMaxTimeMillis", -1) > 0
+                for kind in ("minor", "major")
+            ),
         )
 
     def threshold(self, kind: str) -> float:
@@ -1787,6 +1795,21 @@ class BookieModel:
             *notes,
         ]
 
+    def _advance_clock(self, index: int, op: AdvanceClock, result: Result) -> list[str]:
+        """Time drives nothing a client sees: the entry-log managers' access expiry lets a
+        ledger's log go (a rotation the layout rules allow with many active logs, their
+        "manager's own eviction"), GC's intervals choose among compaction kinds the model
+        already allows all of, and group-commit waits are the driver's. A GC cycle with a
+        compaction time limit is the exception: the clock may end it, which is not
+        modelled."""
+        if self.gc is not None and self.config.compaction_timed:
+            raise ModelUsageError(
+                f"step {index}: advance_clock inside a GC cycle with a compaction time limit "
+                "(minor/majorCompactionMaxTimeMillis): the model does not time a GC cycle"
+            )
+        self._expect(index, op, result, {None})
+        return [f"the clock moved on {op.seconds} s: what the bookie times may fall due"]
+
     def _disk_writable(self, index: int, op: DiskWritable, result: Result) -> list[str]:
         self._expect(index, op, result, {None})
         self.disk_full = None
@@ -2537,6 +2560,7 @@ STEP_RULES: Mapping[type[Any], StepRule] = require_complete(
         ),
         DiskFull: StepRule(BookieModel._disk_full),
         DiskWritable: StepRule(BookieModel._disk_writable),
+        AdvanceClock: StepRule(BookieModel._advance_clock),
         FailFsync: StepRule(BookieModel._fail_fsync),
         FailWrite: StepRule(BookieModel._fail_write),
         FailRead: StepRule(BookieModel._fail_read),

@@ -122,7 +122,7 @@ class Focus:
     def parse(cls, text: str) -> Focus:
         """The focus ``text`` names; raises CampaignError naming what it does not know."""
         known = {
-            "rules": {rule.name for rule in rules(write_close=True)},
+            "rules": {rule.name for rule in rules(many_logs=True)},
             "plans": set(PLAN_KINDS.values()),
             "faults": {f"{op}:{file}" for op, (_, files) in FAULT_KINDS.items() for file in files},
         }
@@ -160,14 +160,15 @@ class ScenarioSpec:
     stretch_max: int = STRETCH_MAX
     pass_number: int = 1
     #: The entry-log manager (MANAGER_SETTINGS, over the drawn knobs). A manager with many
-    #: active logs adds the write-close rule to the draws (proofs/harness/workload.py
-    #: WRITE_CLOSE_RULE): its scenarios are drawn from a rule table of their own, and their
-    #: seed text says so (``+write_close``), so an older row of such a scenario does not
-    #: replay as a different one without saying so. The single log's draws are unchanged.
+    #: active logs adds the write-close and clock rules to the draws
+    #: (proofs/harness/workload.py MANY_LOG_RULES): its scenarios are drawn from a rule table
+    #: of their own, and their seed text says so (``+write_close+clock``), so an older row
+    #: of such a scenario does not replay as a different one without saying so. The single
+    #: log's draws are unchanged.
     manager: str = "single"
 
     def seed_text(self) -> str:
-        rules = "+write_close" if many_active_logs(MANAGER_SETTINGS[self.manager]) else ""
+        rules = "+write_close+clock" if many_active_logs(MANAGER_SETTINGS[self.manager]) else ""
         return (
             f"bkref-campaign:{DRAWS_VERSION}{rules}:{self.seed}:{self.index}:{self.steps}:"
             f"{self.stretch_max}:{self.focus.text}"
@@ -308,7 +309,7 @@ def execute(
     probes: collections.Counter[str] = collections.Counter()
     calls: list[Call] = []
     problem: Problem | None = None
-    table = rules(stretch_max, write_close=many_active_logs(knobs))
+    table = rules(stretch_max, many_logs=many_active_logs(knobs))
     work: Workload | None = None
     failed_trace: Trace | None = None
     try:

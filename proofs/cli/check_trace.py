@@ -30,6 +30,7 @@ from proofs.harness.replay import ReplayError, Verdict, plural, replay_trace
 from spec.errors import TraceError
 from spec.operations import (
     Add,
+    AdvanceClock,
     CheckDirs,
     Checkpoint,
     CheckpointFlush,
@@ -128,6 +129,10 @@ def _disk_full(op: DiskFull) -> str:
     return f"disk full: {op.where.replace('_', ' ')}"
 
 
+def _advance_clock(op: AdvanceClock) -> str:
+    return f"the clock moves on {op.seconds} s"
+
+
 def _gc(op: Gc | GcBegin) -> str:
     """A GC cycle, ``gc (forced)`` when forced."""
     return f"{_name(op)} (forced)" if op.force else _name(op)
@@ -166,6 +171,7 @@ DESCRIBERS: Mapping[type[Any], Callable[[Any], str]] = require_complete(
         Shutdown: _name,
         DiskFull: _disk_full,
         DiskWritable: _name,
+        AdvanceClock: _advance_clock,
         FailFsync: _aimed,
         FailWrite: _aimed,
         FailRead: _aimed,

@@ -58,6 +58,7 @@ from proofs.harness.replay import Replay, ReplayError, StepReport, summarize
 from spec.errors import TraceError
 from spec.operations import (
     Add,
+    AdvanceClock,
     CheckDirs,
     Checkpoint,
     CheckpointFlush,
@@ -313,6 +314,7 @@ TELLINGS: Mapping[type[Any], Telling] = require_complete(
         Shutdown: Telling(settles_journal=True, run_edge=True, clean_stop=True),
         DiskFull: Telling(),
         DiskWritable: Telling(),
+        AdvanceClock: Telling(),
         FailFsync: Telling(),
         FailWrite: Telling(),
         FailRead: Telling(),

@@ -77,6 +77,7 @@ from spec.operations import (
     OK,
     PENDING,
     Add,
+    AdvanceClock,
     CheckDirs,
     Checkpoint,
     CheckpointFlush,
@@ -396,10 +397,12 @@ class InProcessBookie:
         return DiskView(self.disk, self.config.ledger_directories, journals[0])
 
     def _open(self) -> Bookie:
+        #: The clock of this run (advance_clock moves it).
+        self.clock = ManualClock(wall_ms=self.wall_ms)
         return self._opener(
             self.disk,
             self.config,
-            clock=ManualClock(wall_ms=self.wall_ms),
+            clock=self.clock,
             rng=random.Random(self._seed),
             limits=self.limits,
         )
@@ -642,6 +645,12 @@ class InProcessBookie:
                     return directory
         return LEDGER_DIRS[0]
 
+    def _advance_clock(self, _index: int, op: AdvanceClock) -> Result:
+        """The run's clock moves on, and so does the clock later runs start from."""
+        self.clock.advance_ms(op.seconds * 1000)
+        self.wall_ms += op.seconds * 1000
+        return OK
+
     def _disk_writable(self, _index: int, _op: DiskWritable) -> Result:
         for directory in (JOURNAL_DIR, *LEDGER_DIRS):
             self.disk.set_capacity(directory, None)
@@ -729,6 +738,7 @@ IN_PROCESS: Mapping[type[Any], InProcessRun] = require_complete(
         Shutdown: InProcessRun(InProcessBookie._shutdown),
         DiskFull: InProcessRun(InProcessBookie._disk_full),
         DiskWritable: InProcessRun(InProcessBookie._disk_writable),
+        AdvanceClock: InProcessRun(InProcessBookie._advance_clock),
         FailFsync: InProcessRun(InProcessBookie._fail_fsync),
         FailWrite: InProcessRun(InProcessBookie._fail_write),
         FailRead: InProcessRun(InProcessBookie._fail_read),

@@ -72,6 +72,7 @@ from spec.operations import (
     DISK_FULL_PLACES,
     FAULT_AIMS,
     Add,
+    AdvanceClock,
     CheckDirs,
     Checkpoint,
     CheckpointFlush,
@@ -433,6 +434,24 @@ WRITE_CLOSE_RULE = Rule(
 )
 
 
+#: The bookie's clock moving on (spec/operations.py AdvanceClock): below, at and past the
+#: default access expiry of the managers with many active logs (300 s), so that at the next
+#: add or checkpoint an idle ledger's log (or slot) is let go, or not yet; then an add to a
+#: ledger, a checkpoint, or nothing. Drawn only with many active logs, for the reason
+#: WRITE_CLOSE_RULE is: the single log times nothing.
+ADVANCE_CLOCK_RULE = Rule(
+    "advance_clock",
+    (
+        ("seconds", Sampled((1, 299, 300, 301, 3600))),
+        ("ledger", LEDGER_PICKS),
+        ("then", Sampled(("nothing", "add", "add", "checkpoint"))),
+        ("data", PAYLOADS),
+    ),
+)
+#: The rules only a manager with many active logs draws (:func:`rules`).
+MANY_LOG_RULES = (ADVANCE_CLOCK_RULE, WRITE_CLOSE_RULE)
+
+
 def many_active_logs(settings: Mapping[str, str]) -> bool:
     """Whether ``settings`` choose an entry-log manager with many active logs: a log per
     ledger, or slots (bkref's entryLogSlotsPerLedgerDir above 0)."""
@@ -441,9 +460,9 @@ def many_active_logs(settings: Mapping[str, str]) -> bool:
     return per_ledger or (slots.isdigit() and int(slots) > 0)
 
 
-def rules(stretch_max: int = STRETCH_MAX, *, write_close: bool = False) -> tuple[Rule, ...]:
+def rules(stretch_max: int = STRETCH_MAX, *, many_logs: bool = False) -> tuple[Rule, ...]:
     """Every rule, in name order (the order Hypothesis lists a machine's rules in); healthy
-    stretches hold 4 to ``stretch_max`` adds. ``write_close``: with :data:`WRITE_CLOSE_RULE`
+    stretches hold 4 to ``stretch_max`` adds. ``many_logs``: with :data:`MANY_LOG_RULES`
     (for the managers with many active logs)."""
     at, plan = ("at", CRASH_POINTS), ("plan", CRASH_PLANS)
     ledger, data = ("ledger", LEDGER_PICKS), ("data", PAYLOADS)
@@ -585,8 +604,8 @@ def rules(stretch_max: int = STRETCH_MAX, *, write_close: bool = False) -> tuple
         Rule("rotate_many", (("count", Ints(1, 6)), data, ledger)),
         Rule("shutdown_and_restart", (at, plan, ("power_cut", Bools()))),
     )
-    if write_close:
-        table = (*table, WRITE_CLOSE_RULE)
+    if many_logs:
+        table = tuple(sorted((*table, *MANY_LOG_RULES), key=lambda r: r.name))
     assert [r.name for r in table] == sorted(r.name for r in table), "keep the rules in order"
     return table
 
@@ -624,6 +643,10 @@ class Workload:
         self.sent: dict[tuple[int, int], bytes] = {}
         self.logs_seen = 0
         self.journal_seen = 0
+        #: The entry-log manager's event counts (Bookie.entry_log_events) last recorded, and
+        #: the run they were read from.
+        self.events_seen: Mapping[str, int] = {}
+        self.events_of: Bookie | None = None
 
     def configure(self, drawn: dict[str, str], wall_ms: int) -> None:
         """Start this run's bookie with its drawn knobs (:data:`KNOBS`) and wall clock
@@ -676,6 +699,7 @@ class Workload:
             self.seen("a journal id with one more hex digit")
         for fault in step.faults:
             self.seen(f"a fault fired: {fault.op} of {fault.file}")
+        self._see_manager_events()
         partly_full = self.harness.model.disk_full == "active_log_dir"
         if isinstance(op, Add) and partly_full and (step.result.ok or step.result.pending):
             self.seen("an add taken while the active log's directory is full")
@@ -685,6 +709,19 @@ class Workload:
             if recovery is not None and recovery.fences_set:
                 self.seen("replay with fence records")
         return step
+
+    def _see_manager_events(self) -> None:
+        """Each eviction, write-close seal and move off a full directory of the entry-log
+        manager since the last step (a new run counts from zero)."""
+        bookie = self.sut.bookie
+        if bookie is None:
+            return
+        events = bookie.entry_log_events
+        before = self.events_seen if bookie is self.events_of else {}
+        for event, count in sorted(events.items()):
+            for _ in range(count - before.get(event, 0)):
+                self.seen(event)
+        self.events_seen, self.events_of = events, bookie
 
     def _crash_and_restart(self, plan: CrashPlan, restart_crash: int | None) -> None:
         if any(p.kind == "fence" for p in self.harness.model.pending.values()):
@@ -878,10 +915,24 @@ class Workload:
         target = self._ledger(ledger)
         self._run(Fence(target, b"wrong" if wrong else key_of(target)))
 
+    def advance_clock(self, seconds: int, ledger: int, then: str, data: bytes) -> None:
+        """ADVANCE_CLOCK_RULE: the clock moves on ``seconds``, then ``then``."""
+        self._run(AdvanceClock(seconds))
+        if then == "add" and self.is_up():
+            self._add(self._ledger(ledger), data)
+        elif then == "checkpoint" and self.is_up():
+            self._run(Checkpoint())
+
     def write_close(self, ledger: int, wrong: bool, then: str, data: bytes) -> None:
         """WRITE_CLOSE_RULE: a write close of a live ledger (with its key, or a wrong one),
-        then ``then``."""
+        then ``then``. Before a checkpoint the ledger first takes an add, so that its log
+        is active when it is write-closed (with at most two active logs, a ledger's log is
+        most often evicted already): the checkpoint must then seal it (R-WRITE-CLOSE)."""
         target = self._ledger(ledger)
+        if then in ("checkpoint", "delete_and_gc") and target in self.live:
+            self._add(target, data)
+            if not self.is_up():
+                return
         step = self._run(WriteClose(target, b"wrong" if wrong else key_of(target)))
         if not step.result.ok or not self.is_up():
             return
@@ -1265,9 +1316,17 @@ class Workload:
         entry log (the bookie must carry on in the other), or the journal directory; and
         the clients' next add meets it (with the GC rules the machine drew too few adds
         right after the active log's directory filled for BookKeeper #3329 to show)."""
+        target = self._ledger(ledger)
+        if where == "active_log_dir" and many_active_logs(self.settings):
+            # With many active logs only the ledgers of the log in that directory meet it:
+            # an add first makes the ledger's log active and current (its directory is
+            # the one that fills), the add after must move it to the other.
+            self._add(target, data)
+            if not self.is_up():
+                return
         self._run(DiskFull(where))
         if self.is_up():
-            self._add(self._ledger(ledger), data)
+            self._add(target, data)
 
     def disk_writable(self) -> None:
         self._run(DiskWritable())
@@ -1380,6 +1439,7 @@ PRODUCERS: Mapping[type[Operation], tuple[str, ...]] = require_complete(
         ),
         Fence: ("fence", "compaction_with_requests_between_its_phases"),
         WriteClose: ("write_close",),
+        AdvanceClock: ("advance_clock",),
         Delete: (
             "delete",
             "compaction_with_requests_between_its_phases",

@@ -886,6 +886,24 @@ def apply_eviction_without_the_map(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(PerLedgerEntryLogManager, "_evict", _evict_without_the_map)
 
 
+def _evict_expired_without_the_map(self: PerLedgerEntryLogManager, now: int) -> None:
+    """expireAfterAccess's removal written apart from the maximum size's: it rotates the
+    idle ledger's log without appending its map (the size path, ``_evict``, is right)."""
+    while self._current:
+        oldest = next(iter(self._current.values()))
+        if now - oldest.last_access_ns < self._expiry_ns:
+            return
+        _evict_without_the_map(self, oldest)
+
+
+def apply_expiry_without_the_map(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ledger's log let go on access expiry without its ledgers map, while an eviction at
+    maximumNumberOfActiveEntryLogs appends it (R-LOG-MAP). With the default expiry (300 s)
+    only a clock that moves reaches it: the advance_clock rule (a machine whose clock never
+    moved passed it)."""
+    monkeypatch.setattr(PerLedgerEntryLogManager, "_evict_expired", _evict_expired_without_the_map)
+
+
 _PER_LEDGER_LOG_FOR_ADD = PerLedgerEntryLogManager._log_for_add
 _PER_LEDGER_DESCRIBE = PerLedgerEntryLogManager.describe
 

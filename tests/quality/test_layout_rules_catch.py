@@ -71,6 +71,7 @@ PER_LEDGER = {"entryLogPerLedgerEnabled": "true", "maximumNumberOfActiveEntryLog
 #: The per-ledger manager's own variants, and the rule that must catch each.
 PER_LEDGER_CASES: list[tuple[Callable[[pytest.MonkeyPatch], None], str]] = [
     (rv.apply_eviction_without_the_map, "R-LOG-MAP"),
+    (rv.apply_expiry_without_the_map, "R-LOG-MAP"),
     (rv.apply_two_active_logs_for_one_ledger, "R-LOG-ACTIVE"),
     (rv.apply_write_close_ignored, "R-WRITE-CLOSE"),
     (rv.apply_early_write_close, "R-LOG-FLUSH"),

@@ -170,9 +170,9 @@ def machine_with(
     fixed: Mapping[str, str], opener: Callable[..., Bookie] = Bookie.open, **kwargs: Any
 ) -> type[RuleBasedStateMachine]:
     """:func:`machine_for`'s machine with ``fixed`` settings over the drawn knobs in every
-    run (e.g. entryLogPerLedgerEnabled), and the write-close rule when they choose many active
-    logs. A subclass, so that machine_for's own source, which Hypothesis's derandomized draws
-    hash, stays as it is."""
+    run (e.g. entryLogPerLedgerEnabled), and the write-close and clock rules when they choose
+    many active logs. A subclass, so that machine_for's own source, which Hypothesis's
+    derandomized draws hash, stays as it is."""
     base: Any = machine_for(opener, **kwargs)
 
     class FixedSettingsMachine(base):  # type: ignore[misc]
@@ -181,6 +181,6 @@ def machine_with(
             self.fixed = dict(fixed)
 
     if wl.many_active_logs(fixed):
-        rule_ = wl.WRITE_CLOSE_RULE
-        setattr(FixedSettingsMachine, rule_.name, _hypothesis_rule(rule_))
+        for rule_ in wl.MANY_LOG_RULES:
+            setattr(FixedSettingsMachine, rule_.name, _hypothesis_rule(rule_))
     return FixedSettingsMachine

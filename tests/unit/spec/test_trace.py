@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from spec.crash import CrashPlan, KeepPrefix, KeepSubset, LoseUnsynced, TornSectors, TornWrite
 from spec.errors import TraceError
 from spec.operations import (
+    ADVANCE_CLOCK_MAX_S,
     CRASHED,
     DATA_AIMS,
     DISK_FULL_PLACES,
@@ -35,6 +36,7 @@ from spec.operations import (
     PENDING,
     UNKNOWN_FAULT,
     Add,
+    AdvanceClock,
     Checkpoint,
     Completion,
     Crash,
@@ -53,6 +55,7 @@ from spec.operations import (
     Result,
     Rotate,
     Shutdown,
+    WriteClose,
     failed,
 )
 from spec.state import LOG_STATES, AbstractState, LedgerView, LogView, MapView
@@ -188,10 +191,12 @@ def operations(
         st.builds(Add, ledgers, entries, keys, datas),
         st.builds(Read, ledgers, entries),
         st.builds(Fence, ledgers, keys),
+        st.builds(WriteClose, ledgers, keys),
         st.builds(Delete, ledgers),
         st.builds(Crash, plans),
         st.sampled_from(simple),
         st.sampled_from(DISK_FULL_PLACES).map(DiskFull),
+        st.integers(1, ADVANCE_CLOCK_MAX_S).map(AdvanceClock),
         st.sampled_from(FAULT_AIMS).map(FailFsync),
         st.sampled_from(DATA_AIMS).flatmap(
             lambda aim: st.sampled_from((FailWrite(aim), FailRead(aim)))

@@ -4,8 +4,10 @@ campaign's size, and steering that reaches what it aims at."""
 
 from __future__ import annotations
 
+from impl.entrylog.manager import EVENTS
 from proofs.campaign.coverage import (
     CRASH_RULES,
+    MANAGER_PROBES,
     PLAN_ORDER,
     PROBES,
     Target,
@@ -34,7 +36,7 @@ from spec.operations import (
     failed,
 )
 from spec.trace import Step
-from tests.refinement.test_coverage import MINIMUMS
+from tests.refinement.test_coverage import MANAGER_MINIMUMS, MINIMUMS
 
 
 def _steps(*pairs: tuple[object, object]) -> tuple[Step, ...]:
@@ -72,12 +74,21 @@ def test_cells_are_read_off_the_trace() -> None:
 
 def test_the_probes_are_the_refinement_test_s_situations() -> None:
     assert set(PROBES) == set(MINIMUMS)
+    for manager, table in MANAGER_MINIMUMS.items():
+        assert set(MANAGER_PROBES[manager]) == set(table), manager
+    assert set(MANAGER_PROBES) == {"single", *MANAGER_MINIMUMS} and not MANAGER_PROBES["single"]
+    # Every event a manager counts is some manager's probe, so none goes unmeasured.
+    assert {name for table in MANAGER_PROBES.values() for name in table} == set(EVENTS)
 
 
 def test_every_rule_named_exists_and_crash_rules_run_their_operation() -> None:
     names = {rule.name for rule in rules()}
     for probe in PROBES.values():
         assert set(probe.rules) <= names, probe
+    names = {rule.name for rule in rules(many_logs=True)}
+    for table in MANAGER_PROBES.values():
+        for probe in table.values():
+            assert set(probe.rules) <= names, probe
     by_name = {cls.name: rules for cls, rules in PRODUCERS.items()}
     for op, crash_rules in CRASH_RULES.items():
         for rule in crash_rules:
@@ -141,6 +152,10 @@ def test_a_per_ledger_campaign_is_not_held_to_what_cannot_happen_with_it() -> No
     assert "crash inside compaction copy" in gone
     assert "a GC deleted dead logs" in per_ledger and "entry log rotated" in per_ledger
     assert "crash during add" in per_ledger
+    # Each manager is held to its own situations, and only its own.
+    assert set(MANAGER_PROBES["per-ledger"]) <= set(per_ledger)
+    assert not set(MANAGER_PROBES["slots"]) - set(MANAGER_PROBES["per-ledger"]) & set(per_ledger)
+    assert not set(MANAGER_PROBES["per-ledger"]) & set(single)
     nothing: dict[str, int] = {}
     assert len(missed_cells(nothing, "per-ledger")) < len(missed_cells(nothing))
     assert not any(c.startswith("compact_") for c in missed_cells(nothing, "per-ledger"))

@@ -222,21 +222,22 @@ def test_a_failure_seen_by_a_shadow_crash_replays_from_its_row_s_trace() -> None
     assert verdict.failure is not None and verdict.failure.step == row.failing_step
 
 
-def test_a_scenario_runs_with_either_entry_log_manager_and_many_logs_draw_write_closes() -> None:
+def test_a_scenario_runs_with_either_entry_log_manager_and_many_logs_draw_their_rules() -> None:
     single = ScenarioSpec(seed=4, index=2, steps=150)
     per_ledger = ScenarioSpec(seed=4, index=2, steps=150, manager="per-ledger")
     one, many = run_drawn(single), run_drawn(per_ledger)
     assert one.problem is None and many.problem is None, (one.problem, many.problem)
     assert "entryLogPerLedgerEnabled" not in dict(one.knobs)
     assert dict(many.knobs)["entryLogPerLedgerEnabled"] == "true"
-    # Many active logs draw from the table with the write close, under a seed text of their
-    # own; the single log's draws are the ones they always were.
-    assert "+write_close" in per_ledger.seed_text() and "+write_close" not in single.seed_text()
-    assert "write_close" not in {call.rule for call in one.calls}
+    # Many active logs draw from the table with the write close and the clock, under a seed
+    # text of their own; the single log's draws are the ones they always were.
+    assert "+write_close+clock" in per_ledger.seed_text()
+    assert "+write_close" not in single.seed_text()
+    assert not {"write_close", "advance_clock"} & {call.rule for call in one.calls}
     drawn = {
-        call.rule for i in range(6) for call in run_drawn(attrs.evolve(per_ledger, index=i)).calls
+        call.rule for i in range(8) for call in run_drawn(attrs.evolve(per_ledger, index=i)).calls
     }
-    assert "write_close" in drawn
+    assert {"write_close", "advance_clock"} <= drawn
     assert "--manager per-ledger" in per_ledger.replay_command
     assert "--manager" not in single.replay_command
     again, _ = scenario.spec_of(item_of(per_ledger, 3))

@@ -164,6 +164,7 @@ RULE_ARGS: Mapping[str, dict[str, object]] = {
     "read": {"ledger": 1, "back": 0},
     "fence": {"ledger": 1, "wrong": False},
     "write_close": {"ledger": 0, "wrong": False, "then": "delete_and_gc", "data": b"x"},
+    "advance_clock": {"seconds": 300, "ledger": 0, "then": "add", "data": b"x"},
     "delete": {"ledger": 1, "at": 0, "plan": PLAN},
     "checkpoint": {"at": 0, "plan": PLAN},
     "checkpoint_then_crash": {"plan": PLAN, "restart_crash": None},
@@ -289,7 +290,7 @@ MORE_RULE_ARGS: Mapping[str, list[dict[str, object]]] = {
 
 def _rules() -> set[str]:
     """The rules of the single-log machine and of a machine with many active logs (which
-    also draws the write close)."""
+    also draws the write close and the clock)."""
     names: set[str] = set()
     for machine in (machine_for(), machine_with(MANAGER_SETTINGS["per-ledger"])):
         names |= {name for name in dir(machine) if hasattr(getattr(machine, name), RULE_MARKER)}
