@@ -106,16 +106,16 @@ MINIMUMS: dict[str, tuple[int, int]] = {
 #: runs measured (docs/benchmarks.md, "Coverage of the managers' own rules").
 MANAGER_MINIMUMS: dict[str, dict[str, tuple[int, int]]] = {
     "per-ledger": {
-        EVICTED_ON_EXPIRY: (3, 10),
-        EVICTED_AT_MOST_ACTIVE: (690, 2000),
-        SEALED_WRITE_CLOSED: (2, 6),
-        MOVED_OFF_FULL_DIR: (7, 20),
+        EVICTED_ON_EXPIRY: (3, 50),
+        EVICTED_AT_MOST_ACTIVE: (690, 4500),
+        SEALED_WRITE_CLOSED: (14, 50),
+        MOVED_OFF_FULL_DIR: (7, 70),
     },
     "slots": {
-        FORGOTTEN_ON_EXPIRY: (45, 130),
-        FORGOTTEN_AT_MOST_MAPPED: (1900, 5700),
-        SEALED_WRITE_CLOSED: (3, 9),
-        RETIRED_FULL_DIR: (13, 40),
+        FORGOTTEN_ON_EXPIRY: (44, 130),
+        FORGOTTEN_AT_MOST_MAPPED: (1900, 5400),
+        SEALED_WRITE_CLOSED: (18, 34),
+        RETIRED_FULL_DIR: (13, 115),
     },
 }
 
@@ -189,10 +189,13 @@ def test_the_deep_run_reaches_every_rare_situation_often() -> None:
 
 @pytest.mark.parametrize("manager", sorted(MANAGER_MINIMUMS))
 def test_the_fast_run_of_each_manager_reaches_its_own_situations(manager: str) -> None:
-    # 200 examples of 50 steps (about 35 s each): a ledger's log moved off a full directory,
-    # the rarest, was seen 23 times with a log per ledger, once the disk_full rule added to
-    # the ledger before filling its log's directory (1 time before: the ledger's log was
-    # seldom still active when its directory filled).
+    # 200 examples of 50 steps (35 to 50 s each). Measured: with a log per ledger 9 evictions
+    # on expiry, 2,082 at the most active logs, 42 write-closed logs sealed, 23 logs moved off
+    # a full directory (1 before the disk_full rule added to the ledger before filling its
+    # log's directory: the ledger's log was seldom still active then); with slots 134
+    # mappings forgotten on expiry, 5,795 at the most mapped, 56 write-closed logs sealed, 40
+    # slots retired. The deep run (600 of 100): 160, 13,642, 154, 210 and 401, 16,379, 102,
+    # 346 (its write-close counts before that rule added to the ledger first).
     seen = _run(examples=200, steps=50, manager=manager)
     assert _short(seen, 0, MANAGER_MINIMUMS[manager]) == [], seen
 
