@@ -385,12 +385,6 @@ class LedgerIndexModel:
             return "R-ACK-DURABLE" if durable else "R-FENCE-PENDING"
         return "R-ADMIT-ORDER"
 
-    def observe_refusal(self, ledger_id: int) -> None:
-        """The ledger was found to exist (another key, a fence): reads see it too."""
-        ledger = self.ledgers.get(ledger_id)
-        if ledger is not None:
-            ledger.shown = True
-
     # --- deletes ------------------------------------------------------------------------
 
     def delete(self, ledger_id: int, how: str) -> None:

@@ -5,11 +5,12 @@ The workload is a list of spec/operations.py steps: adds across three ledgers wi
 logs so they rotate, journal forces every few adds (every other one as its phases: write,
 an add, sync, an add, acks), a fence of ledger 3 halfway with a wrong-key add and fence right
 after it and a write close of ledger 2, which goes on taking adds (with many active logs the
-next checkpoint seals its log), the clock moved on by the managers' access expiry two adds
-later (with many active logs the next add lets the idle logs go), explicit rotations, a checkpoint every eight adds (every
-other one as its phases, with adds and a force between its flush and its persist of
-lastMark), a final force and a clean shutdown. So the machine also dies inside each phase
-while requests interleave with them. It runs once through the refinement harness
+next checkpoint seals its log), the clock moved on by the managers' access expiry three adds
+later (with many active logs the next add lets the idle logs go), explicit rotations, a
+checkpoint every eight adds (every other one as its phases, with adds and a force between
+its flush and its persist of lastMark), a final force and a clean shutdown. So the machine
+also dies inside each phase while requests interleave with them. It runs once through the
+refinement harness
 (proofs/harness/refinement.py: ``Refinement`` over ``InProcessBookie``), so the model and the
 PropertyMonitor of spec/properties.py judge every step of it, and the harness counts the
 file-system operations of each step.
@@ -94,8 +95,8 @@ from proofs.harness.refinement import (
 )
 from spec.crash import CrashPlan
 from spec.operations import (
-    AdvanceClock,
     Add,
+    AdvanceClock,
     Checkpoint,
     CheckpointFlush,
     CheckpointPersist,
@@ -216,7 +217,7 @@ def workload(seed: int, adds: int) -> list[Operation]:
             # A write close of a ledger still written to (a hint: its adds go on); with many
             # active logs the next checkpoint seals its log (spec/protocol/write_close.md).
             ops.append(WriteClose(2, KEY))
-        if number == adds // 2 + 2:
+        if number == adds // 2 + 3:
             # The clock moves on the managers' access expiry (300 s): with a log per
             # ledger the next add finds every ledger idle that long, their logs are let go
             # (sealed, rotated) and the add starts a new one; with slots the mappings are

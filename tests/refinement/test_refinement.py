@@ -40,8 +40,9 @@ class TestBookieRefinesTheModelDeep(machine_for(stretch_max=DEEP_STRETCH_MAX).Te
 #: An entry log per ledger (BookKeeper's EntryLogManagerForEntryLogPerLedger): many active
 #: logs, judged by the layout rules (models/entrylog/layout.py), not predicted. At most two
 #: active at once, so that the least recently used ledger's log is evicted (sealed, its map
-#: appended) whenever a third ledger writes; and with an access expiry of 0 s, every add
-#: finds the other ledgers' logs expired (the injected clock never moves otherwise).
+#: appended) whenever a third ledger writes; the default expiry (300 s) is reached when the
+#: clock rule (advance_clock) moves the clock past it, and with an expiry of 0 s every add
+#: finds the other ledgers' logs expired.
 PER_LEDGER = MANAGER_SETTINGS["per-ledger"]
 PER_LEDGER_EXPIRING = {
     "entryLogPerLedgerEnabled": "true",
