@@ -25,6 +25,7 @@ from proofs.harness.refinement import LEDGER_DIRS, InProcessBookie, Refinement, 
 from spec.crash import LoseUnsynced
 from spec.operations import (
     Add,
+    AdvanceClock,
     Checkpoint,
     CheckpointFlush,
     CheckpointPersist,
@@ -60,6 +61,7 @@ def test_the_workload_has_every_kind_of_step() -> None:
         "add",
         "fence",
         "write_close",
+        "advance_clock",
         "journal_force",
         "checkpoint",
         "rotate",
@@ -70,6 +72,10 @@ def test_the_workload_has_every_kind_of_step() -> None:
     assert Fence(1, WRONG_KEY) in ops
     assert any(isinstance(op, Add) and op.key == WRONG_KEY for op in ops)
     assert ops[-2:] == [JournalForce(), Shutdown()]
+    # The clock moves on the access expiry once, with no rotation right after it (which would
+    # have sealed every log and left the expiry nothing to let go).
+    (moved,) = [i for i, op in enumerate(ops) if op.name == "advance_clock"]
+    assert ops[moved] == AdvanceClock(300) and ops[moved + 1].name == "add"
     assert sum(isinstance(op, Rotate) for op in ops) == 3
     assert sum(isinstance(op, Checkpoint) for op in ops) == 1
     assert sum(isinstance(op, CheckpointFlush) for op in ops) == 2
