@@ -109,7 +109,8 @@ class Checkpointer:
             if self._held is not None and len(self._held):
                 self._held.drain(self._entry_logger, self._index)
             if checkpoint:
-                self._entry_logger.seal_write_closed()  # spec/protocol/write_close.md
+                # The write-closed ledgers' logs (spec/protocol/write_close.md), idle slots.
+                self._entry_logger.seal_for_checkpoint()
             # Entry logs first: the index must never name bytes that are not durable. flush
             # forces the active log and the rotated ones (SyncThread.flush in single-log mode).
             self._entry_logger.flush()

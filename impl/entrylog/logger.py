@@ -328,11 +328,12 @@ class EntryLogger:
         self._require_open()
         self._manager.write_close(ledger_id)
 
-    def seal_write_closed(self) -> None:
+    def seal_for_checkpoint(self) -> None:
         """A checkpoint's first step: with many active logs, seal the write-closed ledgers'
-        logs (spec/protocol/write_close.md); ``flush`` alone does not."""
+        logs (spec/protocol/write_close.md), and with slots the idle slots' logs; ``flush``
+        alone does not."""
         self._require_open()
-        self._manager.seal_write_closed()
+        self._manager.seal_for_checkpoint()
 
     def rotate(self) -> EntryLogId | None:
         """Single mode: seal the active log and start a new one (createNewLog); return the

@@ -96,7 +96,8 @@ NS_PER_S = 1_000_000_000
 #: expiry, or to make room under maximumNumberOfActiveEntryLogs, or sealed by a checkpoint
 #: after the ledger's write close, or moved off a directory that filled up; with slots, a
 #: ledger's slot forgotten on expiry or at the most ledgers mapped, a slot's log sealed by a
-#: checkpoint once its ledgers are all write-closed, a full directory's slot retired.
+#: checkpoint once its ledgers are all write-closed, a full directory's slot retired, an idle
+#: slot's log sealed (no ledger mapped to it, no add for the expiry time).
 EVICTED_ON_EXPIRY = "a ledger's log evicted on expiry"
 EVICTED_AT_MOST_ACTIVE = "a ledger's log evicted at the most active logs"
 SEALED_WRITE_CLOSED = "a write-closed ledger's log sealed"
@@ -104,6 +105,7 @@ MOVED_OFF_FULL_DIR = "a ledger's log moved off a full directory"
 FORGOTTEN_ON_EXPIRY = "a ledger's slot forgotten on expiry"
 FORGOTTEN_AT_MOST_MAPPED = "a ledger's slot forgotten at the most mapped"
 RETIRED_FULL_DIR = "a full directory's slot retired"
+IDLE_SLOT_SEALED = "an idle slot's log sealed"
 EVENTS = (
     EVICTED_ON_EXPIRY,
     EVICTED_AT_MOST_ACTIVE,
@@ -112,6 +114,7 @@ EVENTS = (
     FORGOTTEN_ON_EXPIRY,
     FORGOTTEN_AT_MOST_MAPPED,
     RETIRED_FULL_DIR,
+    IDLE_SLOT_SEALED,
 )
 
 
@@ -275,9 +278,10 @@ class EntryLogManagerBase(abc.ABC):
         self._require_open()
         assert ledger_id >= 0, ledger_id
 
-    def seal_write_closed(self) -> None:
-        """A checkpoint's first step with many active logs: seal the logs of the ledgers
-        write-closed since the last one. Nothing with one log for every ledger."""
+    def seal_for_checkpoint(self) -> None:
+        """A checkpoint's first step with many active logs: seal what only a checkpoint
+        seals (the logs of the ledgers write-closed since the last one; with slots also the
+        idle slots' logs). Nothing with one log for every ledger."""
         self._require_open()
 
     def rotated(self) -> tuple[LogChannel, ...]:

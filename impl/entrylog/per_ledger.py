@@ -339,7 +339,7 @@ class PerLedgerEntryLogManager(EntryLogManagerBase):
         super().write_close(ledger_id)
         self._write_closed.add(ledger_id)
 
-    def seal_write_closed(self) -> None:
+    def seal_for_checkpoint(self) -> None:
         """A checkpoint's first step: evict every write-closed ledger's current log, by
         ledger id. A seal that finds no room raises, and that ledger and the ones after it
         stay write-closed for the next checkpoint."""
@@ -362,7 +362,7 @@ class PerLedgerEntryLogManager(EntryLogManagerBase):
     def checkpoint(self) -> None:
         """Java's per-ledger checkpoint is ``flush`` (see :meth:`flush`); bkref's seals the
         write-closed ledgers' logs first."""
-        self.seal_write_closed()
+        self.seal_for_checkpoint()
         self.flush()
 
     def flush(self) -> None:
@@ -370,7 +370,7 @@ class PerLedgerEntryLogManager(EntryLogManagerBase):
         fsync, close and mark flushed the rotated logs (flushCurrentLogs + flushRotatedLogs).
         On a failure nothing flushed so far is undone and the rest stays as it was, for a
         retry. The write-closed ledgers' logs are sealed by a checkpoint only
-        (:meth:`seal_write_closed`), not by the flush a compaction's index phase runs."""
+        (:meth:`seal_for_checkpoint`), not by the flush a compaction's index phase runs."""
         self._require_open()
         self._evict_expired(self._clock.monotonic_ns())
         self._force_current()

@@ -17,7 +17,11 @@ slots of full directories; the mapping is forgotten when the ledger took no add 
 >= expiry`` as in the per-ledger manager), or, least recently added-to first, when more than
 ``maximumNumberOfActiveEntryLogs`` ledgers are mapped. Forgetting a mapping seals nothing:
 the slot's log is other ledgers' too. The ledger takes the next slot at its next add, so its
-records may then be in two active logs, but its new records go to one.
+records may then be in two active logs, but its new records go to one. A slot no ledger is
+mapped to whose log took no add for the expiry time is idle: at the next add or checkpoint
+its log is sealed and rotated (as the per-ledger manager seals an idle ledger's log), so its
+records become a GC candidate instead of waiting in an active log until more adds fill it;
+not while no directory is writable.
 
 Before an add the slot's log is sealed (its ledgers map appended and the header pointed at
 it, exactly as the other managers seal: impl/entrylog/manager.py) and replaced by a new log
@@ -33,9 +37,10 @@ the per-ledger manager does, and a ledger with no slot joins a slot that has a c
 
 ``rotate`` seals every slot's current log with no replacement (each slot's next add starts a
 new one; the mappings stay) and returns the highest id sealed, None when no slot had a log.
-``checkpoint`` and ``flush`` are one step, as in the per-ledger manager: forget the expired
-mappings, seal each slot's log whose ledgers are all write-closed and forget the
-write-closed ledgers' mappings (spec/protocol/write_close.md), force every current log (data
+``checkpoint`` and ``flush`` are one step, as in the per-ledger manager: seal each slot's log
+whose ledgers are all write-closed and forget the write-closed ledgers' mappings
+(spec/protocol/write_close.md), forget the expired mappings, seal the idle slots' logs (a
+checkpoint's only, not the flush of a compaction's index phase), force every current log (data
 and metadata), then fsync, close and mark flushed the rotated ones; leastUnflushedLogId then
 stays at the smallest log that is current or rotated. ``close`` forces everything and
 releases the handles; it seals nothing.
@@ -74,6 +79,7 @@ from impl.entrylog.manager import (
     _RECORD_HEAD,
     FORGOTTEN_AT_MOST_MAPPED,
     FORGOTTEN_ON_EXPIRY,
+    IDLE_SLOT_SEALED,
     NS_PER_S,
     RETIRED_FULL_DIR,
     SEALED_WRITE_CLOSED,
@@ -95,14 +101,16 @@ from spec.ids import LOCATION_OFFSET_END, EntryLogId, LedgerId, Location
 
 
 class Slot:
-    """One slot: its directory and its current log, if it has one."""
+    """One slot: its directory, its current log, if it has one, and when an add last went to
+    it (the injected clock's monotonic reading)."""
 
-    __slots__ = ("directory", "index", "log")
+    __slots__ = ("directory", "index", "last_add_ns", "log")
 
     def __init__(self, index: int, directory: str) -> None:
         self.index = index
         self.directory = directory
         self.log: LogChannel | None = None
+        self.last_add_ns = 0
 
 
 class Mapping:
@@ -260,6 +268,7 @@ class SlotsEntryLogManager(EntryLogManagerBase):
         assert ledger_id >= 0, f"ledger id {ledger_id} is reserved"
         now = self._clock.monotonic_ns()
         self._forget_expired(now)
+        self._seal_idle(now)
         if self._retire_pending:
             self._retire_inactive()
         mapping = self._mapped.get(ledger_id)
@@ -294,6 +303,7 @@ class SlotsEntryLogManager(EntryLogManagerBase):
             mapping.last_access_ns = now
             self._mapped.move_to_end(ledger_id)
         self._recent.move_to_end(slot.index)
+        slot.last_add_ns = now
         return Location((log.log_id << 32) | offset)
 
     def _slot_for_new_ledger(self) -> Slot:
@@ -343,6 +353,24 @@ class SlotsEntryLogManager(EntryLogManagerBase):
             self._mapped.popitem(last=False)
             self.events[FORGOTTEN_ON_EXPIRY] += 1
 
+    def _seal_idle(self, now: int) -> None:
+        """Seal the log of every slot no mapped ledger points at that took no add for the
+        expiry time, as the per-ledger manager seals an idle ledger's log: its records become
+        a GC candidate at the next checkpoint, where they would wait in an active log until
+        more adds filled it. Not while no directory is writable (the slots' logs are then
+        where every ledger appends). A seal that fails leaves the log current, for the next
+        try, and raises."""
+        if not self._ledger_dirs.writable_dirs():
+            return
+        mapped = {mapping.slot.index for mapping in self._mapped.values()}
+        for slot in self._slots:
+            if slot.log is None or slot.index in mapped:
+                continue
+            if now - slot.last_add_ns < self._expiry_ns:
+                continue
+            self._retire(slot)
+            self.events[IDLE_SLOT_SEALED] += 1
+
     def _retire(self, slot: Slot) -> None:
         """Seal the slot's current log and move it to the rotated list; the slot has no log
         until its next add. A seal that fails leaves it current (the seal resumes at the
@@ -390,12 +418,14 @@ class SlotsEntryLogManager(EntryLogManagerBase):
         super().write_close(ledger_id)
         self._write_closed.add(ledger_id)
 
-    def seal_write_closed(self) -> None:
+    def seal_for_checkpoint(self) -> None:
         """A checkpoint's first step: seal every slot's log whose ledgers are all
         write-closed, by slot, and forget the write-closed ledgers' mappings. A mark stays
         while an active log still holds the ledger's records beside a ledger still writing
-        (a later write close of that one seals it). A seal that finds no room raises, the
-        rest waiting for the next checkpoint."""
+        (a later write close of that one seals it). Then forget the expired mappings and seal
+        the idle slots' logs (:meth:`_seal_idle`). A seal that finds no room raises, the rest
+        waiting for the next checkpoint. Not run by the flush of a compaction's index phase
+        (a GC step seals nothing)."""
         self._require_open()
         for slot in self._slots:
             log = slot.log
@@ -406,6 +436,9 @@ class SlotsEntryLogManager(EntryLogManagerBase):
             self._mapped.pop(ledger_id, None)
         still = {ledger for log in self.actives() for ledger in log.ledgers}
         self._write_closed &= still
+        now = self._clock.monotonic_ns()
+        self._forget_expired(now)
+        self._seal_idle(now)
 
     def preallocate(self) -> EntryLogId | None:
         """Nothing: this manager does not preallocate. Always None."""
@@ -416,8 +449,8 @@ class SlotsEntryLogManager(EntryLogManagerBase):
 
     def checkpoint(self) -> None:
         """As the per-ledger manager's, a checkpoint is :meth:`flush`, after
-        :meth:`seal_write_closed`."""
-        self.seal_write_closed()
+        :meth:`seal_for_checkpoint`."""
+        self.seal_for_checkpoint()
         self.flush()
 
     def flush(self) -> None:

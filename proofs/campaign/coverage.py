@@ -43,6 +43,7 @@ from impl.entrylog.manager import (
     EVICTED_ON_EXPIRY,
     FORGOTTEN_AT_MOST_MAPPED,
     FORGOTTEN_ON_EXPIRY,
+    IDLE_SLOT_SEALED,
     MOVED_OFF_FULL_DIR,
     RETIRED_FULL_DIR,
     SEALED_WRITE_CLOSED,
@@ -267,6 +268,7 @@ MANAGER_PROBES: Mapping[str, Mapping[str, Probe]] = {
         FORGOTTEN_AT_MOST_MAPPED: _p(100.0, "healthy_stretch", "add", "new_ledger"),
         SEALED_WRITE_CLOSED: _p(2.0, "write_close"),
         RETIRED_FULL_DIR: _p(1.7, "disk_full"),
+        IDLE_SLOT_SEALED: _p(1.0, "advance_clock"),
     },
 }
 

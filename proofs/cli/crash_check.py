@@ -59,7 +59,8 @@ of forced entries, format validity, typed failures and no stomping on log ids. A
 prints the command that re-runs its state: --point N (and --plan P) re-runs crash point N
 (under plan P) of one entry-log run and prints what it checked.
 
-bookie: adds, a fence, a wrong-key add and fence, journal forces and checkpoints (some phase
+bookie: adds, a fence, a wrong-key add and fence, a write close, the clock moved past the
+entry-log managers' access expiry, journal forces and checkpoints (some phase
 by phase, with adds between the phases), rotations and a clean shutdown through the Bookie;
 every crash state is a trace judged by the model and properties 1, 2, 3 and 6 of
 spec/properties.md. A failure prints where its trace was saved: replay it with bkref

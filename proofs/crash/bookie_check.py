@@ -155,14 +155,14 @@ def describe_manager(manager: str) -> str:
         return (
             f"manager slots (bkref's entryLogSlotsPerLedgerDir={SLOTS_PER_DIR}, "
             f"{SLOTS_PER_DIR * len(LEDGER_DIRS)} slots shared by the ledgers, at most "
-            f"{SLOTS_MAX_MAPPED} ledgers mapped; the clock does not move, so no mapping "
-            "expires)"
+            f"{SLOTS_MAX_MAPPED} ledgers mapped; mappings expire once, when the clock moves "
+            "past the access expiry, and the idle slots' logs are sealed)"
         )
     assert manager == "per-ledger", manager
     return (
         "manager per-ledger (an active log per ledger, entryLogPerLedgerEnabled=true, "
-        f"maximumNumberOfActiveEntryLogs {PER_LEDGER_MAX_ACTIVE}; the clock does not move, "
-        "so no log expires)"
+        f"maximumNumberOfActiveEntryLogs {PER_LEDGER_MAX_ACTIVE}; logs expire once, when the "
+        "clock moves past the access expiry)"
     )
 
 
@@ -506,8 +506,9 @@ class BookieRun:
     def describe(self) -> str:
         return (
             f"seed {self.seed}, {self.adds} adds over 3 ledgers, a fence, a wrong-key add and "
-            f"fence, journal forces and checkpoints (some phase by phase, with adds between "
-            f"the phases), rotations, a clean shutdown; logSizeLimit "
+            f"fence, a write close, the clock moved on 300 s, journal forces and checkpoints "
+            f"(some phase by phase, with adds between the phases), rotations, a clean "
+            f"shutdown; logSizeLimit "
             f"{self.settings['logSizeLimit']}; {describe_manager(self.manager)}"
         )
 

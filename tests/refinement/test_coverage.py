@@ -24,6 +24,7 @@ from impl.entrylog.manager import (
     EVICTED_ON_EXPIRY,
     FORGOTTEN_AT_MOST_MAPPED,
     FORGOTTEN_ON_EXPIRY,
+    IDLE_SLOT_SEALED,
     MOVED_OFF_FULL_DIR,
     RETIRED_FULL_DIR,
     SEALED_WRITE_CLOSED,
@@ -116,6 +117,7 @@ MANAGER_MINIMUMS: dict[str, dict[str, tuple[int, int]]] = {
         FORGOTTEN_AT_MOST_MAPPED: (1900, 5400),
         SEALED_WRITE_CLOSED: (18, 34),
         RETIRED_FULL_DIR: (13, 115),
+        IDLE_SLOT_SEALED: (17, 50),
     },
 }
 

@@ -25,6 +25,7 @@ from impl.entrylog.logger import EntryLogger, EntryLoggerSettings, settings_from
 from impl.entrylog.manager import (
     FORGOTTEN_AT_MOST_MAPPED,
     FORGOTTEN_ON_EXPIRY,
+    IDLE_SLOT_SEALED,
     RETIRED_FULL_DIR,
     LogChannel,
     LogState,
@@ -83,6 +84,10 @@ def slot_of(logger: EntryLogger, ledger_id: int) -> int | None:
 def requested(logger: EntryLogger) -> bool:
     """Read through a call, so the type checker does not narrow it."""
     return logger.manager.rotate_requested
+
+
+def states(logger: EntryLogger) -> dict[int, LogState]:
+    return {d.log_id: d.state for d in logger.state().logs}
 
 
 def active_ids(logger: EntryLogger) -> list[int]:
@@ -177,28 +182,53 @@ def test_a_rotation_from_an_add_forces_the_old_log_when_flush_entrylog_bytes_is_
 # --- the evicting map -------------------------------------------------------------------------
 
 
-def test_expiry_forgets_the_mapping_but_seals_nothing() -> None:
+def test_expiry_forgets_the_mapping_and_seals_only_an_idle_slot_s_log() -> None:
     disk, dirs = sim_disk(1)
     clock = ManualClock()
     logger = new_logger(disk, dirs, clock, slots_per_dir=2, entrylog_map_access_expiry_s=1)
     add(logger, 1, 0)  # slot 0
     add(logger, 2, 0)  # slot 1
+    add(logger, 3, 0)  # slot 0, beside ledger 1
     clock.advance_ms(600)
     add(logger, 2, 1)
+    add(logger, 3, 1)
     clock.advance_ms(600)
     add(logger, 2, 2)  # ledger 1 took no add for 1.2 s: forgotten
-    assert slot_of(logger, 1) is None
-    assert slot_of(logger, 2) == 1
+    assert slot_of(logger, 1) is None and slot_of(logger, 3) == 0
+    # Slot 0's log is shared with ledger 3, still mapped: not idle, nothing sealed.
     assert rotated_ids(logger) == [] and active_ids(logger) == [0, 1]
     assert manager_of(logger).events == {FORGOTTEN_ON_EXPIRY: 1}
-    # Its next add takes the next slot in round robin (slot 0 again, its old log).
+    clock.advance_ms(600)
+    add(logger, 2, 3)  # ledger 3 idle for 1.2 s: forgotten, and slot 0 is idle now
+    assert slot_of(logger, 3) is None
+    assert rotated_ids(logger) == [0] and active_ids(logger) == [1]
+    assert manager_of(logger).events == {FORGOTTEN_ON_EXPIRY: 2, IDLE_SLOT_SEALED: 1}
+    assert sealed_map(disk, logger, 0) == {1: RECORD, 3: 2 * RECORD}
+    # Ledger 1's next add takes the next slot in round robin (slot 1, beside ledger 2).
     add(logger, 1, 1)
-    assert slot_of(logger, 1) == 0 and log_of(logger, 1).log_id == 0
-    # A checkpoint forgets expired mappings too, and seals nothing.
+    assert slot_of(logger, 1) == 1 and log_of(logger, 1).log_id == 1
+    # A checkpoint forgets the expired mappings and seals the idle slots' logs too: with no
+    # add for 2 s every log is sealed and flushed, a GC candidate.
     clock.advance_ms(2 * MS)
     logger.checkpoint()
     assert manager_of(logger).mapped_by_access() == ()
+    assert active_ids(logger) == [] and rotated_ids(logger) == []
+    assert states(logger) == dict.fromkeys((0, 1), LogState.FLUSHED)
+    assert manager_of(logger).events[IDLE_SLOT_SEALED] == 2
+    logger.check_invariants()
+
+
+def test_no_idle_slot_is_sealed_while_no_directory_is_writable(tmp_path: Path) -> None:
+    fs, dirs = armed(tmp_path, 1)
+    clock = ManualClock()
+    logger = new_logger(fs, dirs, clock, slots_per_dir=2, entrylog_map_access_expiry_s=1)
+    add(logger, 1, 0)
+    add(logger, 2, 0)
+    logger.ledger_dirs.mark_full(dirs[0])
+    clock.advance_ms(2 * MS)
+    add(logger, 2, 1)  # ledger 1 forgotten, its slot idle: but it is where adds must go
     assert active_ids(logger) == [0, 1] and rotated_ids(logger) == []
+    assert IDLE_SLOT_SEALED not in manager_of(logger).events
     logger.check_invariants()
 
 

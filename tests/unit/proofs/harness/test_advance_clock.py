@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import pytest
 
-from impl.entrylog.manager import EVICTED_ON_EXPIRY, FORGOTTEN_ON_EXPIRY
+from impl.entrylog.manager import EVICTED_ON_EXPIRY, FORGOTTEN_ON_EXPIRY, IDLE_SLOT_SEALED
 from models.bookie.bookie import BookieModel, ModelConfig, ModelUsageError, _GcCycle
 from proofs.harness.refinement import SMALL_SETTINGS, InProcessBookie, Refinement
 from spec.operations import OK, AdvanceClock, Checkpoint, Operation, Read
@@ -53,13 +53,26 @@ def test_a_ledger_idle_for_the_expiry_loses_its_log_at_the_next_add(
     assert steps[3].result.data == b"a"
 
 
-def test_with_slots_the_clock_forgets_a_mapping_and_seals_nothing() -> None:
+def test_with_slots_the_clock_forgets_a_mapping_and_seals_the_idle_slot_s_log() -> None:
     steps, events = _run(
         SLOTS,
-        [A(1, 0, b"k1", b"a"), AdvanceClock(3600), A(2, 0, b"k2", b"b"), Checkpoint()],
+        [
+            A(1, 0, b"k1", b"a"),  # slot 0
+            A(3, 0, b"k3", b"c"),  # slot 1
+            A(4, 0, b"k4", b"d"),  # slot 2 (slots alternate directories)
+            A(5, 0, b"k5", b"e"),  # slot 3
+            A(2, 0, b"k2", b"b"),  # slot 0, beside ledger 1
+            AdvanceClock(3600),
+            A(2, 1, b"k2", b"b"),
+            Checkpoint(),
+        ],
     )
-    assert events == {FORGOTTEN_ON_EXPIRY: 1}
-    assert _log_states(steps[3], 1) == {"active"}, "a slot's log is shared: not sealed"
+    # Every mapping expired, ledger 2's too (its add comes after the clock): every slot is
+    # idle and its log sealed at that add, which starts a new log; the checkpoint flushes
+    # the sealed ones, GC candidates.
+    assert events == {FORGOTTEN_ON_EXPIRY: 5, IDLE_SLOT_SEALED: 4}
+    assert all(_log_states(steps[7], led) == {"flushed"} for led in (1, 3, 4, 5))
+    assert _log_states(steps[7], 2) == {"flushed", "active"}
 
 
 def test_the_model_refuses_the_clock_inside_a_gc_cycle_it_cannot_time() -> None:
