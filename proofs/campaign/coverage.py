@@ -254,7 +254,7 @@ CELLS_NOT_WITH_MANAGER: Mapping[str, tuple[str, ...]] = {
 #: manager.py EVENTS, counted by the manager, recorded by the workload after each step).
 #: The clock rule and the write close are drawn only with these managers
 #: (proofs/harness/workload.py MANY_LOG_RULES). Rates as for PROBES: about a third of what
-#: a seeded campaign measured (docs/benchmarks.md, "Coverage of the managers' own rules").
+#: a seeded campaign measured (docs/benchmarks.md, "The managers' own coverage").
 MANAGER_PROBES: Mapping[str, Mapping[str, Probe]] = {
     "single": {},
     "per-ledger": {

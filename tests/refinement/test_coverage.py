@@ -104,7 +104,7 @@ MINIMUMS: dict[str, tuple[int, int]] = {
 #: MANAGER_PROBES: evictions, write-close seals, full directories), each in a derandomized
 #: run of its manager's machine (MANAGER_SETTINGS, with the clock and write-close rules),
 #: with its minimum count in the fast run and in the slow one: about a third of what the
-#: runs measured (docs/benchmarks.md, "Coverage of the managers' own rules").
+#: runs measured (docs/benchmarks.md, "The managers' own coverage").
 MANAGER_MINIMUMS: dict[str, dict[str, tuple[int, int]]] = {
     "per-ledger": {
         EVICTED_ON_EXPIRY: (3, 50),
@@ -115,9 +115,9 @@ MANAGER_MINIMUMS: dict[str, dict[str, tuple[int, int]]] = {
     "slots": {
         FORGOTTEN_ON_EXPIRY: (44, 130),
         FORGOTTEN_AT_MOST_MAPPED: (1900, 5400),
-        SEALED_WRITE_CLOSED: (18, 34),
+        SEALED_WRITE_CLOSED: (18, 80),
         RETIRED_FULL_DIR: (13, 115),
-        IDLE_SLOT_SEALED: (17, 50),
+        IDLE_SLOT_SEALED: (17, 110),
     },
 }
 
@@ -197,7 +197,8 @@ def test_the_fast_run_of_each_manager_reaches_its_own_situations(manager: str) -
     # log's directory: the ledger's log was seldom still active then); with slots 134
     # mappings forgotten on expiry, 5,795 at the most mapped, 56 write-closed logs sealed, 40
     # slots retired. The deep run (600 of 100): 160, 13,642, 154, 210 and 401, 16,379, 102,
-    # 346 (its write-close counts before that rule added to the ledger first).
+    # 346 (its write-close counts before that rule added to the ledger first). Since idle
+    # slots' logs are sealed: slots fast 51 of them, deep 334 (and 444, 18,215, 240, 310).
     seen = _run(examples=200, steps=50, manager=manager)
     assert _short(seen, 0, MANAGER_MINIMUMS[manager]) == [], seen
 
