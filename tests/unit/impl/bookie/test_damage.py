@@ -38,7 +38,7 @@ from impl.limits import Limits
 from models.fs.simdisk import SimDisk
 from proofs.cli.inspect import inspect_dir
 from spec.crash import LoseUnsynced
-from spec.errors import BookieIOError, DamagedFile, NoEntry
+from spec.errors import BookieIOError, DamagedFile, NoEntry, NoLedger
 from spec.ids import EntryId, LedgerId
 from tests.paths import ROOT
 from tests.unit.impl.bookie.test_bookie import (
@@ -399,6 +399,74 @@ def test_j15_the_group_at_lastmarks_offset_zeroed_with_groups_after_it_is_refuse
     disk, journal, mark = groups_after_checkpoint()
     patch(disk, journal, mark.offset, bytes(SECTOR_SIZE))
     refused(disk, journal, mark.offset, text="a later group of records starts")
+
+
+def test_j19_a_later_journals_header_zeroed_with_records_after_it_is_refused() -> None:
+    """Found by generated damage (proofs/damage/): a journal after lastMark's, its header
+    zeroed, was read as version 1, its first length zero taken for a torn last group, and
+    every acknowledged add in it lost without a word. bkref writes only versions 4 to 6,
+    each with its header synced before the first record."""
+    disk = SimDisk()
+    limits = Limits(journal_file_max_bytes=4 * SECTOR_SIZE)
+    bookie = open_bookie(disk, limits=limits)
+    for entry in range(8):
+        add_and_ack(bookie, 1, entry, body(1, entry, size=300))
+    disk.crash(LoseUnsynced())
+    mark = names.journal_file_name(bookie.last_mark.journal_id)
+    journals = sorted(journal_files(disk))
+    after = [name for name in journals if name > mark]
+    later = join(JOURNAL_DIR, after[0])  # records in it, and a header-only journal after it
+    assert len(disk.read_file(later)) > HEADER_SIZE, journals
+    patch(disk, later, 0, bytes(HEADER_SIZE))
+    refused(disk, later, 0, text="no BKLG header")
+
+
+def test_j20_two_journals_swapped_is_not_detectable() -> None:
+    """A journal does not carry its id: with lastMark inside the older journal, on a group
+    boundary that is a group boundary of the newer one's bytes too (every V5+ group ends on a
+    sector), the swapped files replay without a complaint, and the acknowledged adds that only
+    the newer journal's first groups held are gone. Counted as undetectable by the damage
+    check (proofs/damage/oracle.py)."""
+    disk = SimDisk()
+    bookie = open_bookie(disk, limits=Limits(journal_file_max_bytes=6 * SECTOR_SIZE))
+    for entry in range(2):
+        add_and_ack(bookie, 1, entry, body(1, entry, size=300))
+    bookie.checkpoint()
+    mark = bookie.last_mark
+    for entry in range(2, 10):
+        add_and_ack(bookie, 1, entry, body(1, entry, size=300))
+    disk.crash(LoseUnsynced())
+    older = join(JOURNAL_DIR, names.journal_file_name(mark.journal_id))
+    newer = join(
+        JOURNAL_DIR, sorted(n for n in journal_files(disk) if n > older.rsplit("/")[-1])[0]
+    )
+    first, second = disk.read_file(older), disk.read_file(newer)
+    assert mark.offset % SECTOR_SIZE == 0 and len(second) > mark.offset
+    overwrite(disk, older, second)
+    overwrite(disk, newer, first)
+    bookie = starts(disk)
+    lost = []
+    for entry in range(10):
+        try:
+            bookie.read_entry(LedgerId(1), EntryId(entry))
+        except NoEntry:
+            lost.append(entry)
+    assert lost, "every add survived: the swap was harmless here, and the row shows nothing"
+
+
+def test_j21_every_group_but_the_last_zeroed_is_not_detectable() -> None:
+    """Found by generated damage (proofs/damage/): with every group between lastMark and the
+    last one zeroed, padding and all, the bytes after the mark are those of a last group
+    whose first sectors never reached the disk (j16): accepted, and the zeroed groups'
+    acknowledged adds are gone. Counted as undetectable by the damage check."""
+    disk, journal = groups_after_mark()
+    raw = disk.read_file(journal)
+    last = record_offsets(raw)[-1][0]
+    assert last % SECTOR_SIZE == 0 and last > HEADER_SIZE
+    patch(disk, journal, HEADER_SIZE, bytes(last - HEADER_SIZE))
+    bookie = starts(disk)
+    with pytest.raises((NoEntry, NoLedger)):  # the key record was in a zeroed group too
+        bookie.read_entry(LedgerId(1), EntryId(0))
 
 
 def test_j16_the_last_groups_first_sector_zeroed_and_a_later_one_written_is_a_crash_state() -> None:
