@@ -1,0 +1,276 @@
+"""The damage oracle: refuse, or lose nothing.
+
+A start on a damaged disk must end one of two ways:
+
+- **refused**: recovery raises one of bkref's typed errors (spec/errors.py) whose message
+  names a file of the disk (or its directory: an identity stamp's refusal names the
+  directory), and leaves every file as it found it (nothing written, nothing moved aside:
+  the operator's repair starts from what the damage left), the reserves excepted (zeros a
+  start lays whenever one is missing or short, spec/format/identity.md "A full disk");
+- **started** with everything a client was told intact: every acknowledged add reads back
+  with its bytes, every acknowledged fence still refuses an add, every ledger's master key
+  still refuses another key, every acknowledged delete stays deleted (no entry of the ledger
+  reads back: no resurrection).
+
+A read of an acknowledged entry that answers ``io_error`` is damage met at the read
+(spec/format/entry_log.md, row e3: the log format has no checksum over a record, so
+recovery does not read every record; the read that needs one finds it wrong and says so):
+*detected*, not lost. Anything else is a *violation*: an entry lost or read with other bytes,
+a fence, key or delete forgotten, an exception that is not one of bkref's typed errors
+(a traceback), a refusal that names no file or that changed the files.
+
+Two classes of damage cannot be seen by any reader of these formats, and the tables say so;
+a violation they explain is counted as *undetectable*, by row, not as a failure:
+
+- a byte changed in place inside a record's body (rows e4 and j7: neither format has a
+  checksum over the data; BookKeeper's clients check each entry's digest): an acknowledged
+  entry read back with other bytes, after a damage that changed bytes in place (``zero``,
+  ``flip``, ``older``, ``swap``);
+- a journal's end taken away, or its bytes moved (rows j12, j14, j20 and j21): a journal cut
+  inside an earlier group with nothing after, an older copy of it (a journal only grows, so
+  an older copy is a cut), zeros from an offset with at most one group's end (a padding
+  record) after them (the shape of a crash's last group whose first sectors never reached
+  the disk, row j16; a second group's end after them is refused, j4), a journal deleted, or two
+  journals' bytes swapped: it looks like a crash's torn last group, journal ids are not
+  consecutive, and a journal does not carry its id. Adds, fences, keys and deletes only the
+  lost bytes held are lost without a word.
+
+Everything here reads the bookie through its client calls only (read, add, fence), and knows
+what was acknowledged from the trace the model judged before the crash, never from the
+bookie's files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+from collections.abc import Callable, Mapping, Sequence
+
+import attrs
+
+from impl.bookie.bookie import Bookie
+from impl.format.names import RESERVE_FILE_NAME
+from models.fs.simdisk import SimDisk
+from proofs.damage.generate import Damage, Several, file_kind
+from spec.errors import BkrefError, BookieError
+from spec.ids import EntryId, LedgerId
+from spec.operations import Add, Delete, Fence
+from spec.trace import Trace
+
+#: Entry ids of the probing adds after a start (never a workload's).
+FENCE_PROBE_ENTRY = 40_000
+WRONG_KEY_PROBE_ENTRY = 50_000
+WRONG_KEY = b"not-the-key-of-any-ledger"
+
+#: The verdicts, in the order the summary lists them.
+REFUSED = "refused"
+INTACT = "intact"
+DETECTED = "detected at a read"
+UNDETECTABLE = "undetectable"
+VIOLATION = "violation"
+VERDICTS = (REFUSED, INTACT, DETECTED, UNDETECTABLE, VIOLATION)
+
+#: The first bytes of a padding record, which ends every group bkref writes in a V5+
+#: journal (spec/format/journal.md): int32 PADDING_MASK.
+PADDING_HEAD = struct.pack(">i", -0x100)
+#: Damage kinds that change bytes in place (rows e4, j7 apply).
+IN_PLACE = frozenset({"zero", "flip", "older", "swap"})
+
+
+@attrs.frozen
+class Acknowledged:
+    """What the trace told a client: adds (ledger, entry) to their bytes, fenced ledgers,
+    each ledger's key, deleted ledgers."""
+
+    adds: Mapping[tuple[int, int], bytes]
+    fences: frozenset[int]
+    keys: Mapping[int, bytes]
+    deletes: frozenset[int]
+
+    @staticmethod
+    def of(trace: Trace) -> Acknowledged:
+        done = [step.op for step in trace.steps if step.result.ok and not step.result.pending]
+        done += [
+            trace.steps[completion.step].op
+            for step in trace.steps
+            for completion in step.completed
+            if completion.error is None
+        ]
+        deletes = frozenset(op.ledger for op in done if isinstance(op, Delete))
+        adds = {
+            (op.ledger, op.entry): op.data
+            for op in done
+            if isinstance(op, Add) and op.ledger not in deletes
+        }
+        keys = {
+            op.ledger: op.key
+            for op in done
+            if isinstance(op, Add | Fence) and op.ledger not in deletes
+        }
+        fences = frozenset(
+            op.ledger for op in done if isinstance(op, Fence) and op.ledger not in deletes
+        )
+        return Acknowledged(adds, fences, keys, deletes)
+
+
+@attrs.frozen
+class Verdict:
+    """How one start on a damaged disk ended: ``verdict`` (VERDICTS), the problems seen
+    (violations or, for undetectable, what the rows excuse), and ``row`` for undetectable."""
+
+    verdict: str
+    problems: tuple[str, ...] = ()
+    row: str = ""
+    refusal: str = ""
+
+
+def _names_a_file(message: str, paths: Sequence[str]) -> bool:
+    """Whether ``message`` names one of ``paths``, by path or by name, or the directory of
+    one (an identity stamp's refusal names the directory it stamps)."""
+    names = set(paths)
+    for path in paths:
+        names.add(path.rsplit("/", 1)[-1])
+        parts = path.strip("/").split("/")
+        names.add("/" + parts[0])
+    return any(name and name in message for name in names)
+
+
+def _files(disk: SimDisk) -> dict[str, bytes]:
+    """The disk's files but the reserves (zeros a start lays whenever one is missing or
+    short: spec/format/identity.md, "A full disk"; they hold no data)."""
+    return {
+        path: data
+        for path, data in disk.current_snapshot().items()
+        if path.rsplit("/", 1)[-1] != RESERVE_FILE_NAME
+    }
+
+
+def _parts(damage: Damage) -> tuple[Damage, ...]:
+    return damage.parts if isinstance(damage, Several) else (damage,)
+
+
+def _changes_bytes(damage: Damage) -> bool:
+    return any(part.kind in IN_PLACE for part in _parts(damage))
+
+
+def _takes_a_journal_end(damage: Damage, before: Mapping[str, bytes]) -> bool:
+    for part in _parts(damage):
+        path = part.paths()[0]
+        if file_kind(path) != "journal":
+            continue
+        if part.kind in ("truncate", "older", "remove", "swap"):
+            return True
+        if part.kind == "zero":
+            offset, length = getattr(part, "offset", 0), getattr(part, "length", 0)
+            data = bytearray(before.get(path, b""))
+            data[offset : offset + length] = bytes(len(data[offset : offset + length]))
+            if bytes(data[offset:]).count(PADDING_HEAD) <= 1:
+                return True  # at most one group's end after the zeros (rows j14, j21)
+    return False
+
+
+def judge(
+    open_bookie: Callable[[SimDisk], Bookie],
+    disk: SimDisk,
+    damage: Damage,
+    acknowledged: Acknowledged,
+    before: Mapping[str, bytes],
+) -> Verdict:
+    """Start a bookie on ``disk`` (already damaged) and judge the start (module docstring).
+    ``before``: the disk's files before the damage (path to bytes)."""
+    damaged = _files(disk)
+    try:
+        bookie = open_bookie(disk)
+    except BkrefError as exc:
+        message = f"{type(exc).__name__}: {exc}"
+        problems: list[str] = []
+        if not _names_a_file(str(exc), [*before, *damaged]):
+            problems.append(f"the refusal names no file: {message}")
+        if _files(disk) != damaged:
+            problems.append(f"the refused start changed the files: {message}")
+        if problems:
+            return Verdict(VIOLATION, tuple(problems), refusal=message)
+        return Verdict(REFUSED, refusal=message)
+    except Exception as exc:  # a traceback: never an answer
+        return Verdict(VIOLATION, (f"the start raised {type(exc).__name__}: {exc}",))
+    try:
+        return _judge_started(bookie, damage, acknowledged, before)
+    finally:
+        with contextlib.suppress(BkrefError):
+            bookie.shutdown()
+
+
+def _judge_started(
+    bookie: Bookie, damage: Damage, acknowledged: Acknowledged, before: Mapping[str, bytes]
+) -> Verdict:
+    lost: list[str] = []
+    other_bytes: list[str] = []
+    broken: list[str] = []
+    detected = 0
+    for (ledger, entry), data in sorted(acknowledged.adds.items()):
+        try:
+            got = bookie.read_entry(LedgerId(ledger), EntryId(entry))
+        except BookieError as exc:
+            if exc.code == "io_error":
+                detected += 1
+            else:
+                lost.append(f"acknowledged add ({ledger}, {entry}) answered {exc.code}")
+            continue
+        except Exception as exc:
+            broken.append(f"read ({ledger}, {entry}) raised {type(exc).__name__}: {exc}")
+            continue
+        if got != data:
+            other_bytes.append(f"acknowledged add ({ledger}, {entry}) read other bytes")
+    for ledger in sorted(acknowledged.deletes):
+        for entry in range(3):
+            try:
+                bookie.read_entry(LedgerId(ledger), EntryId(entry))
+            except BookieError:
+                continue
+            except Exception as exc:
+                broken.append(f"read ({ledger}, {entry}) raised {type(exc).__name__}: {exc}")
+                continue
+            lost.append(f"deleted ledger {ledger} is back: entry {entry} reads")
+    for ledger in sorted(acknowledged.fences):
+        code = _add_answer(bookie, ledger, FENCE_PROBE_ENTRY, acknowledged.keys[ledger])
+        if code.startswith("raised"):
+            broken.append(f"an add to fenced ledger {ledger} {code}")
+        elif code != "fenced":
+            lost.append(f"the fence of ledger {ledger} is lost: an add answered {code}")
+    for ledger in sorted(acknowledged.keys):
+        code = _add_answer(bookie, ledger, WRONG_KEY_PROBE_ENTRY, WRONG_KEY)
+        if code.startswith("raised"):
+            broken.append(f"a wrong key's add to ledger {ledger} {code}")
+        elif code not in ("unauthorized", "fenced"):
+            lost.append(f"the key of ledger {ledger} is lost: a wrong key's add answered {code}")
+    if broken:
+        return Verdict(VIOLATION, tuple(broken + lost + other_bytes))
+    excused: list[str] = []
+    rows: list[str] = []
+    if other_bytes and _changes_bytes(damage):
+        excused += other_bytes
+        rows.append("e4/j7")
+        other_bytes = []
+    if lost and _takes_a_journal_end(damage, before):
+        excused += lost
+        rows.append("j12/j14/j20/j21")
+        lost = []
+    if lost or other_bytes:
+        return Verdict(VIOLATION, tuple(lost + other_bytes))
+    if excused:
+        return Verdict(UNDETECTABLE, tuple(excused), row=", ".join(rows))
+    return Verdict(DETECTED if detected else INTACT)
+
+
+def _add_answer(bookie: Bookie, ledger: int, entry: int, key: bytes) -> str:
+    """What an add answers at once: an error code, ``accepted`` (pending or done), or
+    ``raised ...`` for an exception that is not a client's answer."""
+    try:
+        ack = bookie.add_entry(LedgerId(ledger), EntryId(entry), key, b"probe")
+    except BookieError as exc:
+        return exc.code
+    except Exception as exc:
+        return f"raised {type(exc).__name__}: {exc}"
+    if ack.done and ack.error is not None:
+        return ack.error.code
+    return "accepted"
