@@ -233,8 +233,11 @@ def inspect_dir(fs: FileSystem, given: str, extra_ledger_dirs: Sequence[str] = (
             report.dir_problems.append(problem)
     if journal_dir is not None:
         report.dir_problems.extend(other_mark_problems(fs, journal_dir, marks, context))
+        # As a start compares: the largest lastMark that reads (an empty file is no mark;
+        # a damaged one is reported on its own).
+        readable = context.path is not None
         problem = coverage_problem(
-            fs, journal_dir, context, bool(marks), _index_counts(fs, extra_ledger_dirs)
+            fs, journal_dir, context, readable, _index_counts(fs, extra_ledger_dirs)
         )
         if problem is not None:
             report.dir_problems.append(problem)

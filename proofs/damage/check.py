@@ -41,6 +41,7 @@ from models.fs.simdisk import SimDisk
 from proofs.crash.bookie_check import _interrupted as interrupted
 from proofs.crash.bookie_check import crash_settings, record, workload
 from proofs.crash.explorer import disk_image, restore_disk
+from proofs.damage.inspect_verdict import inspect_problems
 from proofs.damage.generate import Damage, Generator, file_kind
 from proofs.damage.oracle import VERDICTS, VIOLATION, Acknowledged, Verdict, judge
 from proofs.harness.refinement import (
@@ -185,6 +186,10 @@ def _crashed(number: int, where: str, harness: Any, sut: Any) -> CrashState:
     return CrashState(number, where, disk_image(sut.disk), acknowledged)
 
 
+def _inspector(disk: SimDisk) -> list[str]:
+    return inspect_problems(disk, JOURNAL_DIR, LEDGER_DIRS)
+
+
 def _aims(disk: SimDisk) -> dict[str, list[int]]:
     """lastMark's offset in the journal it names (the mark itself is worth damaging)."""
     try:
@@ -202,12 +207,14 @@ def run_damage_check(
     damages: int = 40,
     adds: int = 40,
     keep: str | None = None,
+    inspect: bool = True,
     progress: Callable[[str], None] | None = None,
 ) -> DamageReport:
     """The check (module docstring). ``progress`` gets a line per crash state."""
     started = time.monotonic()
     report = DamageReport(seed)
     open_bookie = opener(seed)
+    inspector = _inspector if inspect else None
     older: dict[str, list[tuple[int, bytes]]] = {}
     rng = random.Random(seed)
     for state in crash_states(seed, adds, states):
@@ -228,7 +235,9 @@ def run_damage_check(
             damage = generator.draw()
             damaged = restore_disk(state.image)
             damage.apply(damaged)
-            verdict = judge(open_bookie, damaged, damage, state.acknowledged, files)
+            verdict = judge(
+                open_bookie, damaged, damage, state.acknowledged, files, inspect=inspector
+            )
             report.damages += 1
             report.cells[(damage.kind, verdict.verdict)] += 1
             for path in dict.fromkeys(damage.paths()):

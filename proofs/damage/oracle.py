@@ -25,7 +25,11 @@ a violation they explain is counted as *undetectable*, by row, not as a failure:
 - a byte changed in place inside a record's body (rows e4 and j7: neither format has a
   checksum over the data; BookKeeper's clients check each entry's digest): an acknowledged
   entry read back with other bytes, after a damage that changed bytes in place (``zero``,
-  ``flip``, ``older``, ``swap``);
+  ``flip``, ``older``, ``swap``); and, in a journal, a changed ledger id, entry id or key
+  (j7 too): an entry, a key or a fence lost, after a ``zero`` or ``flip`` that changed only
+  bytes inside records' payloads (:func:`journal_payloads`; a changed length is never
+  excused this way); and a record's length in a journal's last group changed into one that
+  runs to or past the end of the file (j6: a crash's cut record looks the same);
 - a journal's end taken away, or its bytes moved (rows j12, j14, j20 and j21): a journal cut
   inside an earlier group with nothing after, an older copy of it (a journal only grows, so
   an older copy is a cut), zeros from an offset with at most one group's end (a padding
@@ -34,6 +38,12 @@ a violation they explain is counted as *undetectable*, by row, not as a failure:
   journals' bytes swapped: it looks like a crash's torn last group, journal ids are not
   consecutive, and a journal does not carry its id. Adds, fences, keys and deletes only the
   lost bytes held are lost without a word.
+
+``bkref inspect`` must say the same of the damaged disk (given ``inspect``): problems where
+recovery refuses, none where it starts (proofs/damage/inspect_verdict.py), except for the
+identity check's refusals (DirectoryError: the configured directories against their
+stamps), which inspect, run on any copy of the directories, cannot make. A traceback from
+inspect is a violation too.
 
 Everything here reads the bookie through its client calls only (read, add, fence), and knows
 what was acknowledged from the trace the model judged before the crash, never from the
@@ -51,8 +61,8 @@ import attrs
 from impl.bookie.bookie import Bookie
 from impl.format.names import RESERVE_FILE_NAME
 from models.fs.simdisk import SimDisk
-from proofs.damage.generate import Damage, Several, file_kind
-from spec.errors import BkrefError, BookieError
+from proofs.damage.generate import Damage, Flip, Several, Zero, file_kind
+from spec.errors import BkrefError, BookieError, DirectoryError
 from spec.ids import EntryId, LedgerId
 from spec.operations import Add, Delete, Fence
 from spec.trace import Trace
@@ -122,6 +132,10 @@ class Verdict:
     problems: tuple[str, ...] = ()
     row: str = ""
     refusal: str = ""
+    #: The refusal is the identity check's (DirectoryError: the configured directories
+    #: against their stamps), which inspect, run on any copy of the directories, cannot
+    #: make: not compared with inspect.
+    identity: bool = False
 
 
 def _names_a_file(message: str, paths: Sequence[str]) -> bool:
@@ -169,16 +183,129 @@ def _takes_a_journal_end(damage: Damage, before: Mapping[str, bytes]) -> bool:
     return False
 
 
+def journal_payloads(data: bytes) -> list[tuple[int, int]]:
+    """The byte ranges of a V5+ journal's record payloads (ids, body, key: what row j7 says
+    no reader can check), by the walk spec/format/journal.md describes: a 512-byte header
+    ("BKLG", int32 version), then records, each an int32 length and that many bytes, a
+    padding record being PADDING_MASK, int32 n and n zeros; the walk ends at a zero length,
+    a length that does not fit, or the end. [] for anything else (no exemption then)."""
+    if len(data) < 8 or data[:4] != b"BKLG" or struct.unpack_from(">i", data, 4)[0] < 5:
+        return []
+    ranges: list[tuple[int, int]] = []
+    offset = 512
+    while offset + 4 <= len(data):
+        (length,) = struct.unpack_from(">i", data, offset)
+        if length == -0x100 and offset + 8 <= len(data):
+            (zeros,) = struct.unpack_from(">i", data, offset + 4)
+            offset += 8 + max(0, zeros)
+            continue
+        if length <= 0 or offset + 4 + length > len(data):
+            break
+        ranges.append((offset + 4, offset + 4 + length))
+        offset += 4 + length
+    return ranges
+
+
+def _changed(before: bytes, after: bytes) -> list[int] | None:
+    """The offsets whose byte changed, or None when the size changed too."""
+    if len(before) != len(after):
+        return None
+    return [i for i, (a, b) in enumerate(zip(before, after, strict=True)) if a != b]
+
+
+def _changes_journal_payloads_only(damage: Damage, before: Mapping[str, bytes]) -> bool:
+    """Whether some part of ``damage`` changed bytes in place inside a journal, and only
+    inside its records' payloads (row j7: ids, body or key changed, lengths intact)."""
+    for part in _parts(damage):
+        path = part.paths()[0]
+        if file_kind(path) != "journal" or part.kind not in ("zero", "flip"):
+            continue
+        old = before.get(path, b"")
+        disk_bytes = bytearray(old)
+        if isinstance(part, Zero):
+            end = min(len(disk_bytes), part.offset + part.length)
+            disk_bytes[part.offset : end] = bytes(end - part.offset)
+        elif isinstance(part, Flip):
+            disk_bytes[part.offset] ^= part.mask
+        changed = _changed(old, bytes(disk_bytes))
+        payloads = journal_payloads(old)
+        if changed and all(any(a <= i < b for a, b in payloads) for i in changed):
+            return True
+    return False
+
+
+def _cuts_the_last_group(damage: Damage, before: Mapping[str, bytes]) -> bool:
+    """Whether some part of ``damage`` changed only the length field of a record in a
+    journal's last group (at most one padding record from it on), into a length whose record
+    runs to or past the end of the file (row j6: a misparse that a crash's cut record looks
+    the same as)."""
+    for part in _parts(damage):
+        path = part.paths()[0]
+        if file_kind(path) != "journal" or not isinstance(part, Zero | Flip):
+            continue
+        old = before.get(path, b"")
+        new = bytearray(old)
+        if isinstance(part, Zero):
+            end = min(len(new), part.offset + part.length)
+            new[part.offset : end] = bytes(end - part.offset)
+        else:
+            new[part.offset] ^= part.mask
+        changed = _changed(old, bytes(new))
+        if not changed:
+            continue
+        for start, _end in journal_payloads(old):
+            field = start - 4
+            if not all(field <= i < start for i in changed):
+                continue
+            (length,) = struct.unpack_from(">i", new, field)
+            if length >= 16 and start + length >= len(old) and old[field:].count(PADDING_HEAD) <= 1:
+                return True
+    return False
+
+
 def judge(
     open_bookie: Callable[[SimDisk], Bookie],
     disk: SimDisk,
     damage: Damage,
     acknowledged: Acknowledged,
     before: Mapping[str, bytes],
+    inspect: Callable[[SimDisk], list[str]] | None = None,
 ) -> Verdict:
     """Start a bookie on ``disk`` (already damaged) and judge the start (module docstring).
-    ``before``: the disk's files before the damage (path to bytes)."""
+    ``before``: the disk's files before the damage (path to bytes). ``inspect``: what
+    ``bkref inspect`` reports of the damaged disk (its problems); given, it must agree with
+    recovery: problems where recovery refuses, none where it starts."""
     damaged = _files(disk)
+    try:
+        inspected = None if inspect is None else inspect(disk)
+    except Exception as exc:  # a traceback from inspect: never an answer either
+        return Verdict(VIOLATION, (f"bkref inspect raised {type(exc).__name__}: {exc}",))
+    verdict = _judge_start(open_bookie, disk, damage, acknowledged, before, damaged)
+    if inspected is None or verdict.verdict == VIOLATION or verdict.identity:
+        return verdict
+    said = "refuses" if inspected else "accepts"
+    started = "refuses" if verdict.verdict == REFUSED else "accepts"
+    if said != started:
+        what = f"inspect reports {inspected}" if inspected else "inspect reports no problem"
+        return Verdict(
+            VIOLATION,
+            (
+                f"recovery {started}, but {what}"
+                + (f" ({verdict.refusal})" if verdict.refusal else ""),
+            ),
+            refusal=verdict.refusal,
+        )
+    return verdict
+
+
+def _judge_start(
+    open_bookie: Callable[[SimDisk], Bookie],
+    disk: SimDisk,
+    damage: Damage,
+    acknowledged: Acknowledged,
+    before: Mapping[str, bytes],
+    damaged: Mapping[str, bytes],
+) -> Verdict:
     try:
         bookie = open_bookie(disk)
     except BkrefError as exc:
@@ -190,7 +317,7 @@ def judge(
             problems.append(f"the refused start changed the files: {message}")
         if problems:
             return Verdict(VIOLATION, tuple(problems), refusal=message)
-        return Verdict(REFUSED, refusal=message)
+        return Verdict(REFUSED, refusal=message, identity=isinstance(exc, DirectoryError))
     except Exception as exc:  # a traceback: never an answer
         return Verdict(VIOLATION, (f"the start raised {type(exc).__name__}: {exc}",))
     try:
@@ -254,6 +381,14 @@ def _judge_started(
     if lost and _takes_a_journal_end(damage, before):
         excused += lost
         rows.append("j12/j14/j20/j21")
+        lost = []
+    if lost and _cuts_the_last_group(damage, before):
+        excused += lost
+        rows.append("j6")
+        lost = []
+    if lost and _changes_journal_payloads_only(damage, before):
+        excused += lost
+        rows.append("j7")
         lost = []
     if lost or other_bytes:
         return Verdict(VIOLATION, tuple(lost + other_bytes))
