@@ -41,8 +41,8 @@ from models.fs.simdisk import SimDisk
 from proofs.crash.bookie_check import _interrupted as interrupted
 from proofs.crash.bookie_check import crash_settings, record, workload
 from proofs.crash.explorer import disk_image, restore_disk
-from proofs.damage.inspect_verdict import inspect_problems
 from proofs.damage.generate import Damage, Generator, file_kind
+from proofs.damage.inspect_verdict import inspect_problems
 from proofs.damage.oracle import VERDICTS, VIOLATION, Acknowledged, Verdict, judge
 from proofs.harness.refinement import (
     JOURNAL_DIR,
