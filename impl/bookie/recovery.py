@@ -118,6 +118,7 @@ __all__ = [
     "coverage_record_damage",
     "index_coverage_damage",
     "indexed_log_damage",
+    "record_length_before",
     "must_rebuild_index",
     "recover",
     "replay_action",
@@ -344,37 +345,78 @@ def coverage_record_damage(
 
 
 def check_indexed_logs(fs: FileSystem, index: LedgerIndex, entry_logger: EntryLogger) -> None:
-    """Refuse an index that places entries in an entry log that is missing or too short to
-    hold them (``indexed_log_damage``, rows e1 and e2 of spec/format/entry_log.md)."""
+    """Refuse an index that places entries in an entry log that is missing, too short to
+    hold them, or in more than one ledger directory (``indexed_log_damage``, rows e1, e2 and
+    e9 of spec/format/entry_log.md)."""
     for log_id, (count, largest) in sorted(index.log_extents().items()):
-        path = entry_logger.find_log(EntryLogId(log_id))
-        size = None
+        name = log_file_name(EntryLogId(log_id))
+        copies = [
+            join(directory, name)
+            for directory in entry_logger.ledger_dirs.dirs
+            if fs.exists(join(directory, name))
+        ]
+        path = copies[0] if copies else None
+        size = last_length = None
         if path is not None:
             try:
                 handle = fs.open(path, read_only=True)
                 try:
                     size = handle.size()
+                    last_length = record_length_before(handle.pread(largest - 4, 4))
                 finally:
                     handle.close()
             except FsError as exc:
                 raise RecoveryError(
                     f"cannot read entry log {path}: {exc}. Check the disk, then start again"
                 ) from exc
-        damage = indexed_log_damage(log_id, count, largest, path, size)
+        damage = indexed_log_damage(
+            log_id, count, largest, path, size, last_length=last_length, copies=copies
+        )
         if damage is not None:
             raise damage
 
 
+def record_length_before(size_field: bytes) -> int | None:
+    """The length an entry log record's int32 size field says (the 4 bytes before the
+    payload offset an index location holds), or None when they are not all there."""
+    if len(size_field) < 4:
+        return None
+    return int.from_bytes(size_field, "big", signed=True)
+
+
 def indexed_log_damage(
-    log_id: int, count: int, largest: int, path: str | None, size: int | None
+    log_id: int,
+    count: int,
+    largest: int,
+    path: str | None,
+    size: int | None,
+    *,
+    last_length: int | None = None,
+    copies: Sequence[str] = (),
 ) -> DamagedFile | None:
     """Whether entry log ``log_id``, found at ``path`` with ``size`` bytes (None: in no
     ledger directory), cannot hold the ``count`` entries the index places in it, the last at
-    offset ``largest``: the refusal, or None. One decision for a start and for ``bkref
-    inspect``. A checkpoint forces the entry logs (and their names) before it flushes the
-    index, so no crash leaves that; reading on would answer those entries with io_error, and
-    a replay would not re-add them (the index says they are there)."""
+    offset ``largest`` with ``last_length`` bytes by its size field (None: not read), or is
+    found in several ledger directories (``copies``, every path of its name): the refusal,
+    or None. One decision for a start and for ``bkref inspect``. A checkpoint forces the
+    entry logs (and their names) before it flushes the index, so no crash leaves a log
+    short of what the index places in it; reading on would answer those entries with
+    io_error, and a replay would not re-add them (the index says they are there). bkref
+    never writes one log id in two directories; a read takes the first directory's, which
+    need not be the one the index meant."""
     name = log_file_name(log_id)
+    if len(copies) > 1:
+        return DamagedFile(
+            copies[1],
+            None,
+            f"entry log {name} is in {len(copies)} ledger directories ({', '.join(copies)}), "
+            f"and the ledger index places {count} entries in it: no crash leaves one log id "
+            "twice (a log copied or restored into the wrong directory), and a read would take "
+            f"{copies[0]} whichever the index meant",
+            "keep the copy that holds the log's records (`bkref inspect` lists each file's "
+            f"ledgers and entries) and move the other out of the ledger directories. "
+            f"{REPLICA_ADVICE}",
+        )
     if path is None or size is None:
         return DamagedFile(
             name,
@@ -391,6 +433,16 @@ def indexed_log_damage(
             f"the file ends at offset {size}, and the ledger index places an entry at "
             f"offset {largest}: the log was truncated after the checkpoint that made it "
             "durable",
+            f"restore the log from a backup taken while the bookie was stopped. {REPLICA_ADVICE}",
+        )
+    if last_length is not None and last_length >= MIN_PAYLOAD_SIZE and largest + last_length > size:
+        return DamagedFile(
+            path,
+            size,
+            f"the file ends at offset {size}, inside the last entry the ledger index places "
+            f"in it (at offset {largest}, {last_length} bytes by its size field): the log "
+            "was truncated after the checkpoint that made it durable, or that size field was "
+            "damaged",
             f"restore the log from a backup taken while the bookie was stopped. {REPLICA_ADVICE}",
         )
     return None

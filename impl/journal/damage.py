@@ -24,9 +24,9 @@ or ending early. Hence, in V5+ journals:
   after it) is damage in journals bkref wrote after its own lastMark (``strict``: j4, j6,
   j15). BookKeeper may have several groups in flight when it crashes, so after its lastMark
   (16 bytes, no index coverage) the same shape is a crash state (j18);
-- a journal without the BKLG header (read as version 1) that holds any data is damage in the
-  same journals (``strict``, j19): bkref writes versions 4 to 6 only, each with its header
-  synced before the first record;
+- a journal without the BKLG header (read as version 1) that holds any data, or is longer
+  than a header, is damage in the same journals (``strict``, j19): bkref writes versions 4
+  to 6 only, each with its header synced before the first record;
 - anything else (the end of the file, zeros to it, a record cut short, a zeroed first sector
   with data in a later one of the same last group) is a crash state.
 
@@ -40,7 +40,7 @@ from typing import Literal
 
 import attrs
 
-from impl.format.journal import V5
+from impl.format.journal import HEADER_SIZE, V5
 
 #: The oldest version bkref writes (journalFormatVersionToWrite takes 4 to 6); every one of
 #: them starts with the BKLG header.
@@ -92,17 +92,20 @@ def judge_stop(facts: StopFacts, *, strict: bool) -> StopVerdict:
     so the later-group rule applies, at the mark's own offset too."""
     offset, size = facts.offset, facts.size
     after = size - offset
-    if strict and facts.version < MIN_WRITTEN_VERSION and (offset > 0 or facts.nonzero_after):
+    if facts.reason == "end":
+        return StopVerdict(END_OF_FILE, f"the end of the file at offset {offset}", None)
+    headerless = offset > 0 or facts.nonzero_after or size > HEADER_SIZE
+    if strict and facts.version < MIN_WRITTEN_VERSION and headerless:
         return StopVerdict(
             LATER_GROUP,
             "the file does not start with the BKLG header, yet it holds data "
-            f"({facts.nonzero_after} bytes that are not zero from offset {offset})",
+            f"({facts.nonzero_after} bytes that are not zero from offset {offset}, {size} "
+            "bytes in all)",
             "no BKLG header, yet records or data follow: bkref writes and syncs the header of "
             f"every journal (versions {MIN_WRITTEN_VERSION} to 6) before its first record, so a "
-            "crash leaves a journal without one only empty or all zeros",
+            f"crash leaves a journal without one only empty or all zeros within its first "
+            f"{HEADER_SIZE} bytes",
         )
-    if facts.reason == "end":
-        return StopVerdict(END_OF_FILE, f"the end of the file at offset {offset}", None)
     if facts.nonzero_after == 0:
         return StopVerdict(
             PREALLOCATED_ZEROS,

@@ -17,7 +17,11 @@ from collections.abc import Sequence
 import attrs
 
 from impl.bookie.identity import damaged_stamp_message
-from impl.bookie.recovery import index_coverage_damage, indexed_log_damage
+from impl.bookie.recovery import (
+    index_coverage_damage,
+    indexed_log_damage,
+    record_length_before,
+)
 from impl.entrylog.compactor import malformed_compaction_log, malformed_leftover_damage
 from impl.format.identity import MAX_STAMP_BYTES, StampFormatError, decode_stamp
 from impl.format.names import (
@@ -342,8 +346,25 @@ def _index_problems(
         return
     logs = _log_sizes(report, extra_ledger_dirs)
     for log_id, (count, largest) in sorted(index.log_extents().items()):
-        path, size = logs.get(log_id, (None, None))
-        damage = indexed_log_damage(log_id, count, largest, path, size)
+        copies = logs.get(log_id, [])
+        path, size = copies[0] if copies else (None, None)
+        last_length = None
+        if path is not None:
+            try:
+                with open(path, "rb") as file:
+                    file.seek(max(0, largest - 4))
+                    last_length = record_length_before(file.read(4) if largest >= 4 else b"")
+            except OSError:
+                last_length = None
+        damage = indexed_log_damage(
+            log_id,
+            count,
+            largest,
+            path,
+            size,
+            last_length=last_length,
+            copies=[copy for copy, _size in copies],
+        )
         if damage is not None:
             report.dir_problems.append(str(damage))
 
@@ -362,12 +383,14 @@ def _coverage(marks: list[dict[str, object]]) -> IndexCoverage | None:
 
 def _log_sizes(
     report: DirReport, extra_ledger_dirs: Sequence[str]
-) -> dict[int, tuple[str, int | None]]:
-    """Every entry log of this directory and of ``extra_ledger_dirs``: id -> (path, size)."""
-    out: dict[int, tuple[str, int | None]] = {}
+) -> dict[int, list[tuple[str, int | None]]]:
+    """Every entry log of this directory and of ``extra_ledger_dirs``: id -> every (path,
+    size) of that name, this directory's first (a start reads the first ledger directory
+    that has it; the order of the others is the order they were given)."""
+    out: dict[int, list[tuple[str, int | None]]] = {}
     for log in report.logs:
         if log.log_id is not None:
-            out[log.log_id] = (log.path, log.size_bytes)
+            out.setdefault(log.log_id, []).append((log.path, log.size_bytes))
     for directory in extra_ledger_dirs:
         base = _current_of(directory)
         try:
@@ -378,7 +401,7 @@ def _log_sizes(
             log_id = parse_log_file_name(name)
             st = _lstat(join(base, name))
             if log_id is not None and st is not None and stat.S_ISREG(st.st_mode):
-                out.setdefault(log_id, (join(base, name), st.st_size))
+                out.setdefault(log_id, []).append((join(base, name), st.st_size))
     return out
 
 

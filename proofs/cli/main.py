@@ -39,6 +39,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "proofs.cli.crash_check",
         "crash the entry logger and the bookie at every file-system operation, check recovery",
     ),
+    (
+        "damage-check",
+        "proofs.cli.damage_check",
+        "damage crash states every way the format pages name; a start must refuse or lose nothing",
+    ),
     ("check-trace", "proofs.cli.check_trace", "replay a recorded trace against the model"),
     ("explain", "proofs.cli.explain", "tell a trace step by step: what became durable, and why"),
     (

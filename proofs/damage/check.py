@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import random
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,22 +33,38 @@ import attrs
 
 from impl.bookie.bookie import Bookie
 from impl.clock import ManualClock
-from impl.config.config import ServerConfig, load_config
+from impl.config.config import load_config
+from impl.format.names import RESERVE_FILE_NAME
 from impl.journal.last_mark import read_last_mark
 from impl.limits import TEST_LIMITS
 from models.fs.simdisk import SimDisk
+from proofs.crash.bookie_check import MANAGERS, crash_settings, record, workload
 from proofs.crash.bookie_check import _interrupted as interrupted
-from proofs.crash.bookie_check import crash_settings, record, workload
 from proofs.crash.explorer import disk_image, restore_disk
-from proofs.damage.generate import Damage, Generator, file_kind
+from proofs.damage.generate import (
+    Damage,
+    Generator,
+    damage_from_json,
+    damage_to_json,
+    file_kind,
+)
 from proofs.damage.inspect_verdict import inspect_problems
-from proofs.damage.oracle import VERDICTS, VIOLATION, Acknowledged, Verdict, judge
+from proofs.damage.oracle import (
+    VERDICTS,
+    VIOLATION,
+    Acknowledged,
+    Verdict,
+    group_starts,
+    journal_payloads,
+    judge,
+)
 from proofs.harness.refinement import (
     JOURNAL_DIR,
     LEDGER_DIRS,
     InProcessBookie,
     Refinement,
     RefinementFailure,
+    fresh_disk,
 )
 from spec.crash import LoseUnsynced
 from spec.errors import BkrefError
@@ -74,18 +89,14 @@ def damage_workload(seed: int, adds: int) -> list[Operation]:
     return [*ops[:at], Delete(DELETED_LEDGER), JournalForce(), *ops[at:]]
 
 
-def settings() -> dict[str, str]:
-    """The bookie's settings: the crash check's, single entry-log manager."""
-    return crash_settings("single")
+def settings(manager: str = "single") -> dict[str, str]:
+    """The bookie's settings: the crash check's, with ``manager``'s entry logs."""
+    return crash_settings(manager)
 
 
-def _config() -> ServerConfig:
-    return load_config(None, "damage check", [f"{k}={v}" for k, v in settings().items()])
-
-
-def opener(seed: int) -> Callable[[SimDisk], Bookie]:
+def opener(seed: int, manager: str = "single") -> Callable[[SimDisk], Bookie]:
     """A start of bkref's bookie on a disk, as the harness starts it."""
-    config = _config()
+    config = load_config(None, "damage check", [f"{k}={v}" for k, v in settings(manager).items()])
 
     def open_bookie(disk: SimDisk) -> Bookie:
         return Bookie.open(
@@ -117,6 +128,7 @@ class Failure:
 @attrs.define
 class DamageReport:
     seed: int
+    manager: str = "single"
     states: int = 0
     damages: int = 0
     #: (damage kind, verdict) -> how many.
@@ -145,17 +157,17 @@ class DamageReport:
             lines.append(f"undetectable by the formats (the tables' rows): {rows}")
         verdict = "PASS" if self.ok else f"FAIL ({len(self.failures)} violations)"
         lines.append(
-            f"damage-check seed {self.seed}: {self.states} crash states, {self.damages} damaged "
-            f"starts, {verdict} in {self.seconds:.1f} s"
+            f"damage-check seed {self.seed}, manager {self.manager}: {self.states} crash "
+            f"states, {self.damages} damaged starts, {verdict} in {self.seconds:.1f} s"
         )
         return lines
 
 
-def crash_states(seed: int, adds: int, count: int) -> list[CrashState]:
+def crash_states(seed: int, adds: int, count: int, manager: str = "single") -> list[CrashState]:
     """``count`` crashed disks, spread evenly over the workload's run (the last after its
     final step), with what was acknowledged at each crash."""
     ops = damage_workload(seed, adds)
-    recording = record(ops, settings(), seed)
+    recording = record(ops, settings(manager), seed)
     if recording.failure is not None:
         raise DamageCheckError(
             f"the damage workload failed before any damage: {recording.failure.message}"
@@ -164,11 +176,11 @@ def crash_states(seed: int, adds: int, count: int) -> list[CrashState]:
     chosen = [sites[(len(sites) - 1) * k // max(1, count - 1)] for k in range(count - 1)]
     states: list[CrashState] = []
     for number, site in enumerate(chosen):
-        harness, sut = interrupted(ops, site, settings(), seed, recording.start_images)
+        harness, sut = interrupted(ops, site, settings(manager), seed, recording.start_images)
         states.append(_crashed(number, site.describe(ops), harness, sut))
     # The last state: after every step (a final force made everything acknowledged durable).
-    sut = InProcessBookie(settings(), seed=seed)
-    harness = Refinement(sut, settings(), source=f"bkref damage-check, seed {seed}")
+    sut = InProcessBookie(settings(manager), seed=seed)
+    harness = Refinement(sut, settings(manager), source=f"bkref damage-check, seed {seed}")
     for op in ops:
         harness.run(op)
     states.append(_crashed(len(chosen), "after the last step", harness, sut))
@@ -190,14 +202,23 @@ def _inspector(disk: SimDisk) -> list[str]:
     return inspect_problems(disk, JOURNAL_DIR, LEDGER_DIRS)
 
 
-def _aims(disk: SimDisk) -> dict[str, list[int]]:
-    """lastMark's offset in the journal it names (the mark itself is worth damaging)."""
+def _aims(disk: SimDisk, files: Mapping[str, bytes]) -> dict[str, list[int]]:
+    """Offsets worth damaging besides the usual: in every journal, where each group starts
+    (after a padding record, spec/format/journal.md) and each record's length field; in the
+    journal lastMark names, the mark itself."""
+    aims: dict[str, list[int]] = {}
+    for path, data in files.items():
+        if file_kind(path) == "journal":
+            payloads = journal_payloads(data)
+            aims[path] = [start - 4 for start, _end in payloads]
+            aims[path] += [offset for offset in group_starts(data)] * 3
     try:
         mark = read_last_mark(disk, [f"{d}/current" for d in LEDGER_DIRS])
     except BkrefError:
-        return {}
+        return aims
     name = f"{JOURNAL_DIR}/current/{mark.journal_id:x}.txn"
-    return {name: [mark.offset, mark.offset - 4]}
+    aims.setdefault(name, []).extend([mark.offset, mark.offset - 4] * 3)
+    return aims
 
 
 def run_damage_check(
@@ -206,18 +227,19 @@ def run_damage_check(
     states: int = 6,
     damages: int = 40,
     adds: int = 40,
+    manager: str = "single",
     keep: str | None = None,
     inspect: bool = True,
     progress: Callable[[str], None] | None = None,
 ) -> DamageReport:
     """The check (module docstring). ``progress`` gets a line per crash state."""
     started = time.monotonic()
-    report = DamageReport(seed)
-    open_bookie = opener(seed)
+    report = DamageReport(seed, manager)
+    open_bookie = opener(seed, manager)
     inspector = _inspector if inspect else None
     older: dict[str, list[tuple[int, bytes]]] = {}
     rng = random.Random(seed)
-    for state in crash_states(seed, adds, states):
+    for state in crash_states(seed, adds, states, manager):
         disk = restore_disk(state.image)
         files = disk.current_snapshot()
         baseline = judge(
@@ -229,7 +251,7 @@ def run_damage_check(
                 f"{baseline.verdict}: {'; '.join(baseline.problems) or baseline.refusal}; the "
                 "oracle or the workload is wrong, not the damage"
             )
-        generator = Generator(files, older, _aims(disk), rng)
+        generator = Generator(files, older, _aims(disk, files), rng)
         found = 0
         for _ in range(damages):
             damage = generator.draw()
@@ -248,7 +270,7 @@ def run_damage_check(
                 found += 1
                 kept = None
                 if keep is not None:
-                    kept = keep_state(keep, state, damage, verdict, damaged, seed)
+                    kept = keep_state(keep, state, damage, verdict, seed, manager)
                 report.failures.append(Failure(state.number, state.where, damage, verdict, kept))
         for path, data in files.items():
             older.setdefault(path, []).append((state.number, data))
@@ -282,27 +304,64 @@ class _NoDamage:
 _NOTHING = _NoDamage()
 
 
+def directories(disk: SimDisk) -> list[str]:
+    """Every directory of ``disk`` (parents first)."""
+    found: list[str] = []
+    pending = ["/"]
+    while pending:
+        directory = pending.pop(0)
+        for name in sorted(disk.listdir(directory)):
+            path = directory.rstrip("/") + "/" + name
+            if disk.is_dir(path):
+                found.append(path)
+                pending.append(path)
+    return found
+
+
+def disk_of(dirs: Sequence[str], files: Mapping[str, bytes]) -> SimDisk:
+    """A simulated disk holding ``dirs`` and ``files``, all durable."""
+    disk = fresh_disk()
+    for directory in dirs:
+        if not disk.exists(directory):
+            disk.mkdir(directory)
+    for path, data in files.items():
+        handle = disk.open(path, create=True)
+        try:
+            if data:
+                handle.pwrite(0, data)
+            handle.fsync()
+        finally:
+            handle.close()
+    for directory in ["/", *dirs]:
+        disk.fsync_dir(directory)
+    return disk
+
+
 def keep_state(
-    keep: str, state: CrashState, damage: Damage, verdict: Verdict, disk: SimDisk, seed: int
+    keep: str, state: CrashState, damage: Damage, verdict: Verdict, seed: int, manager: str
 ) -> str:
-    """Write the damaged disk as it was before the start (the files), with damage.json."""
-    directory = (
-        Path(keep)
-        / f"seed{seed}-state{state.number}-{len(os.listdir(keep)) if os.path.isdir(keep) else 0}"
-    )
-    directory.mkdir(parents=True, exist_ok=False)
-    files = restore_disk(state.image)
-    damage.apply(files)
-    for path, data in files.current_snapshot().items():
-        target = directory / "files" / path.lstrip("/")
+    """Write a failing damaged start as a regression directory: ``before/`` (the crashed
+    disk's files, undamaged, but the reserves a damage does not name), ``damage.json`` (the
+    damage, what was acknowledged, the verdict). ``bkref damage-check --replay DIR`` judges it again."""
+    base = Path(keep)
+    base.mkdir(parents=True, exist_ok=True)
+    directory = base / f"seed{seed}-{manager}-state{state.number}-{len(list(base.iterdir()))}"
+    directory.mkdir()
+    disk = restore_disk(state.image)
+    for path, data in disk.current_snapshot().items():
+        if path.rsplit("/", 1)[-1] == RESERVE_FILE_NAME and path not in damage.paths():
+            continue  # zeros a start lays again (spec/format/identity.md, "A full disk")
+        target = directory / "before" / path.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
     ack = state.acknowledged
     meta = {
         "seed": seed,
+        "manager": manager,
         "state": state.number,
         "where": state.where,
-        "damage": damage.to_json(),
+        "directories": directories(disk),
+        "damage": damage_to_json(damage),
         "described": damage.describe(),
         "verdict": verdict.verdict,
         "problems": list(verdict.problems),
@@ -319,8 +378,72 @@ def keep_state(
         },
     }
     (directory / "damage.json").write_text(json.dumps(meta, indent=1) + "\n")
-    del disk
     return str(directory)
+
+
+@attrs.frozen
+class Kept:
+    """A regression directory read back: the undamaged disk, the damage, what was
+    acknowledged, and the seed and manager the bookie starts with."""
+
+    seed: int
+    manager: str
+    described: str
+    dirs: tuple[str, ...]
+    files: Mapping[str, bytes]
+    damage: Damage
+    acknowledged: Acknowledged
+
+
+def read_kept(directory: str) -> Kept:
+    """A regression directory (``keep_state``); DamageCheckError when it is not one."""
+    root = Path(directory)
+    try:
+        meta = json.loads((root / "damage.json").read_text())
+        ack = meta["acknowledged"]
+        acknowledged = Acknowledged(
+            {(int(led), int(ent)): base64.b64decode(d) for led, ent, d in ack["adds"]},
+            frozenset(int(led) for led in ack["fences"]),
+            {int(led): base64.b64decode(key) for led, key in ack["keys"].items()},
+            frozenset(int(led) for led in ack["deletes"]),
+        )
+        damage = damage_from_json(meta["damage"])
+        before = root / "before"
+        files = {
+            "/" + str(path.relative_to(before)): path.read_bytes()
+            for path in sorted(before.rglob("*"))
+            if path.is_file()
+        }
+        return Kept(
+            int(meta["seed"]),
+            str(meta.get("manager", "single")),
+            str(meta.get("described", "")),
+            tuple(meta["directories"]),
+            files,
+            damage,
+            acknowledged,
+        )
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise DamageCheckError(
+            f"{directory}: not a damage-check regression directory: {exc}"
+        ) from exc
+
+
+def replay_kept(directory: str, *, inspect: bool = True) -> Verdict:
+    """Judge a regression directory's damaged start again."""
+    kept = read_kept(directory)
+    if kept.manager not in MANAGERS:
+        raise DamageCheckError(f"{directory}: unknown manager {kept.manager!r}")
+    disk = disk_of(kept.dirs, kept.files)
+    kept.damage.apply(disk)
+    return judge(
+        opener(kept.seed, kept.manager),
+        disk,
+        kept.damage,
+        kept.acknowledged,
+        kept.files,
+        inspect=_inspector if inspect else None,
+    )
 
 
 def describe_failure(failure: Failure) -> str:

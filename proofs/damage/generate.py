@@ -24,6 +24,7 @@ judges a start on the damaged disk is proofs/damage/oracle.py.
 
 from __future__ import annotations
 
+import base64
 import random
 import re
 from collections.abc import Mapping, Sequence
@@ -72,6 +73,10 @@ def file_kind(path: str) -> str:
         return "deleted-ledgers"
     if name == "lastId":
         return "lastId"
+    if name.startswith("bkref-identity"):
+        return "identity stamp"
+    if name.startswith("bkref-reserve"):
+        return "reserve"
     return "other"
 
 
@@ -305,9 +310,15 @@ class Generator:
         a swap with a single file of its kind, falls back to another kind)."""
         rng = self._rng
         paths = sorted(self._files)
+        by_kind: dict[str, list[str]] = {}
+        for path in paths:
+            by_kind.setdefault(file_kind(path), []).append(path)
+        file_kinds = sorted(by_kind)
         for _ in range(50):
             chosen = kind if kind is not None else rng.choice(KINDS)
-            path = rng.choice(paths)
+            # A kind of file first, then one of its files: the few small files (lastMark,
+            # the coverage record, deleted-ledgers) are damaged as often as the many logs.
+            path = rng.choice(by_kind[rng.choice(file_kinds)])
             data = self._files[path]
             made = self._make(chosen, path, data, paths)
             if made is not None:
@@ -321,7 +332,9 @@ class Generator:
         aims = self._aims.get(path, ())
         if kind == "zero" and size:
             offset = offsets(size, rng, aims)
-            length = rng.choice((4, SECTOR, size - offset, rng.randrange(1, size - offset + 1)))
+            length = rng.choice(
+                (4, SECTOR, 2 * SECTOR, size - offset, rng.randrange(1, size - offset + 1))
+            )
             return Zero(path, offset, max(1, length))
         if kind == "truncate" and size:
             return Truncate(path, offsets(size, rng, aims))
@@ -352,3 +365,34 @@ class Generator:
             state, old = rng.choice(earlier)
             return Older(path, old, state)
         return None
+
+
+def damage_from_json(data: Mapping[str, Any]) -> Damage:
+    """The damage a regression directory's ``damage.json`` describes (``damage_to_json``)."""
+    kind = data.get("kind")
+    if kind == "zero":
+        return Zero(str(data["path"]), int(data["offset"]), int(data["length"]))
+    if kind == "truncate":
+        return Truncate(str(data["path"]), int(data["size"]))
+    if kind == "flip":
+        return Flip(str(data["path"]), int(data["offset"]), int(data["mask"]))
+    if kind == "remove":
+        return Remove(str(data["path"]))
+    if kind == "duplicate":
+        return Duplicate(str(data["path"]), str(data["copy"]))
+    if kind == "swap":
+        return Swap(str(data["path"]), str(data["other"]))
+    if kind == "older":
+        return Older(str(data["path"]), base64.b64decode(str(data["data"])), int(data["state"]))
+    if kind == "several":
+        return Several(tuple(damage_from_json(part) for part in data["parts"]))
+    raise ValueError(f"not a damage: {dict(data)!r}")
+
+
+def damage_to_json(damage: Damage) -> dict[str, Any]:
+    """``to_json`` with an older copy's bytes (what ``damage_from_json`` needs)."""
+    if isinstance(damage, Older):
+        return {**damage.to_json(), "data": base64.b64encode(damage.data).decode()}
+    if isinstance(damage, Several):
+        return {"kind": damage.kind, "parts": [damage_to_json(part) for part in damage.parts]}
+    return damage.to_json()

@@ -12,10 +12,13 @@ A start on a damaged disk must end one of two ways:
   still refuses another key, every acknowledged delete stays deleted (no entry of the ledger
   reads back: no resurrection).
 
-A read of an acknowledged entry that answers ``io_error`` is damage met at the read
-(spec/format/entry_log.md, row e3: the log format has no checksum over a record, so
-recovery does not read every record; the read that needs one finds it wrong and says so):
-*detected*, not lost. Anything else is a *violation*: an entry lost or read with other bytes,
+A read of an acknowledged entry that answers ``io_error`` after bytes of an entry log were
+changed in place (``zero``, ``flip``, or the log's bytes swapped with another's or put back
+older: ``swap``, ``older``) is damage met at the read (spec/format/entry_log.md, rows e3
+and e8: the log format has no checksum over a record and its header no id, so recovery
+does not read every record; the read that needs one finds it wrong and says so):
+*detected*, not lost. After any other damage (a log cut, removed, or copied into a second
+directory: rows e1, e2, e9) it is a violation: a start can see those, and must refuse. Anything else is a *violation*: an entry lost or read with other bytes,
 a fence, key or delete forgotten, an exception that is not one of bkref's typed errors
 (a traceback), a refusal that names no file or that changed the files.
 
@@ -32,7 +35,8 @@ a violation they explain is counted as *undetectable*, by row, not as a failure:
   runs to or past the end of the file (j6: a crash's cut record looks the same);
 - a journal's end taken away, or its bytes moved (rows j12, j14, j20 and j21): a journal cut
   inside an earlier group with nothing after, an older copy of it (a journal only grows, so
-  an older copy is a cut), zeros from an offset with at most one group's end (a padding
+  an older copy is a cut), zeros that leave the header's magic and version (zeros over them
+  are refused, j19) with at most one group's end (a padding
   record) after them (the shape of a crash's last group whose first sectors never reached
   the disk, row j16; a second group's end after them is refused, j4), a journal deleted, or two
   journals' bytes swapped: it looks like a crash's torn last group, journal ids are not
@@ -167,6 +171,16 @@ def _changes_bytes(damage: Damage) -> bool:
     return any(part.kind in IN_PLACE for part in _parts(damage))
 
 
+def _changes_a_log_in_place(damage: Damage) -> bool:
+    """Whether some part of ``damage`` changed an entry log's bytes in place: a record's
+    size or ids (row e3), or the whole log's bytes replaced by another's or by an older copy
+    of its own (e8: a log's header does not carry its id). Met at the read."""
+    return any(
+        part.kind in ("zero", "flip", "swap", "older") and file_kind(part.paths()[0]) == "entry log"
+        for part in _parts(damage)
+    )
+
+
 def _takes_a_journal_end(damage: Damage, before: Mapping[str, bytes]) -> bool:
     for part in _parts(damage):
         path = part.paths()[0]
@@ -174,10 +188,12 @@ def _takes_a_journal_end(damage: Damage, before: Mapping[str, bytes]) -> bool:
             continue
         if part.kind in ("truncate", "older", "remove", "swap"):
             return True
-        if part.kind == "zero":
-            offset, length = getattr(part, "offset", 0), getattr(part, "length", 0)
+        if isinstance(part, Zero):
+            offset, length = part.offset, part.length
             data = bytearray(before.get(path, b""))
             data[offset : offset + length] = bytes(len(data[offset : offset + length]))
+            if data[:8] != before.get(path, b"")[:8]:
+                continue  # "BKLG" and the version zeroed: refused after a bkref lastMark (j19)
             if bytes(data[offset:]).count(PADDING_HEAD) <= 1:
                 return True  # at most one group's end after the zeros (rows j14, j21)
     return False
@@ -204,6 +220,27 @@ def journal_payloads(data: bytes) -> list[tuple[int, int]]:
         ranges.append((offset + 4, offset + 4 + length))
         offset += 4 + length
     return ranges
+
+
+def group_starts(data: bytes) -> list[int]:
+    """Where each group of a V5+ journal after the first starts: the end of each padding
+    record that has data after it (the walk of :func:`journal_payloads`)."""
+    if len(data) < 8 or data[:4] != b"BKLG" or struct.unpack_from(">i", data, 4)[0] < 5:
+        return []
+    starts: list[int] = []
+    offset = 512
+    while offset + 4 <= len(data):
+        (length,) = struct.unpack_from(">i", data, offset)
+        if length == -0x100 and offset + 8 <= len(data):
+            (zeros,) = struct.unpack_from(">i", data, offset + 4)
+            offset += 8 + max(0, zeros)
+            if offset < len(data):
+                starts.append(offset)
+            continue
+        if length <= 0 or offset + 4 + length > len(data):
+            break
+        offset += 4 + length
+    return starts
 
 
 def _changed(before: bytes, after: bytes) -> list[int] | None:
@@ -370,6 +407,13 @@ def _judge_started(
             broken.append(f"a wrong key's add to ledger {ledger} {code}")
         elif code not in ("unauthorized", "fenced"):
             lost.append(f"the key of ledger {ledger} is lost: a wrong key's add answered {code}")
+    if detected and not _changes_a_log_in_place(damage):
+        # Met at the read only where the format has no check a start could make: bytes
+        # changed inside an entry log (e3). A log cut, removed or renamed is refused (e1, e2).
+        broken += [
+            f"{detected} acknowledged adds answered io_error after damage a start must refuse "
+            "(an entry log cut, removed or copied: rows e1, e2, e9)"
+        ]
     if broken:
         return Verdict(VIOLATION, tuple(broken + lost + other_bytes))
     excused: list[str] = []

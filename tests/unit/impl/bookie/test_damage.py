@@ -401,10 +401,12 @@ def test_j15_the_group_at_lastmarks_offset_zeroed_with_groups_after_it_is_refuse
     refused(disk, journal, mark.offset, text="a later group of records starts")
 
 
-def test_j19_a_later_journals_header_zeroed_with_records_after_it_is_refused() -> None:
+@pytest.mark.parametrize("whole", [False, True], ids=["header", "whole journal"])
+def test_j19_a_later_journals_header_zeroed_with_records_after_it_is_refused(whole: bool) -> None:
     """Found by generated damage (proofs/damage/): a journal after lastMark's, its header
-    zeroed, was read as version 1, its first length zero taken for a torn last group, and
-    every acknowledged add in it lost without a word. bkref writes only versions 4 to 6,
+    zeroed (or the whole of it), was read as version 1, its first length zero taken for a
+    torn last group (or for a header that never reached the disk), and every acknowledged
+    add in it lost without a word. bkref writes only versions 4 to 6,
     each with its header synced before the first record."""
     disk = SimDisk()
     limits = Limits(journal_file_max_bytes=4 * SECTOR_SIZE)
@@ -417,7 +419,8 @@ def test_j19_a_later_journals_header_zeroed_with_records_after_it_is_refused() -
     after = [name for name in journals if name > mark]
     later = join(JOURNAL_DIR, after[0])  # records in it, and a header-only journal after it
     assert len(disk.read_file(later)) > HEADER_SIZE, journals
-    patch(disk, later, 0, bytes(HEADER_SIZE))
+    size = len(disk.read_file(later)) if whole else HEADER_SIZE
+    patch(disk, later, 0, bytes(size))
     refused(disk, later, 0, text="no BKLG header")
 
 
@@ -657,6 +660,79 @@ def test_e2_an_indexed_entry_log_truncated_is_refused() -> None:
     log = _indexed_log(disk)
     overwrite(disk, log, disk.read_file(log)[:1030])
     refused(disk, log, 1030, text="truncated")
+
+
+def test_e2_an_indexed_entry_log_cut_inside_its_last_entry_is_refused() -> None:
+    """Found by generated damage (proofs/damage/): a cut after the last indexed entry's ids
+    but inside its body passed the size check and failed that read (io_error) instead."""
+    disk, _bookie = checkpointed()
+    log = _indexed_log(disk)
+    raw = disk.read_file(log)
+    cut = _last_record_start(raw) + 4 + 16 + 3  # past its size and ids, inside its body
+    overwrite(disk, log, raw[:cut])
+    refused(disk, log, cut, text="inside the last entry")
+
+
+def _last_record_start(raw: bytes) -> int:
+    """Where the last record of an entry log starts (its size field), walking from the
+    header (spec/format/entry_log.md); the ledgers map, if any, ends the walk."""
+    offset, last = 1024, 1024
+    while offset + 4 <= len(raw):
+        size = int.from_bytes(raw[offset : offset + 4], "big", signed=True)
+        if (
+            size < 16
+            or offset + 4 + size > len(raw)
+            or raw[offset + 4 : offset + 12] == b"\xff" * 8
+        ):
+            break
+        last, offset = offset, offset + 4 + size
+    return last
+
+
+def _two_logs() -> SimDisk:
+    """A bookie with entries in several rotated logs of one size (each add fills one),
+    checkpointed, then a crash that loses nothing acknowledged."""
+    disk = SimDisk()
+    bookie = open_bookie(disk, make_config("logSizeLimit=1400"))
+    for entry in range(4):
+        add_and_ack(bookie, 1, entry, body(1, entry, size=300))
+    bookie.checkpoint()
+    disk.crash(LoseUnsynced())
+    return disk
+
+
+def test_e8_two_entry_logs_swapped_fail_their_reads() -> None:
+    """A log's header does not carry its id: swapped logs start, and each read of an entry
+    the index places in them finds another record (io_error, naming the log)."""
+    disk = _two_logs()
+    logs = [path for path in _logs(disk) if len(disk.read_file(path)) > 1024][:2]
+    assert len(logs) == 2, _logs(disk)
+    first, second = (disk.read_file(path) for path in logs)
+    overwrite(disk, logs[0], second)
+    overwrite(disk, logs[1], first)
+    bookie = starts(disk)
+    failed = 0
+    for entry in range(4):
+        try:
+            bookie.read_entry(LedgerId(1), EntryId(entry))
+        except BookieIOError as exc:
+            assert ".log: at offset" in str(exc), str(exc)
+            failed += 1
+    assert failed, "every read found its record: the swap changed nothing here"
+
+
+def test_e9_an_indexed_entry_log_in_two_ledger_directories_is_refused() -> None:
+    disk = _two_logs()
+    log = _indexed_log(disk)
+    directory, name = log.rsplit("/", 1)
+    other = next(join(d, "current") for d in LEDGERS if join(d, "current") != directory)
+    copy = join(other, name)
+    foreign = next(path for path in _logs(disk) if path != log)
+    overwrite(disk, copy, disk.read_file(foreign))
+    # The refusal names the copy a read would not take: the later ledger directory's.
+    later = max((log, copy), key=lambda path: LEDGERS.index(path.split("/current/")[0]))
+    error = refused(disk, later)
+    assert "in 2 ledger directories" in str(error) and log in str(error) and copy in str(error)
 
 
 def test_e3_a_flipped_id_in_an_entry_log_record_fails_that_read_only() -> None:
