@@ -118,8 +118,8 @@ __all__ = [
     "coverage_record_damage",
     "index_coverage_damage",
     "indexed_log_damage",
-    "record_length_before",
     "must_rebuild_index",
+    "record_length_before",
     "recover",
     "replay_action",
 ]

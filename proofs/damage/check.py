@@ -342,7 +342,8 @@ def keep_state(
 ) -> str:
     """Write a failing damaged start as a regression directory: ``before/`` (the crashed
     disk's files, undamaged, but the reserves a damage does not name), ``damage.json`` (the
-    damage, what was acknowledged, the verdict). ``bkref damage-check --replay DIR`` judges it again."""
+    damage, what was acknowledged, the verdict). ``bkref damage-check --replay DIR`` judges
+    it again."""
     base = Path(keep)
     base.mkdir(parents=True, exist_ok=True)
     directory = base / f"seed{seed}-{manager}-state{state.number}-{len(list(base.iterdir()))}"

@@ -18,9 +18,10 @@ older: ``swap``, ``older``) is damage met at the read (spec/format/entry_log.md,
 and e8: the log format has no checksum over a record and its header no id, so recovery
 does not read every record; the read that needs one finds it wrong and says so):
 *detected*, not lost. After any other damage (a log cut, removed, or copied into a second
-directory: rows e1, e2, e9) it is a violation: a start can see those, and must refuse. Anything else is a *violation*: an entry lost or read with other bytes,
-a fence, key or delete forgotten, an exception that is not one of bkref's typed errors
-(a traceback), a refusal that names no file or that changed the files.
+directory: rows e1, e2, e9) it is a violation: a start can see those, and must refuse.
+Anything else is a *violation*: an entry lost or read with other bytes, a fence, key or
+delete forgotten, an exception that is not one of bkref's typed errors (a traceback), a
+refusal that names no file or that changed the files.
 
 Two classes of damage cannot be seen by any reader of these formats, and the tables say so;
 a violation they explain is counted as *undetectable*, by row, not as a failure:
