@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    say = (lambda _line: None) if args.quiet else (lambda line: print(line, flush=True))
+    say = _quiet if args.quiet else _say
     say(
         f"bkref damage-check: seed {args.seed}, manager {args.manager}, {args.states} crash "
         f"states x {args.damages} damages, {args.adds} adds"
@@ -110,6 +110,14 @@ def run(args: argparse.Namespace) -> int:
     for line in report.summary_lines():
         print(line)
     return 0 if report.ok else 1
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _quiet(_line: str) -> None:
+    pass
 
 
 def _replay(directory: str, *, inspect: bool) -> int:
