@@ -102,7 +102,11 @@ def describe_journal(
     ro = ReadOnlyFs(fs, only={directory: {name}})
     try:
         first = read_small(fs, path, VERSION_HEADER_SIZE)
-        size = ro.open(path).size()
+        sized = ro.open(path)
+        try:
+            size = sized.size()
+        finally:
+            sized.close()
     except BkrefError as exc:
         problems.append(f"cannot read: {exc}")
         out["stop"] = "unreadable"

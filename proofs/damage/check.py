@@ -2,14 +2,17 @@
 
 The states are the bookie crash check's (proofs/crash/bookie_check.py): its scripted workload
 (adds over three ledgers, group commits and checkpoints phase by phase, a fence, a wrong key,
-a write close, rotations), with one acknowledged delete added (ledger 3, after its fence), runs
+a write close, rotations), with a fourth ledger added and deleted (acknowledged), runs
 through the refinement harness, so the model judges every step; the machine then dies at
-``states`` crash sites spread evenly over the run (the last one after the final step), and
+``states`` crash sites (half of them just before a checkpoint, where the most acknowledged
+data lives only in the journal, the rest spread evenly over the run, the last one after the
+final step), and
 each crash loses what was not synced (LoseUnsynced). Each crashed disk is first started as it
 is: the oracle must find it intact, or the oracle (not the bookie) is wrong and the run
 stops. Then ``damages`` damages are drawn for it (proofs/damage/generate.py: every class of
 the format pages' tables, aimed at sector boundaries and lastMark's offset; older copies come
-from the earlier states), each applied to a fresh copy of the crashed disk, and a bookie is
+from the earlier states), after the damage aimed without dice at every group start and at
+lastMark (``Generator.aimed``), each applied to a fresh copy of the crashed disk, and a bookie is
 started on it and judged (proofs/damage/oracle.py: refused with a typed error naming a file
 and nothing changed, or started with everything acknowledged intact).
 
@@ -38,7 +41,7 @@ from impl.format.names import RESERVE_FILE_NAME
 from impl.journal.last_mark import read_last_mark
 from impl.limits import TEST_LIMITS
 from models.fs.simdisk import SimDisk
-from proofs.crash.bookie_check import MANAGERS, crash_settings, record, workload
+from proofs.crash.bookie_check import KEY, MANAGERS, crash_settings, record, workload
 from proofs.crash.bookie_check import _interrupted as interrupted
 from proofs.crash.explorer import disk_image, restore_disk
 from proofs.damage.generate import (
@@ -68,10 +71,21 @@ from proofs.harness.refinement import (
 )
 from spec.crash import LoseUnsynced
 from spec.errors import BkrefError
-from spec.operations import Crash, Delete, JournalForce, Operation, Shutdown
+from spec.operations import (
+    Add,
+    Checkpoint,
+    CheckpointFlush,
+    Crash,
+    Delete,
+    JournalForce,
+    Operation,
+    Shutdown,
+)
 
-#: The ledger the workload deletes (fenced halfway, no add after).
-DELETED_LEDGER = 3
+#: The steps a state is taken just before (half of the states).
+CHECKPOINTS = (Checkpoint, CheckpointFlush)
+#: The ledger the workload deletes (its own: the crash check's workload uses 1 to 3).
+DELETED_LEDGER = 4
 
 
 class DamageCheckError(BkrefError):
@@ -80,13 +94,25 @@ class DamageCheckError(BkrefError):
 
 
 def damage_workload(seed: int, adds: int) -> list[Operation]:
-    """The bookie crash check's workload with an acknowledged delete of DELETED_LEDGER three
-    quarters of the way through, and no clean shutdown at the end (the machine dies)."""
+    """The bookie crash check's workload with a ledger of its own (DELETED_LEDGER: three
+    adds a quarter of the way through, acknowledged) deleted three quarters of the way
+    through, and no clean shutdown at the end (the machine dies). The workload's fenced
+    ledger (3) stays, so fences are judged too."""
     ops = workload(seed, adds)
     if isinstance(ops[-1], Shutdown):
         ops = ops[:-1]
-    at = (len(ops) * 3) // 4
-    return [*ops[:at], Delete(DELETED_LEDGER), JournalForce(), *ops[at:]]
+    first, at = len(ops) // 4, (len(ops) * 3) // 4
+    rng = random.Random(seed)
+    own = [Add(DELETED_LEDGER, entry, KEY, rng.randbytes(40)) for entry in range(3)]
+    return [
+        *ops[:first],
+        *own,
+        JournalForce(),
+        *ops[first:at],
+        Delete(DELETED_LEDGER),
+        JournalForce(),
+        *ops[at:],
+    ]
 
 
 def settings(manager: str = "single") -> dict[str, str]:
@@ -173,7 +199,19 @@ def crash_states(seed: int, adds: int, count: int, manager: str = "single") -> l
             f"the damage workload failed before any damage: {recording.failure.message}"
         )
     sites = [site for site in recording.sites if site.step is not None and site.after_ops == 0]
-    chosen = [sites[(len(sites) - 1) * k // max(1, count - 1)] for k in range(count - 1)]
+    # Half of the states just before a checkpoint, where the most acknowledged data lives
+    # only in the journal (several groups after lastMark: the later-group rule matters),
+    # the rest spread evenly over the run.
+    before = [site for site in sites if isinstance(ops[site.step or 0], CHECKPOINTS)]
+    half = min(len(before), (count - 1) // 2)
+    picked = {before[(len(before) - 1) * k // max(1, half - 1)] for k in range(half)}
+    spread = count - 1 - len(picked)
+    evenly = [sites[(len(sites) - 1) * k // max(1, spread - 1)] for k in range(spread)]
+    for site in evenly + sites:  # evenly spread first; the next free site where two meet
+        if len(picked) >= min(count - 1, len(sites)):
+            break
+        picked.add(site)
+    chosen = sorted(picked, key=lambda site: site.op_index)
     states: list[CrashState] = []
     for number, site in enumerate(chosen):
         harness, sut = interrupted(ops, site, settings(manager), seed, recording.start_images)
@@ -230,9 +268,12 @@ def run_damage_check(
     manager: str = "single",
     keep: str | None = None,
     inspect: bool = True,
+    aim: bool = True,
     progress: Callable[[str], None] | None = None,
 ) -> DamageReport:
-    """The check (module docstring). ``progress`` gets a line per crash state."""
+    """The check (module docstring). ``progress`` gets a line per crash state. ``aim``:
+    each state also takes the generator's aimed damage (``Generator.aimed``), before the
+    ``damages`` drawn ones."""
     started = time.monotonic()
     report = DamageReport(seed, manager)
     open_bookie = opener(seed, manager)
@@ -253,8 +294,9 @@ def run_damage_check(
             )
         generator = Generator(files, older, _aims(disk, files), rng)
         found = 0
-        for _ in range(damages):
-            damage = generator.draw()
+        aimed = generator.aimed() if aim else []
+        for number in range(len(aimed) + damages):
+            damage = aimed[number] if number < len(aimed) else generator.draw()
             damaged = restore_disk(state.image)
             damage.apply(damaged)
             verdict = judge(
@@ -277,7 +319,8 @@ def run_damage_check(
         report.states += 1
         if progress is not None:
             progress(
-                f"crash state {state.number} ({state.where}): {damages} damaged starts, "
+                f"crash state {state.number} ({state.where}): {len(aimed) + damages} damaged "
+                "starts, "
                 f"{found} violations"
             )
     report.seconds = time.monotonic() - started

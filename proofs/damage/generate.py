@@ -11,11 +11,17 @@ the shapes nobody wrote a row for are tried too:
 - ``flip``: one byte changed;
 - ``remove``: the file deleted;
 - ``duplicate``: a copy of the file under the next free name of its kind (``<hex>.txn``,
-  ``<hex>.log``, ``<hex>.seg``);
+  ``<hex>.log``, ``<hex>.seg``), or under its own name in another directory holding files
+  of its kind (a log restored into the wrong ledger directory);
 - ``swap``: two files of one kind exchange their bytes;
 - ``older``: the file replaced by an older copy of itself (its bytes at an earlier crash
   state of the same run);
 - ``several``: two or three of the above on different files.
+
+Besides the drawn ones, :meth:`Generator.aimed` lists damage at every aimed offset without
+dice (each journal group zeroed, its first length zeroed, the journal cut there; each
+journal's magic zeroed), so that the shapes the survey of a journal must tell apart are
+tried at every state, not only when the dice fall there.
 
 A damage is data (``describe`` says it in words, ``to_json`` keeps it with a regression
 directory) and applies itself to a crashed SimDisk (``apply``), durably. The oracle that
@@ -287,6 +293,23 @@ class Generator:
         self._aims = aims
         self._rng = rng
 
+    def aimed(self) -> list[Damage]:
+        """Damage at every aimed offset, drawn by no dice: at each (group starts and
+        lastMark's offset in journals) the group zeroed (a sector), its first length zeroed,
+        and the file cut there; and every journal's magic and version zeroed."""
+        out: list[Damage] = []
+        for path in sorted(self._aims):
+            data = self._files.get(path)
+            if not data:
+                continue
+            if file_kind(path) == "journal" and len(data) > 8:
+                out.append(Zero(path, 0, 8))
+            for offset in sorted({a for a in self._aims[path] if 0 < a < len(data)}):
+                if offset % SECTOR == 0:
+                    out += [Zero(path, offset, SECTOR), Zero(path, offset, 4)]
+                    out.append(Truncate(path, offset))
+        return out
+
     def draw(self) -> Damage:
         """One damage: a single one, or (one in six) several on different files."""
         if self._rng.randrange(6) == 0 and len(self._files) > 1:
@@ -346,7 +369,18 @@ class Generator:
             match = NUMBERED.match(path.rsplit("/", 1)[-1])
             if match is None:
                 return None
-            directory = path.rsplit("/", 1)[0]
+            directory, name = path.rsplit("/", 1)
+            elsewhere = sorted(
+                {
+                    p.rsplit("/", 1)[0]
+                    for p in paths
+                    if file_kind(p) == file_kind(path) and not p.startswith(directory + "/")
+                }
+            )
+            if elsewhere and rng.randrange(2) == 0:
+                # The same name in another directory holding files of its kind (a log copied
+                # or restored into the wrong ledger directory), over whatever is there.
+                return Duplicate(path, f"{rng.choice(elsewhere)}/{name}")
             width = len(match["id"])
             number = int(match["id"], 16) + 1
             while True:
