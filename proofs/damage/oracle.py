@@ -183,6 +183,8 @@ def _changes_a_log_in_place(damage: Damage) -> bool:
 
 
 def _takes_a_journal_end(damage: Damage, before: Mapping[str, bytes]) -> bool:
+    """Whether some part of ``damage`` took a journal's end away or moved its bytes (rows
+    j12, j14, j20, j21: module docstring)."""
     for part in _parts(damage):
         path = part.paths()[0]
         if file_kind(path) != "journal":
@@ -190,9 +192,8 @@ def _takes_a_journal_end(damage: Damage, before: Mapping[str, bytes]) -> bool:
         if part.kind in ("truncate", "older", "remove", "swap"):
             return True
         if isinstance(part, Zero):
-            offset, length = part.offset, part.length
-            data = bytearray(before.get(path, b""))
-            data[offset : offset + length] = bytes(len(data[offset : offset + length]))
+            data = _in_place(part, before.get(path, b"")) or b""
+            offset = part.offset
             if data[:8] != before.get(path, b"")[:8]:
                 continue  # "BKLG" and the version zeroed: refused after a bkref lastMark (j19)
             if bytes(data[offset:]).count(PADDING_HEAD) <= 1:
@@ -200,34 +201,16 @@ def _takes_a_journal_end(damage: Damage, before: Mapping[str, bytes]) -> bool:
     return False
 
 
-def journal_payloads(data: bytes) -> list[tuple[int, int]]:
-    """The byte ranges of a V5+ journal's record payloads (ids, body, key: what row j7 says
-    no reader can check), by the walk spec/format/journal.md describes: a 512-byte header
+def _walk(data: bytes) -> tuple[list[tuple[int, int]], list[int]]:
+    """A V5+ journal walked as spec/format/journal.md describes it: a 512-byte header
     ("BKLG", int32 version), then records, each an int32 length and that many bytes, a
     padding record being PADDING_MASK, int32 n and n zeros; the walk ends at a zero length,
-    a length that does not fit, or the end. [] for anything else (no exemption then)."""
+    a length that does not fit, or the end. Returns the records' payload ranges and where
+    each group after the first starts (the end of a padding record with data after it);
+    nothing for anything else."""
     if len(data) < 8 or data[:4] != b"BKLG" or struct.unpack_from(">i", data, 4)[0] < 5:
-        return []
-    ranges: list[tuple[int, int]] = []
-    offset = 512
-    while offset + 4 <= len(data):
-        (length,) = struct.unpack_from(">i", data, offset)
-        if length == -0x100 and offset + 8 <= len(data):
-            (zeros,) = struct.unpack_from(">i", data, offset + 4)
-            offset += 8 + max(0, zeros)
-            continue
-        if length <= 0 or offset + 4 + length > len(data):
-            break
-        ranges.append((offset + 4, offset + 4 + length))
-        offset += 4 + length
-    return ranges
-
-
-def group_starts(data: bytes) -> list[int]:
-    """Where each group of a V5+ journal after the first starts: the end of each padding
-    record that has data after it (the walk of :func:`journal_payloads`)."""
-    if len(data) < 8 or data[:4] != b"BKLG" or struct.unpack_from(">i", data, 4)[0] < 5:
-        return []
+        return [], []
+    payloads: list[tuple[int, int]] = []
     starts: list[int] = []
     offset = 512
     while offset + 4 <= len(data):
@@ -240,8 +223,33 @@ def group_starts(data: bytes) -> list[int]:
             continue
         if length <= 0 or offset + 4 + length > len(data):
             break
+        payloads.append((offset + 4, offset + 4 + length))
         offset += 4 + length
-    return starts
+    return payloads, starts
+
+
+def journal_payloads(data: bytes) -> list[tuple[int, int]]:
+    """The byte ranges of a V5+ journal's record payloads (ids, body, key: what row j7 says
+    no reader can check); [] for anything else (no exemption then)."""
+    return _walk(data)[0]
+
+
+def group_starts(data: bytes) -> list[int]:
+    """Where each group of a V5+ journal after the first starts (:func:`_walk`)."""
+    return _walk(data)[1]
+
+
+def _in_place(part: Damage, old: bytes) -> bytes | None:
+    """The bytes a ``zero`` or ``flip`` leaves of ``old``; None for other damage."""
+    new = bytearray(old)
+    if isinstance(part, Zero):
+        end = min(len(new), part.offset + part.length)
+        new[part.offset : end] = bytes(max(0, end - part.offset))
+    elif isinstance(part, Flip):
+        new[part.offset] ^= part.mask
+    else:
+        return None
+    return bytes(new)
 
 
 def _changed(before: bytes, after: bytes) -> list[int] | None:
@@ -256,16 +264,9 @@ def _changes_journal_payloads_only(damage: Damage, before: Mapping[str, bytes]) 
     inside its records' payloads (row j7: ids, body or key changed, lengths intact)."""
     for part in _parts(damage):
         path = part.paths()[0]
-        if file_kind(path) != "journal" or part.kind not in ("zero", "flip"):
-            continue
         old = before.get(path, b"")
-        disk_bytes = bytearray(old)
-        if isinstance(part, Zero):
-            end = min(len(disk_bytes), part.offset + part.length)
-            disk_bytes[part.offset : end] = bytes(end - part.offset)
-        elif isinstance(part, Flip):
-            disk_bytes[part.offset] ^= part.mask
-        changed = _changed(old, bytes(disk_bytes))
+        new = _in_place(part, old) if file_kind(path) == "journal" else None
+        changed = None if new is None else _changed(old, new)
         payloads = journal_payloads(old)
         if changed and all(any(a <= i < b for a, b in payloads) for i in changed):
             return True
@@ -279,24 +280,18 @@ def _cuts_the_last_group(damage: Damage, before: Mapping[str, bytes]) -> bool:
     the same as)."""
     for part in _parts(damage):
         path = part.paths()[0]
-        if file_kind(path) != "journal" or not isinstance(part, Zero | Flip):
-            continue
         old = before.get(path, b"")
-        new = bytearray(old)
-        if isinstance(part, Zero):
-            end = min(len(new), part.offset + part.length)
-            new[part.offset : end] = bytes(end - part.offset)
-        else:
-            new[part.offset] ^= part.mask
-        changed = _changed(old, bytes(new))
-        if not changed:
+        new = _in_place(part, old) if file_kind(path) == "journal" else None
+        changed = None if new is None else _changed(old, new)
+        if not changed or new is None:
             continue
         for start, _end in journal_payloads(old):
             field = start - 4
             if not all(field <= i < start for i in changed):
                 continue
             (length,) = struct.unpack_from(">i", new, field)
-            if length >= 16 and start + length >= len(old) and old[field:].count(PADDING_HEAD) <= 1:
+            last_group = old[field:].count(PADDING_HEAD) <= 1
+            if length >= 16 and start + length >= len(old) and last_group:
                 return True
     return False
 

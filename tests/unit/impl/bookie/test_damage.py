@@ -37,6 +37,7 @@ from impl.journal.last_mark import LogMark
 from impl.limits import Limits
 from models.fs.simdisk import SimDisk
 from proofs.cli.inspect import inspect_dir
+from proofs.damage.inspect_verdict import materialize
 from spec.crash import LoseUnsynced
 from spec.errors import BookieIOError, DamagedFile, NoEntry, NoLedger
 from spec.ids import EntryId, LedgerId
@@ -162,20 +163,6 @@ def _row_under_test(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[
     _ROW.clear()
     if row in _table_verdicts():
         assert row in AGREED, f"row {row}'s test never ran the disk through recovery and inspect"
-
-
-def materialize(disk: SimDisk, root: Path) -> None:
-    """The simulated disk's current tree, files and directories, under ``root``."""
-    pending = ["/"]
-    while pending:
-        directory = pending.pop()
-        (root / directory.lstrip("/")).mkdir(parents=True, exist_ok=True)
-        for name in disk.listdir(directory):
-            path = join(directory, name)
-            if disk.is_dir(path):
-                pending.append(path)
-            else:
-                (root / path.lstrip("/")).write_bytes(disk.read_file(path))
 
 
 def inspect_problems(disk: SimDisk, under: Path | None = None) -> list[str]:
