@@ -33,6 +33,9 @@ acknowledged entry's read answered io_error: damage met where the format has no 
 spec/format/entry_log.md e3), undetectable (a loss the format pages' tables say no reader can
 see: rows e4/j7, j6, j12/j14/j20/j21), violation (anything else: a silent loss, a
 resurrection, a traceback, a refusal naming no file or changing files, inspect disagreeing).
+
+exit status: 0 no violation; 1 violations (or, with --replay, the kept state is still one);
+2 bad arguments, a directory that is not a kept state, or a check that could not run.
 """
 
 
