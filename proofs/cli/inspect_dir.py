@@ -245,7 +245,7 @@ def inspect_dir(fs: FileSystem, given: str, extra_ledger_dirs: Sequence[str] = (
         )
         if problem is not None:
             report.dir_problems.append(problem)
-    _index_problems(report, marks, extra_ledger_dirs)
+    _index_problems(fs, report, marks, extra_ledger_dirs)
     _leftover_problems(report, extra_ledger_dirs)
     report.items.sort(key=lambda item: item.name)
     return report
@@ -323,7 +323,10 @@ def _journal_dir(report: DirReport) -> str | None:
 
 
 def _index_problems(
-    report: DirReport, marks: list[dict[str, object]], extra_ledger_dirs: Sequence[str]
+    fs: FileSystem,
+    report: DirReport,
+    marks: list[dict[str, object]],
+    extra_ledger_dirs: Sequence[str],
 ) -> None:
     """What a start checks of the index here against lastMark and the entry logs (rows i1,
     i3, d1, d2 and e1, e2), by recovery's own decisions: ``index_coverage_damage`` and
@@ -349,13 +352,15 @@ def _index_problems(
         copies = logs.get(log_id, [])
         path, size = copies[0] if copies else (None, None)
         last_length = None
-        if path is not None:
+        if path is not None and largest >= 4:
             try:
-                with open(path, "rb") as file:
-                    file.seek(max(0, largest - 4))
-                    last_length = record_length_before(file.read(4) if largest >= 4 else b"")
-            except OSError:
-                last_length = None
+                handle = fs.open(path, read_only=True)
+                try:
+                    last_length = record_length_before(handle.pread(largest - 4, 4))
+                finally:
+                    handle.close()
+            except BkrefError:
+                last_length = None  # unreadable: the log's own description says so
         damage = indexed_log_damage(
             log_id,
             count,

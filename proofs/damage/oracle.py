@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import contextlib
 import struct
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import attrs
 
@@ -259,16 +259,26 @@ def _changed(before: bytes, after: bytes) -> list[int] | None:
     return [i for i, (a, b) in enumerate(zip(before, after, strict=True)) if a != b]
 
 
-def _changes_journal_payloads_only(damage: Damage, before: Mapping[str, bytes]) -> bool:
-    """Whether some part of ``damage`` changed bytes in place inside a journal, and only
-    inside its records' payloads (row j7: ids, body or key changed, lengths intact)."""
+def _journal_edits(
+    damage: Damage, before: Mapping[str, bytes]
+) -> Iterator[tuple[bytes, bytes, list[int]]]:
+    """Each part of ``damage`` that changed a journal's bytes in place (``zero``, ``flip``):
+    the journal's bytes before and after, and the offsets that changed."""
     for part in _parts(damage):
         path = part.paths()[0]
         old = before.get(path, b"")
         new = _in_place(part, old) if file_kind(path) == "journal" else None
         changed = None if new is None else _changed(old, new)
+        if new is not None and changed:
+            yield old, new, changed
+
+
+def _changes_journal_payloads_only(damage: Damage, before: Mapping[str, bytes]) -> bool:
+    """Whether some part of ``damage`` changed bytes in place inside a journal, and only
+    inside its records' payloads (row j7: ids, body or key changed, lengths intact)."""
+    for old, _new, changed in _journal_edits(damage, before):
         payloads = journal_payloads(old)
-        if changed and all(any(a <= i < b for a, b in payloads) for i in changed):
+        if all(any(a <= i < b for a, b in payloads) for i in changed):
             return True
     return False
 
@@ -278,13 +288,7 @@ def _cuts_the_last_group(damage: Damage, before: Mapping[str, bytes]) -> bool:
     journal's last group (at most one padding record from it on), into a length whose record
     runs to or past the end of the file (row j6: a misparse that a crash's cut record looks
     the same as)."""
-    for part in _parts(damage):
-        path = part.paths()[0]
-        old = before.get(path, b"")
-        new = _in_place(part, old) if file_kind(path) == "journal" else None
-        changed = None if new is None else _changed(old, new)
-        if not changed or new is None:
-            continue
+    for old, new, changed in _journal_edits(damage, before):
         for start, _end in journal_payloads(old):
             field = start - 4
             if not all(field <= i < start for i in changed):
